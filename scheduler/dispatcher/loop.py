@@ -1,0 +1,168 @@
+"""The active dispatcher's loop: wake on NOTIFY, feed the policy, carry out its decisions."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections import defaultdict
+
+import psycopg
+from redis import Redis
+
+from scheduler.dispatcher.leader import acquire_leadership, still_leader
+from scheduler.dispatcher.views import job_view, worker_view
+from scheduler.interface import SchedulingPolicy
+from scheduler.policies import make_policy
+from scheduler.types import Assign, Decision, JobClass, Preempt, Reject
+from service.db.session import sync_session
+from service.jobs import dispatch_store as store
+from service.jobs.events import JOBS_CHANNEL, WORKER_KEY_PATTERN, stream_key, worker_queue
+from service.settings import Settings, to_libpq_url
+from worker.celery_app import RUN_JOB_TASK, make_celery
+
+log = logging.getLogger("fairway.scheduler")
+
+MAINTENANCE_S = 0.5  # worker refresh + lease recovery cadence; realtime wakes on NOTIFY
+
+
+class Dispatcher:
+    def __init__(self, settings: Settings, policy: SchedulingPolicy | None = None) -> None:
+        self.settings = settings
+        self.policy = policy or make_policy(settings.scheduler_policy)
+        self.redis = Redis.from_url(settings.redis_url)
+        self.celery = make_celery(settings)
+        self.placed: dict[str, tuple[str, JobClass]] = {}  # job id -> (worker id, class)
+        self.workers: set[str] = set()
+        self._next_maintenance = 0.0
+        self._next_scan = 0.0
+
+    # -- process -------------------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> None:
+        libpq = to_libpq_url(self.settings.database_url)
+        lock_conn = acquire_leadership(libpq, stop)
+        if lock_conn is None:
+            return
+        with lock_conn, psycopg.connect(libpq, autocommit=True) as listen_conn:
+            listen_conn.execute(f"LISTEN {JOBS_CHANNEL}")
+            self._bootstrap()
+            while not stop.is_set():
+                self.step(listen_conn)
+                if time.monotonic() >= self._next_maintenance and not still_leader(lock_conn):
+                    log.error("lost the dispatcher lock's connection; stepping down")
+                    return
+
+    def _bootstrap(self) -> None:
+        """Rebuild the policy's state from Postgres: a new leader forgets nothing."""
+        with sync_session(self.settings.database_url) as session:
+            for job_id, worker_id, kind in store.active_assignments(session):
+                self.placed[str(job_id)] = (worker_id, JobClass(kind))
+        self._maintenance()
+        self._scan_queued()
+
+    # -- one iteration -------------------------------------------------------------------------
+    def step(self, listen_conn: psycopg.Connection, max_wait_s: float = MAINTENANCE_S) -> None:
+        wait = max(0.0, min(max_wait_s, self._next_maintenance - time.monotonic()))
+        notes = [n.payload for n in listen_conn.notifies(timeout=wait, stop_after=1)]
+        if notes:  # drain whatever else already arrived, without waiting
+            notes += [n.payload for n in listen_conn.notifies(timeout=0.001)]
+        self._handle(notes)
+        if time.monotonic() >= self._next_maintenance:
+            self._maintenance()
+        if time.monotonic() >= self._next_scan:
+            self._scan_queued()
+        self._act(self.policy.schedule(time.time()))
+
+    def _handle(self, payloads: list[str]) -> None:
+        new_ids: list[uuid.UUID] = []
+        for payload in payloads:
+            op, _, rest = payload.partition(":")
+            if op == "new":
+                new_ids.append(uuid.UUID(rest))
+            elif op == "done":
+                self._release(rest.partition(":")[0])
+            elif op == "cancel":
+                self.policy.on_job_cancelled(rest)
+                self._release(rest)
+            elif op == "scan":
+                self._next_scan = 0.0
+        if new_ids:
+            with sync_session(self.settings.database_url) as session:
+                for job in store.fetch_queued(session, job_ids=new_ids):
+                    self.policy.on_job_arrived(job_view(job))
+
+    def _release(self, job_id: str) -> None:
+        placed = self.placed.pop(job_id, None)
+        if placed is not None:
+            self.policy.on_job_finished(job_id, placed[0], 0, 0)
+
+    # -- periodic ------------------------------------------------------------------------------
+    def _maintenance(self) -> None:
+        self._next_maintenance = time.monotonic() + MAINTENANCE_S
+        self._refresh_workers()
+        with sync_session(self.settings.database_url) as session:
+            lost = store.requeue_expired_leases(session)
+        if lost:
+            log.warning("re-queued %d job(s) whose lease expired", len(lost))
+            for job_id, _worker in lost:
+                self._release(str(job_id))
+            self._next_scan = 0.0
+
+    def _refresh_workers(self) -> None:
+        keys = list(self.redis.scan_iter(match=WORKER_KEY_PATTERN, count=500))
+        beats = [json.loads(v) for v in self.redis.mget(keys) if v] if keys else []
+        by_worker: dict[str, dict[str, JobClass]] = defaultdict(dict)
+        for job_id, (worker_id, job_class) in self.placed.items():
+            by_worker[worker_id][job_id] = job_class
+        seen = set()
+        for beat in beats:
+            seen.add(beat["worker_id"])
+            self.policy.on_worker_heartbeat(worker_view(beat, by_worker[beat["worker_id"]]))
+        for gone in self.workers - seen:
+            log.warning("worker %s stopped heartbeating", gone)
+            self.policy.on_worker_lost(gone)
+        self.workers = seen
+
+    def _scan_queued(self) -> None:
+        """Safety net: pick up queued jobs we were not told about (bulk inserts, failover)."""
+        self._next_scan = time.monotonic() + 5.0
+        with sync_session(self.settings.database_url) as session:
+            for job in store.fetch_queued(session):
+                self.policy.on_job_arrived(job_view(job))  # policies ignore known ids
+
+    # -- decisions -----------------------------------------------------------------------------
+    def _act(self, decisions: list[Decision]) -> None:
+        if not decisions:
+            return
+        with sync_session(self.settings.database_url) as session:
+            for decision in decisions:
+                if isinstance(decision, Assign):
+                    self._assign(session, decision)
+                elif isinstance(decision, Reject):
+                    self._reject(session, decision)
+                elif isinstance(decision, Preempt):
+                    # Carried out by the preemption issue's worker command; logged until then.
+                    log.info("preemption decided but not yet executed: %s", decision)
+
+    def _assign(self, session: object, decision: Assign) -> None:
+        attempt = store.claim_job(session, job_id=uuid.UUID(decision.job_id),  # type: ignore[arg-type]
+                                  worker_id=decision.worker_id,
+                                  lease_s=self.settings.lease_seconds)
+        if attempt is None:  # cancelled (or claimed) since the policy saw it
+            self.policy.on_job_finished(decision.job_id, decision.worker_id, 0, 0)
+            return
+        self.placed[decision.job_id] = (decision.worker_id, JobClass.REALTIME)
+        self.celery.send_task(RUN_JOB_TASK, args=[decision.job_id, attempt],
+                              queue=worker_queue(decision.worker_id))
+
+    def _reject(self, session: object, decision: Reject) -> None:
+        retry = max(1, round(decision.retry_after_s))
+        if store.reject_job(session, job_id=uuid.UUID(decision.job_id), status=429,  # type: ignore[arg-type]
+                            code="slo_unattainable",
+                            message=f"Cannot meet this request's latency target now: "
+                                    f"{decision.reason}. Retry after {retry}s."):
+            self.redis.xadd(stream_key(decision.job_id), {
+                "type": "error", "attempt": 0, "status": 429, "code": "slo_unattainable",
+                "message": decision.reason, "retry_after": retry})

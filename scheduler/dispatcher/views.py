@@ -1,0 +1,38 @@
+"""Translate rows and heartbeats into the policy's plain objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.types import JobClass, JobView, WorkerView
+from service.jobs.dispatch_store import QueuedJob
+
+
+def job_view(job: QueuedJob) -> JobView:
+    return JobView(
+        job_id=str(job.job_id),
+        tenant_id=str(job.tenant_id),
+        job_class=JobClass(job.kind),
+        priority=job.priority,
+        model=job.model,
+        arrival=job.created_at.timestamp(),
+        deadline=job.deadline_at.timestamp() if job.deadline_at else None,
+        prompt_tokens=job.prompt_tokens_estimate,
+        max_tokens=job.max_tokens,
+        tenant_weight=job.tenant_weight,
+        prefix_key=job.prefix_key,
+    )
+
+
+def worker_view(beat: dict[str, Any], assigned: dict[str, JobClass]) -> WorkerView:
+    capacity = int(beat.get("kv_capacity_tokens", 0))
+    return WorkerView(
+        worker_id=beat["worker_id"],
+        models=tuple(beat.get("models", ())),
+        max_slots=int(beat.get("max_slots", 1)),
+        running=int(beat.get("running", 0)),
+        kv_capacity_tokens=capacity,
+        kv_used_tokens=int(float(beat.get("kv_usage", 0.0)) * capacity),
+        last_seen=float(beat.get("ts", 0.0)),
+        assigned=dict(assigned),
+    )

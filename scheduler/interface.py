@@ -1,0 +1,51 @@
+"""The interface the dispatcher (and the simulator) drive a policy through.
+
+Call order, per dispatcher wake-up: any number of ``on_*`` notifications, then
+``schedule(now)``; the dispatcher carries out the returned decisions and reports their
+outcome back through the ``on_*`` methods. A policy never performs I/O.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+
+from scheduler.types import Decision, JobView, WorkerView
+
+
+class PolicyKind(enum.StrEnum):
+    FCFS = "fcfs"
+    PRIORITY = "priority"  # strict priority, then arrival
+    FAIRWAY = "fairway"  # tiers + weighted fair share + deadlines (scheduler-core issue)
+
+
+class SchedulingPolicy(abc.ABC):
+    @abc.abstractmethod
+    def on_job_arrived(self, job: JobView) -> None:
+        """Called once when a job becomes queued (new, or back after a lost lease/preemption)."""
+
+    @abc.abstractmethod
+    def on_job_cancelled(self, job_id: str) -> None:
+        """Called when a queued job is withdrawn before it was assigned (client gone, cancel)."""
+
+    @abc.abstractmethod
+    def on_job_finished(
+        self, job_id: str, worker_id: str, prompt_tokens: int, completion_tokens: int
+    ) -> None:
+        """Called when an assigned job ends on a worker, whatever the outcome."""
+
+    @abc.abstractmethod
+    def on_worker_heartbeat(self, worker: WorkerView) -> None:
+        """Called for every heartbeat; replaces what the policy knew about that worker."""
+
+    @abc.abstractmethod
+    def on_worker_lost(self, worker_id: str) -> None:
+        """Called when a worker's heartbeat expired; its jobs come back via on_job_arrived."""
+
+    @abc.abstractmethod
+    def schedule(self, now: float) -> list[Decision]:
+        """Called after notifications; returns what to do now. Assigned jobs leave the queue."""
+
+    def num_queued(self) -> int:
+        """Jobs waiting for a decision (convenience; policies may override)."""
+        return 0

@@ -1,0 +1,64 @@
+"""Tunables of the Fairway policy, in one place, with the reason for each default."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduler.cost_model import DEFAULT_COST, CostModel
+
+# The lead's mapping of service tiers to JobView.priority (lower runs first).
+PRIORITY_TIER = 0
+DEFAULT_TIER = 1
+FLEX_TIER = 2
+BATCH_TIER = 3
+
+
+@dataclass(slots=True)
+class FairwayConfig:
+    # VTC weights from the OSDI'24 paper: an output token costs twice an input token.
+    w_in: float = 1.0
+    w_out: float = 2.0
+    # TTFT SLO per realtime priority when the job carries none (seconds).
+    default_ttft_slo_s: dict[int, float] = field(
+        default_factory=lambda: {PRIORITY_TIER: 1.0, DEFAULT_TIER: 2.0, FLEX_TIER: 10.0}
+    )
+    # Batch without a deadline gets the OpenAI completion window.
+    default_batch_window_s: float = 24 * 3600.0
+    # Escalate this long before the latest start that still meets the deadline: covers the
+    # tick period and queueing inside the engine.
+    escalation_margin_s: float = 5.0
+    flex_priority: int = FLEX_TIER
+    # Admission: reject when predicted TTFT exceeds slo * (1 + tolerance).
+    admission_tolerance: float = 0.0
+    min_retry_after_s: float = 1.0
+    # Once a realtime job is rejected for a model, new flex work for it is refused this long.
+    overload_hold_s: float = 5.0
+    # Consistent hashing with bounded load (Mirrokni et al.): a worker takes affinity work only
+    # while its in-flight count <= affinity_load_factor * pool mean + affinity_slack. The slack
+    # (as in SGLang's router's absolute balance threshold) keeps a lightly loaded pool from
+    # scattering a shared prefix just because one worker holds two jobs and the others none.
+    affinity_load_factor: float = 1.25
+    affinity_slack: int = 4
+    ring_vnodes: int = 32
+    affinity_walk_limit: int = 4  # distinct workers tried on the ring before least loaded
+    # Least-loaded candidates looked at per placement; above it placement degrades to
+    # "maybe not the best fit" rather than O(workers).
+    placement_scan_limit: int = 16
+    # Realtime headroom: reserve = ceil(mean + k * sqrt(mean)) of the EWMA realtime load,
+    # minus what realtime already holds, clamped to [min, max_frac * slots].
+    headroom_tau_s: float = 30.0
+    headroom_k: float = 2.0
+    headroom_min_slots: int = 0
+    headroom_max_frac: float = 0.5
+    headroom_enabled: bool = True
+    # Preemption: how many workers of the model are examined for victims per realtime job.
+    victim_scan_limit: int = 32
+    preemption_enabled: bool = True
+    # A pass defers at most this many unplaceable jobs before it stops (degradation rule).
+    max_deferred_per_pass: int = 64
+    default_cost: CostModel = DEFAULT_COST
+
+    def ttft_slo(self, priority: int, explicit: float | None) -> float:
+        if explicit is not None:
+            return explicit
+        return self.default_ttft_slo_s.get(priority, max(self.default_ttft_slo_s.values()))

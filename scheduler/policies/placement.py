@@ -1,0 +1,139 @@
+"""Placement: which worker serving the job's model, with room, takes it.
+
+1. Prefix affinity by consistent hashing with bounded load: a job with a ``prefix_key`` goes
+   to the first worker clockwise from the key's hash on the model's ring that has room and
+   whose in-flight count is at most ``c * mean + slack`` (c = ``affinity_load_factor``).
+   Load balance overrides affinity exactly when that bound fails: the walk moves on, and
+   after ``affinity_walk_limit`` distinct workers it gives up on affinity.
+2. Otherwise the least loaded worker (by the tighter of slot and KV use) that has room.
+
+Least loaded is a lazy heap per model, keyed by load and the worker's version; a placement
+looks at up to ``placement_scan_limit`` valid entries, so it costs O(limit * log W) rather
+than O(W). Past the limit it may miss a worker that would fit (a heavily loaded one whose
+free KV happens to be large): that is the documented degradation.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scheduler.cost_model import CostModel
+from scheduler.policies.workers import WorkerState
+
+
+def stable_hash(text: str) -> int:
+    # Python's hash() is salted per process; the ring must agree across restarts.
+    return zlib.crc32(text.encode())
+
+
+@dataclass(slots=True)
+class Pool:
+    """The workers that serve one model."""
+
+    model: str
+    workers: dict[str, WorkerState] = field(default_factory=dict)
+    heap: list[tuple[float, int, str]] = field(default_factory=list)
+    ring: list[tuple[int, str]] = field(default_factory=list)
+    ring_dirty: bool = True
+    slots_total: int = 0
+    used_total: int = 0
+    rt_inflight: int = 0
+    rt_queued: int = 0
+    rt_queued_prefill: int = 0
+    kv_capacity_max: int = 0
+    cost: CostModel | None = None
+
+    def push(self, ws: WorkerState) -> None:
+        heapq.heappush(self.heap, (ws.load(), ws.load_version, ws.worker_id))
+        if len(self.heap) > 4 * len(self.workers) + 64:
+            self.heap = [(w.load(), w.load_version, w.worker_id) for w in self.workers.values()]
+            heapq.heapify(self.heap)
+
+    def join(self, ws: WorkerState) -> None:
+        self.workers[ws.worker_id] = ws
+        self.ring_dirty = True
+        self.cost = self.cost or ws.cost
+        self.slots_total += ws.view.max_slots
+        self.used_total += ws.used_slots()
+        self.kv_capacity_max = max(self.kv_capacity_max, ws.view.kv_capacity_tokens)
+        self.push(ws)
+
+    def leave(self, worker_id: str) -> None:
+        ws = self.workers.pop(worker_id, None)
+        if ws is None:
+            return
+        self.ring_dirty = True
+        self.slots_total -= ws.view.max_slots
+        self.used_total -= ws.used_slots()
+        self.rt_inflight -= ws.rt_count
+        self.kv_capacity_max = max(
+            (w.view.kv_capacity_tokens for w in self.workers.values()), default=0
+        )
+
+    def update(self, ws: WorkerState, old_slots: int, old_used: int) -> None:
+        """A member's heartbeat changed its size or load."""
+        self.slots_total += ws.view.max_slots - old_slots
+        self.used_total += ws.used_slots() - old_used
+        self.kv_capacity_max = max(self.kv_capacity_max, ws.view.kv_capacity_tokens)
+        self.push(ws)
+
+    def mean_used(self) -> float:
+        return self.used_total / max(1, len(self.workers))
+
+    def least_loaded(
+        self, fits: Callable[[WorkerState], bool], scan_limit: int
+    ) -> WorkerState | None:
+        popped: list[tuple[float, int, str]] = []
+        found: WorkerState | None = None
+        while self.heap and len(popped) < scan_limit:
+            entry = heapq.heappop(self.heap)
+            ws = self.workers.get(entry[2])
+            if ws is None or ws.load_version != entry[1]:
+                continue  # stale: the worker left or its load changed since
+            popped.append(entry)
+            if fits(ws):
+                found = ws
+                break
+        for entry in popped:
+            heapq.heappush(self.heap, entry)
+        return found
+
+    def affinity(
+        self,
+        key: str,
+        fits: Callable[[WorkerState], bool],
+        load_factor: float,
+        slack: int,
+        walk_limit: int,
+        vnodes: int,
+    ) -> WorkerState | None:
+        if self.ring_dirty:
+            self._build_ring(vnodes)
+        if not self.ring:
+            return None
+        bound = load_factor * self.mean_used() + slack
+        start = bisect.bisect_left(self.ring, (stable_hash(key), ""))
+        seen: set[str] = set()
+        for i in range(len(self.ring)):
+            worker_id = self.ring[(start + i) % len(self.ring)][1]
+            if worker_id in seen:
+                continue
+            seen.add(worker_id)
+            ws = self.workers[worker_id]
+            if ws.used_slots() <= bound and fits(ws):
+                return ws
+            if len(seen) >= walk_limit:
+                break
+        return None
+
+    def _build_ring(self, vnodes: int) -> None:
+        self.ring = sorted(
+            (stable_hash(f"{worker_id}#{i}"), worker_id)
+            for worker_id in self.workers
+            for i in range(vnodes)
+        )
+        self.ring_dirty = False

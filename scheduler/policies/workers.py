@@ -1,0 +1,121 @@
+"""The policy's picture of each worker: the last heartbeat plus what it assigned since.
+
+Room is the pessimistic union of both: a slot is used if the engine reports it or the policy
+sent a job there that has not finished, and KV is used if the engine reports it or a job's
+reservation (prompt + max_tokens, the most it can grow to) holds it. Placement therefore
+never exceeds a worker's capacity, whichever of the two is behind.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from scheduler.cost_model import CostModel
+from scheduler.types import JobClass, JobView, WorkerView
+
+
+@dataclass(slots=True)
+class AssignedJob:
+    job: JobView
+    assigned_at: float
+    kv_need: int
+    level: int  # 0 = realtime or escalated batch, 1 = batch
+
+    @property
+    def is_realtime(self) -> bool:
+        return self.job.job_class is JobClass.REALTIME
+
+
+def kv_need(job: JobView) -> int:
+    return job.prompt_tokens + job.max_tokens
+
+
+@dataclass(slots=True)
+class WorkerState:
+    view: WorkerView
+    cost: CostModel
+    jobs: dict[str, AssignedJob] = field(default_factory=dict)
+    kv_reserved: int = 0
+    rt_count: int = 0
+    load_version: int = 0
+    # Realtime load seen here, as an exponentially weighted mean over time.
+    rt_ewma: float = 0.0
+    ewma_at: float = 0.0
+
+    @property
+    def worker_id(self) -> str:
+        return self.view.worker_id
+
+    def used_slots(self) -> int:
+        return max(self.view.running, len(self.jobs))
+
+    def free_slots(self) -> int:
+        return max(0, self.view.max_slots - self.used_slots())
+
+    def kv_used(self) -> int:
+        return max(self.view.kv_used_tokens, self.kv_reserved)
+
+    def kv_free(self) -> int:
+        return max(0, self.view.kv_capacity_tokens - self.kv_used())
+
+    def load(self) -> float:
+        """Fraction of the tighter of the two resources in use: the least-loaded key."""
+        slots = self.used_slots() / max(1, self.view.max_slots)
+        kv = self.kv_used() / max(1, self.view.kv_capacity_tokens)
+        return max(slots, kv)
+
+    def fits(self, need_kv: int, reserve_slots: int = 0, reserve_kv: int = 0) -> bool:
+        return self.free_slots() - 1 >= reserve_slots and self.kv_free() - need_kv >= reserve_kv
+
+    def add(self, item: AssignedJob, now: float, tau_s: float) -> None:
+        self.observe(now, tau_s)
+        self.jobs[item.job.job_id] = item
+        self.kv_reserved += item.kv_need
+        self.rt_count += item.is_realtime
+        self.load_version += 1
+
+    def remove(self, job_id: str, now: float, tau_s: float) -> AssignedJob | None:
+        item = self.jobs.pop(job_id, None)
+        if item is not None:
+            self.observe(now, tau_s)
+            self.kv_reserved -= item.kv_need
+            self.rt_count -= item.is_realtime
+            self.load_version += 1
+        self.view.progress.pop(job_id, None)
+        return item
+
+    def observe(self, now: float, tau_s: float) -> None:
+        """Advance the EWMA: rt_count was constant since ewma_at, so the decay is exact."""
+        dt = now - self.ewma_at
+        if dt > 0:
+            decay = math.exp(-dt / tau_s) if tau_s > 0 else 0.0
+            self.rt_ewma = self.rt_count + (self.rt_ewma - self.rt_count) * decay
+            self.ewma_at = now
+
+
+@dataclass(slots=True)
+class Headroom:
+    """Realtime reserve: room batch may not take, sized from the realtime load seen."""
+
+    tau_s: float
+    k: float
+    min_slots: int
+    max_frac: float
+    enabled: bool = True
+    rt_kv_mean: float = 0.0  # EWMA of a realtime job's KV need, for the KV reserve
+
+    def note_realtime(self, job: JobView) -> None:
+        need = kv_need(job)
+        self.rt_kv_mean = need if self.rt_kv_mean == 0 else 0.9 * self.rt_kv_mean + 0.1 * need
+
+    def reserve(self, ws: WorkerState, now: float) -> tuple[int, int]:
+        """(slots, kv tokens) batch must leave free on this worker now."""
+        if not self.enabled:
+            return 0, 0
+        ws.observe(now, self.tau_s)
+        mean = ws.rt_ewma
+        target = 0 if mean < 0.05 else math.ceil(mean + self.k * math.sqrt(mean))
+        cap = int(self.max_frac * ws.view.max_slots)
+        slots = min(cap, max(self.min_slots, target - ws.rt_count))
+        return slots, int(slots * self.rt_kv_mean)

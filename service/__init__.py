@@ -1,0 +1,1 @@
+"""Fairway's API service: the system of record (Postgres models), routes, auth and CLI."""

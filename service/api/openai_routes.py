@@ -1,0 +1,164 @@
+"""OpenAI-compatible routes: chat completions, completions, models, and job status."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+
+from service.api.deps import CurrentTenant, SessionDep, SettingsDep
+from service.api.relay import ClientGone, follow_job
+from service.api.shapes import ShapeBuilder, sse, usage_dict
+from service.errors import APIError, error_body
+from service.jobs.models import Job
+from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
+from service.jobs.service import cancel_job, create_job, get_job, job_public_view, parse_public_id
+from service.jobs.tiers import classify
+from service.settings import Settings
+
+log = logging.getLogger("fairway.api")
+router = APIRouter(prefix="/v1")
+_background: set[asyncio.Task[Any]] = set()
+
+
+@router.get("/models")
+async def list_models(request: Request, _: CurrentTenant) -> dict[str, Any]:
+    names = await request.app.state.catalog.models()
+    return {"object": "list", "data": [
+        {"id": n, "object": "model", "created": 0, "owned_by": "fairway"} for n in names]}
+
+
+@router.post("/chat/completions", response_model=None)
+async def chat_completions(body: ChatCompletionRequest, request: Request, tenant: CurrentTenant,
+                           session: SessionDep, settings: SettingsDep
+                           ) -> dict[str, Any] | StreamingResponse:
+    return await _submit(request, session, settings, tenant.id, body, chat=True)
+
+
+@router.post("/completions", response_model=None)
+async def completions(body: CompletionRequest, request: Request, tenant: CurrentTenant,
+                      session: SessionDep, settings: SettingsDep
+                      ) -> dict[str, Any] | StreamingResponse:
+    return await _submit(request, session, settings, tenant.id, body, chat=False)
+
+
+@router.get("/jobs/{job_id}")
+async def read_job(job_id: str, tenant: CurrentTenant, session: SessionDep) -> dict[str, Any]:
+    parsed = parse_public_id(job_id)
+    job = await get_job(session, job_id=parsed, tenant_id=tenant.id) if parsed else None
+    if job is None:
+        raise APIError(404, f"No job with id '{job_id}'.", code="not_found", param="job_id")
+    return job_public_view(job)
+
+
+async def _submit(request: Request, session: Any, settings: Settings, tenant_id: uuid.UUID,
+                  body: ChatCompletionRequest | CompletionRequest, *, chat: bool
+                  ) -> dict[str, Any] | StreamingResponse:
+    if body.model not in await request.app.state.catalog.models():
+        raise APIError(404, f"The model '{body.model}' does not exist.",
+                       code="model_not_found", param="model")
+    max_tokens = body.requested_max_tokens() or settings.default_max_tokens
+    if max_tokens > settings.max_tokens_limit:
+        raise APIError(400, f"max_tokens must be at most {settings.max_tokens_limit}.",
+                       code="invalid_value", param="max_tokens")
+    now = dt.datetime.now(dt.UTC)
+    classification = classify(body.service_tier, body.deadline_ms, now=now,
+                              realtime_deadline_s=settings.realtime_deadline_seconds,
+                              flex_deadline_s=settings.flex_deadline_seconds)
+    job = await create_job(
+        session, tenant_id=tenant_id, endpoint="chat.completions" if chat else "completions",
+        model=body.model, request=body.model_dump(mode="json", exclude_none=True),
+        stream=body.stream, max_tokens=max_tokens, classification=classification)
+    builder = ShapeBuilder(chat=chat, public_id=("chatcmpl-" if chat else "cmpl-") + job.id.hex,
+                           created=int(now.timestamp()), model=body.model,
+                           service_tier=classification.service_tier)
+    if body.stream:
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        return StreamingResponse(_stream(request, job.id, builder, include_usage, settings),
+                                 media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache",
+                                          "X-Fairway-Job": job.public_id})
+    return await _wait(request, job.id, builder, settings)
+
+
+async def _wait(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
+                settings: Settings) -> dict[str, Any]:
+    state = request.app.state
+    try:
+        async for ev in follow_job(state.redis, job_id, timeout_s=settings.request_timeout_seconds,
+                                   is_disconnected=request.is_disconnected):
+            if ev.type == "final":
+                async with state.sessionmaker() as session:
+                    job = await session.get(Job, job_id)
+                assert job is not None  # the worker writes the row before the final event
+                return builder.completion((job.result or {}).get("text", ""), job.finish_reason,
+                                          usage_dict(job.prompt_tokens or 0,
+                                                     job.completion_tokens or 0))
+            if ev.type == "error":
+                raise _job_error(ev.fields)
+            if ev.type == "timeout":
+                await _cancel(state, job_id)
+                raise APIError(504, "The request timed out before the job finished.",
+                               code="timeout")
+    except ClientGone:
+        await _cancel(state, job_id)
+        raise
+    raise APIError(500, "The job's event stream ended unexpectedly.", code="internal_error")
+
+
+async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
+                  include_usage: bool, settings: Settings) -> AsyncIterator[bytes]:
+    state = request.app.state
+    done = False
+    try:
+        if builder.chat:
+            yield sse(builder.chunk("", first=True, with_usage_field=include_usage))
+        async for ev in follow_job(state.redis, job_id, timeout_s=settings.request_timeout_seconds):
+            if ev.type == "delta":
+                yield sse(builder.chunk(ev.text, with_usage_field=include_usage))
+            elif ev.type == "final":
+                f = ev.fields
+                yield sse(builder.chunk(None if builder.chat else "",
+                                        finish_reason=f.get("finish_reason"),
+                                        with_usage_field=include_usage))
+                if include_usage:
+                    yield sse(builder.usage_chunk(usage_dict(int(f["prompt_tokens"]),
+                                                             int(f["completion_tokens"]))))
+                done = True
+            elif ev.type == "error":
+                yield sse(_job_error(ev.fields).body())
+                done = True
+            else:  # timeout
+                yield sse(error_body("The request timed out.", "timeout_error", "timeout"))
+        yield sse("[DONE]")
+    finally:
+        if not done:
+            # The client went away (or we timed out): free the engine slot. Run detached,
+            # because this generator is being cancelled and may not await any more.
+            task = asyncio.create_task(_cancel(state, job_id))
+            _background.add(task)
+            task.add_done_callback(_background.discard)
+
+
+async def _cancel(state: Any, job_id: uuid.UUID) -> None:
+    try:
+        async with state.sessionmaker() as session:
+            if await cancel_job(session, state.redis, job_id=job_id):
+                log.info("job cancelled: client disconnected", extra={"job_id": str(job_id)})
+    except Exception:  # never let cleanup crash the server; the lease expiry is the backstop
+        log.exception("cancelling job failed", extra={"job_id": str(job_id)})
+
+
+def _job_error(fields: dict[str, str]) -> APIError:
+    status = int(fields.get("status", 500))
+    headers = {"Retry-After": fields["retry_after"]} if fields.get("retry_after") else None
+    return APIError(status, fields.get("message", "The job failed."),
+                    code=fields.get("code") or None, headers=headers)
+
+

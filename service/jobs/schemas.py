@@ -1,0 +1,102 @@
+"""Request bodies for the OpenAI-compatible endpoints, validated before anything is stored."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ServiceTier = Literal["auto", "default", "flex", "priority"]
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class TextPart(BaseModel):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[TextPart] | None = None
+    name: str | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "".join(p.text for p in self.content)
+        return self.content or ""
+
+
+class _GenerationParams(BaseModel):
+    # Unknown OpenAI fields are ignored (as vLLM's server does); ones we cannot honour
+    # are refused explicitly below instead of silently changing the output.
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field(min_length=1, max_length=256)
+    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    n: int = Field(default=1, ge=1, le=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    service_tier: ServiceTier | None = None
+    user: str | None = None
+    # Fairway extension (send with the SDK's extra_body): finish within this many ms.
+    deadline_ms: int | None = Field(default=None, gt=0, le=7 * 24 * 3600 * 1000)
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_list(cls, value: str | list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        stops = [value] if isinstance(value, str) else value
+        if len(stops) > 4 or any(not s for s in stops):
+            raise ValueError("stop takes at most 4 non-empty strings")
+        return stops
+
+    def stop_list(self) -> list[str]:
+        return list(self.stop or [])
+
+
+class ChatCompletionRequest(_GenerationParams):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    tools: list[Any] | None = None
+    logprobs: bool | None = None
+
+    @model_validator(mode="after")
+    def _unsupported(self) -> ChatCompletionRequest:
+        if self.tools:
+            raise ValueError("tools are not supported")
+        if self.logprobs:
+            raise ValueError("logprobs are not supported")
+        return self
+
+    def requested_max_tokens(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+
+class CompletionRequest(_GenerationParams):
+    prompt: str | list[str]
+    max_tokens: int | None = Field(default=16, ge=1)  # OpenAI's default for completions
+    echo: bool = False
+    suffix: str | None = None
+
+    @model_validator(mode="after")
+    def _single_prompt(self) -> CompletionRequest:
+        if isinstance(self.prompt, list):
+            if len(self.prompt) != 1:
+                raise ValueError("prompt: send one prompt per request (use batches for many)")
+            self.prompt = self.prompt[0]
+        if self.echo or self.suffix:
+            raise ValueError("echo and suffix are not supported")
+        return self
+
+    def requested_max_tokens(self) -> int | None:
+        return self.max_tokens

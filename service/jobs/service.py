@@ -1,0 +1,128 @@
+"""Job operations for the API (async). Scheduling is not decided here: the dispatcher does it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from typing import Any
+
+from redis.asyncio import Redis
+from sqlalchemy import select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.jobs.events import JOBS_CHANNEL, control_channel
+from service.jobs.models import ACTIVE_STATUSES, Job, JobStatus
+from service.jobs.tiers import Classification
+
+
+async def create_job(
+    session: AsyncSession,
+    *,
+    tenant_id: uuid.UUID,
+    endpoint: str,
+    model: str,
+    request: dict[str, Any],
+    stream: bool,
+    max_tokens: int,
+    classification: Classification,
+) -> Job:
+    """Insert a queued job and wake the dispatcher, committed before the caller answers.
+
+    NOTIFY is transactional: the dispatcher hears of the job only once the row is visible.
+    """
+    job = Job(
+        tenant_id=tenant_id,
+        kind=classification.kind,
+        service_tier=classification.service_tier,
+        priority=classification.priority,
+        endpoint=endpoint,
+        model=model,
+        request=request,
+        stream=stream,
+        max_tokens=max_tokens,
+        deadline_at=classification.deadline_at,
+        status=JobStatus.QUEUED,
+        attempt=0,
+    )
+    session.add(job)
+    await session.flush()
+    await session.execute(text("SELECT pg_notify(:c, :p)"),
+                          {"c": JOBS_CHANNEL, "p": f"new:{job.id}"})
+    await session.commit()
+    return job
+
+
+async def get_job(session: AsyncSession, *, job_id: uuid.UUID, tenant_id: uuid.UUID) -> Job | None:
+    """A tenant sees only its own jobs; anyone else's look like they don't exist."""
+    return await session.scalar(
+        select(Job).where(Job.id == job_id, Job.tenant_id == tenant_id)
+    )
+
+
+async def cancel_job(session: AsyncSession, redis: Redis, *, job_id: uuid.UUID) -> bool:
+    """Cancel an active job; if a worker holds it, tell that worker to abort it at once."""
+    now = dt.datetime.now(dt.UTC)
+    row = (await session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status.in_([s.value for s in ACTIVE_STATUSES]))
+        .values(status=JobStatus.CANCELLED, cancelled_at=now, finished_at=now, updated_at=now,
+                lease_expires_at=None)
+        .returning(Job.worker_id, Job.attempt)
+    )).first()
+    if row is None:
+        await session.rollback()
+        return False
+    await session.execute(text("SELECT pg_notify(:c, :p)"),
+                          {"c": JOBS_CHANNEL, "p": f"cancel:{job_id}"})
+    await session.commit()
+    worker_id, attempt = row
+    if worker_id:
+        await redis.publish(control_channel(worker_id),
+                            json.dumps({"op": "abort", "job_id": str(job_id), "attempt": attempt}))
+    return True
+
+
+def parse_public_id(value: str) -> uuid.UUID | None:
+    """Accept job_<hex>, chatcmpl-<hex>, cmpl-<hex> or a bare UUID."""
+    for prefix in ("job_", "chatcmpl-", "cmpl-"):
+        if value.startswith(prefix):
+            value = value[len(prefix):]
+            break
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
+
+
+def job_public_view(job: Job) -> dict[str, Any]:
+    def ts(value: dt.datetime | None) -> int | None:
+        return int(value.timestamp()) if value else None
+
+    usage = None
+    if job.prompt_tokens is not None:
+        completion = job.completion_tokens or 0
+        usage = {"prompt_tokens": job.prompt_tokens, "completion_tokens": completion,
+                 "total_tokens": job.prompt_tokens + completion}
+    return {
+        "id": job.public_id,
+        "object": "job",
+        "kind": job.kind,
+        "status": job.status,
+        "endpoint": job.endpoint,
+        "model": job.model,
+        "service_tier": job.service_tier,
+        "priority": job.priority,
+        "attempt": job.attempt,
+        "finish_reason": job.finish_reason,
+        "usage": usage,
+        "error": job.error,
+        "deadline_at": ts(job.deadline_at),
+        "created_at": ts(job.created_at),
+        "queued_at": ts(job.queued_at),
+        "assigned_at": ts(job.assigned_at),
+        "started_at": ts(job.started_at),
+        "first_token_at": ts(job.first_token_at),
+        "finished_at": ts(job.finished_at),
+        "cancelled_at": ts(job.cancelled_at),
+    }

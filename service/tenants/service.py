@@ -1,0 +1,62 @@
+"""Tenant and key operations (keyword-only functions over a session)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
+
+from service.tenants.keys import display_prefix, generate_key, hash_key
+from service.tenants.models import ApiKey, Tenant
+
+
+def create_tenant(session: Session, *, name: str, tier: str = "standard",
+                  weight: float = 1.0) -> Tenant:
+    tenant = Tenant(name=name, tier=tier, weight=weight)
+    session.add(tenant)
+    session.flush()
+    return tenant
+
+
+def get_tenant_by_name(session: Session, *, name: str) -> Tenant | None:
+    return session.scalar(select(Tenant).where(Tenant.name == name))
+
+
+def issue_key(session: Session, *, tenant_id: uuid.UUID, secret: str,
+              name: str = "default", expires_at: dt.datetime | None = None) -> tuple[ApiKey, str]:
+    """Returns the stored row and the clear key, which is never stored and shown only now."""
+    clear = generate_key()
+    row = ApiKey(tenant_id=tenant_id, name=name, prefix=display_prefix(clear),
+                 key_hash=hash_key(clear, secret), expires_at=expires_at)
+    session.add(row)
+    session.flush()
+    return row, clear
+
+
+def revoke_key(session: Session, *, key_id: uuid.UUID) -> None:
+    session.execute(update(ApiKey).where(ApiKey.id == key_id)
+                    .values(revoked_at=dt.datetime.now(dt.UTC)))
+
+
+async def authenticate(session: AsyncSession, *, clear_key: str, secret: str) -> Tenant | None:
+    """The tenant for a live key, or None (unknown, revoked, expired key, suspended tenant)."""
+    now = dt.datetime.now(dt.UTC)
+    row = (await session.execute(
+        select(ApiKey, Tenant).join(Tenant, Tenant.id == ApiKey.tenant_id)
+        .where(ApiKey.key_hash == hash_key(clear_key, secret))
+    )).first()
+    if row is None:
+        return None
+    key, tenant = row
+    if key.revoked_at is not None or tenant.suspended_at is not None:
+        return None
+    if key.expires_at is not None and key.expires_at <= now:
+        return None
+    # Coarse last-used stamp: one write a minute per key is plenty for an admin list.
+    if key.last_used_at is None or now - key.last_used_at > dt.timedelta(minutes=1):
+        await session.execute(update(ApiKey).where(ApiKey.id == key.id).values(last_used_at=now))
+        await session.commit()
+    return tenant

@@ -1,0 +1,148 @@
+"""The engine host: one event loop thread that owns the engine, the job runner, heartbeats and
+the abort listener. Celery's pool threads hand it coroutines and wait for their results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import threading
+import time
+from collections.abc import Coroutine
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from redis.asyncio import Redis
+from sqlalchemy import update
+
+from service.db.session import async_engine, async_sessionmaker_for
+from service.jobs.events import control_channel, worker_key, worker_queue
+from service.jobs.models import Job, JobStatus
+from service.settings import Settings
+from worker.engine.base import Engine
+from worker.runner import JobRunner, engine_request_id
+
+log = logging.getLogger("fairway.worker")
+T = TypeVar("T")
+
+
+class EngineHost:
+    def __init__(self, engine: Engine, settings: Settings, worker_id: str) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.worker_id = worker_id
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run_loop, name="engine-loop", daemon=True)
+        self._tasks: list[asyncio.Task[None]] = []
+        self.runner: JobRunner | None = None
+        self.redis: Redis | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the loop thread and the engine; returns once the engine is ready."""
+        self._thread.start()
+        self.call(self._start())
+
+    def stop(self) -> None:
+        if not self._thread.is_alive():
+            return
+        try:
+            self.call(self._stop(), timeout=60)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=10)
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return future.result(timeout)
+
+    def _run_loop(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    async def _start(self) -> None:
+        started = time.monotonic()
+        await self.engine.start()
+        log.info("engine ready in %.1fs", time.monotonic() - started)
+        self.redis = Redis.from_url(self.settings.redis_url)
+        self.runner = JobRunner(engine=self.engine, settings=self.settings,
+                                worker_id=self.worker_id,
+                                sessionmaker=async_sessionmaker_for(self.settings.database_url),
+                                redis=self.redis)
+        await self._heartbeat_once()
+        self._tasks = [asyncio.create_task(self._heartbeat_forever()),
+                       asyncio.create_task(self._listen_for_aborts())]
+
+    async def _stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self.redis is not None:
+            await self.redis.delete(worker_key(self.worker_id))
+            await self.redis.aclose()
+        await self.engine.shutdown()
+        await async_engine(self.settings.database_url).dispose()
+
+    # -- jobs ----------------------------------------------------------------------------------
+    def run_job(self, job_id: str, attempt: int) -> str:
+        assert self.runner is not None, "engine host not started"
+        return self.call(self.runner.run(job_id, attempt))
+
+    # -- heartbeats and leases -----------------------------------------------------------------
+    async def _heartbeat_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.heartbeat_seconds)
+            try:
+                await self._heartbeat_once()
+            except Exception:
+                log.exception("heartbeat failed")
+
+    async def _heartbeat_once(self) -> None:
+        assert self.redis is not None and self.runner is not None
+        stats = self.engine.stats()
+        beat = {
+            "worker_id": self.worker_id,
+            "queue": worker_queue(self.worker_id),
+            "models": [self.engine.model_name],
+            "max_slots": stats.max_num_seqs,
+            "running": stats.num_running + stats.num_waiting,
+            "waiting": stats.num_waiting,
+            "active_jobs": len(self.runner.active),
+            "kv_usage": stats.kv_usage,
+            "kv_capacity_tokens": stats.kv_capacity_tokens,
+            "ts": time.time(),
+        }
+        ttl = max(2, int(self.settings.heartbeat_seconds * 3))
+        await self.redis.set(worker_key(self.worker_id), json.dumps(beat), ex=ttl)
+        await self._renew_leases()
+
+    async def _renew_leases(self) -> None:
+        """A live worker keeps its jobs; a dead one stops renewing and the dispatcher re-queues."""
+        assert self.runner is not None
+        now = dt.datetime.now(dt.UTC)
+        async with self.runner.sessionmaker() as session:
+            await session.execute(
+                update(Job)
+                .where(Job.worker_id == self.worker_id,
+                       Job.status.in_([JobStatus.ASSIGNED, JobStatus.RUNNING]))
+                .values(lease_expires_at=now + dt.timedelta(seconds=self.settings.lease_seconds))
+            )
+            await session.commit()
+
+    # -- aborts --------------------------------------------------------------------------------
+    async def _listen_for_aborts(self) -> None:
+        assert self.redis is not None
+        pubsub = self.redis.pubsub()
+        await pubsub.subscribe(control_channel(self.worker_id))
+        async for message in pubsub.listen():
+            if message.get("type") != "message":
+                continue
+            try:
+                command = json.loads(message["data"])
+                if command.get("op") == "abort":
+                    rid = engine_request_id(command["job_id"], int(command["attempt"]))
+                    await self.engine.abort(rid)
+                    log.info("aborted on request", extra={"job_id": command["job_id"]})
+            except Exception:
+                log.exception("bad control message")
