@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The README's test command: install (idempotent), lint, type-check, then every test tier.
+# Needs PostgreSQL on 127.0.0.1:5432 (trust auth) and Redis on 127.0.0.1:6379; .ci/run starts
+# them when they are down. Extra arguments go to pytest (e.g. -m "not e2e").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash .ci/install.sh
+venv=${FAIRWAY_VENV:-.venv}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+
+"$venv/bin/ruff" check .
+"$venv/bin/mypy" --no-error-summary
+"$venv/bin/python" -m pytest -p no:cacheprovider -q -rs "$@"

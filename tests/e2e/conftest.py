@@ -1,0 +1,36 @@
+"""One real-engine stack for all end-to-end tests: vLLM starts once (about a minute on CPU)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from redis import Redis
+
+from tests.support.services import create_database, drop_database, redis_url
+from tests.support.stack import Stack
+
+E2E_ENV = {
+    "FAIRWAY_SERVED_MODEL_NAME": "SmolLM2-135M-Instruct",
+    "FAIRWAY_KV_CACHE_GIB": "1",
+    "FAIRWAY_MAX_NUM_SEQS": "16",
+    "FAIRWAY_HEARTBEAT_SECONDS": "0.5",
+    "FAIRWAY_LEASE_SECONDS": "10",
+}
+
+
+@pytest.fixture(scope="session")
+def vllm_stack() -> Iterator[Stack]:
+    pytest.importorskip("vllm", reason="the real engine is not installed (FAIRWAY_ENGINE_EXTRA)")
+    db = create_database("fairway_e2e")
+    url = redis_url(13)
+    Redis.from_url(url).flushdb()
+    stack = Stack(db, url, env_overrides=dict(E2E_ENV))
+    try:
+        stack.start_api()
+        stack.start_dispatcher()
+        stack.start_worker("vllm-1", engine="vllm", timeout_s=900)
+        yield stack
+    finally:
+        stack.stop()
+        drop_database(db)

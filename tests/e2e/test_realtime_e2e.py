@@ -1,0 +1,88 @@
+"""The whole realtime path with the real vLLM engine and the official openai SDK."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import openai
+import pytest
+from sqlalchemy import select
+from transformers import AutoTokenizer
+
+from service.cli.bootstrap import create_tenant_with_key
+from service.db.session import sync_session
+from service.jobs.models import Job
+from service.settings import Settings
+from tests.support.stack import Stack, wait_until
+from worker.model_prep import ensure_default_model
+
+MODEL = "SmolLM2-135M-Instruct"
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+@pytest.fixture(scope="module")
+def api_key(vllm_stack: Stack) -> str:
+    settings = Settings(database_url=vllm_stack.database_url, redis_url=vllm_stack.redis_url)
+    return create_tenant_with_key(settings, f"e2e-{uuid.uuid4().hex[:6]}")[1]
+
+
+@pytest.fixture(scope="module")
+def client(vllm_stack: Stack, api_key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=vllm_stack.base_url + "/v1", api_key=api_key, timeout=300,
+                         max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():  # type: ignore[no-untyped-def]
+    return AutoTokenizer.from_pretrained(str(ensure_default_model()))
+
+
+def test_capital_of_france_non_streaming(client: openai.OpenAI, vllm_stack: Stack, tokenizer):
+    resp = client.chat.completions.create(model=MODEL, messages=QUESTION, temperature=0,
+                                          max_tokens=24)
+    text = resp.choices[0].message.content
+    assert "Paris" in text
+    # Usage matches the tokenizer: the chat template for the prompt, and the output tokens.
+    prompt_ids = tokenizer.apply_chat_template(QUESTION, add_generation_prompt=True,
+                                               tokenize=True)
+    if hasattr(prompt_ids, "keys"):  # newer transformers return a BatchEncoding
+        prompt_ids = prompt_ids["input_ids"]
+    assert resp.usage.prompt_tokens == len(prompt_ids)
+    eos = 1 if resp.choices[0].finish_reason == "stop" else 0
+    assert resp.usage.completion_tokens == len(tokenizer.encode(text,
+                                                                add_special_tokens=False)) + eos
+    with sync_session(vllm_stack.database_url) as session:
+        job = session.scalar(select(Job).where(Job.id == uuid.UUID(resp.id.split("-", 1)[1])))
+    assert job.status == "succeeded" and job.worker_id == "vllm-1"
+    assert job.created_at <= job.assigned_at <= job.started_at <= job.first_token_at
+    assert job.first_token_at <= job.finished_at
+    assert (job.prompt_tokens, job.completion_tokens) == (resp.usage.prompt_tokens,
+                                                          resp.usage.completion_tokens)
+
+
+def test_streaming_chunks_then_usage(client: openai.OpenAI):
+    chunks = list(client.chat.completions.create(
+        model=MODEL, messages=QUESTION, temperature=0, max_tokens=24, stream=True,
+        stream_options={"include_usage": True}))
+    pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(pieces) >= 3
+    assert "Paris" in "".join(pieces)
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage.completion_tokens >= len(pieces)
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+
+
+def test_disconnect_aborts_in_engine(vllm_stack: Stack, api_key: str):
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Write a long story."}],
+            "max_tokens": 1000, "stream": True, "temperature": 0}
+    with httpx.stream("POST", vllm_stack.base_url + "/v1/chat/completions", json=body,
+                      headers={"Authorization": f"Bearer {api_key}"}, timeout=120) as r:
+        job_id = uuid.UUID(r.headers["x-fairway-job"].removeprefix("job_"))
+        for n, _ in enumerate(r.iter_lines()):
+            if n > 6:
+                break
+    wait_until(lambda: (vllm_stack.heartbeat("vllm-1") or {}).get("running") == 0, 20,
+               "vLLM slot freed")
+    with sync_session(vllm_stack.database_url) as session:
+        assert session.get(Job, job_id).status == "cancelled"
