@@ -65,7 +65,8 @@ def test_streaming_chunks_then_usage(client: openai.OpenAI):
     chunks = list(client.chat.completions.create(
         model=MODEL, messages=QUESTION, temperature=0, max_tokens=24, stream=True,
         stream_options={"include_usage": True}))
-    pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    pieces = [c.choices[0].delta.content for c in chunks
+              if c.choices and c.choices[0].delta.content]
     assert len(pieces) >= 3
     assert "Paris" in "".join(pieces)
     usage = chunks[-1].usage
@@ -86,3 +87,32 @@ def test_disconnect_aborts_in_engine(vllm_stack: Stack, api_key: str):
                "vLLM slot freed")
     with sync_session(vllm_stack.database_url) as session:
         assert session.get(Job, job_id).status == "cancelled"
+
+
+def _job(vllm_stack: Stack, public_id: str) -> Job:
+    with sync_session(vllm_stack.database_url) as session:
+        job = session.scalar(select(Job).where(Job.id == uuid.UUID(public_id.split("-", 1)[1])))
+        assert job is not None
+        return job
+
+
+def test_repeated_prompt_hits_the_prefix_cache(client: openai.OpenAI, vllm_stack: Stack):
+    # vLLM's CPU backend caches whole 128-token blocks, so the prompt must span a few.
+    facts = " ".join(f"Fact {i}: the river number {i} flows north." for i in range(40))
+    messages = [{"role": "system", "content": facts}, *QUESTION]
+    first = client.chat.completions.create(model=MODEL, messages=messages, temperature=0,
+                                           max_tokens=8)
+    again = client.chat.completions.create(model=MODEL, messages=messages, temperature=0,
+                                           max_tokens=8)
+    assert again.choices[0].message.content == first.choices[0].message.content
+    assert first.usage.prompt_tokens > 300
+    cached = _job(vllm_stack, again.id).cached_tokens
+    assert 0 < cached < again.usage.prompt_tokens
+
+
+def test_prompt_longer_than_context_gets_400(client: openai.OpenAI):
+    long_text = "word " * 3000
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(model=MODEL, max_tokens=8,
+                                       messages=[{"role": "user", "content": long_text}])
+    assert "context length" in err.value.message

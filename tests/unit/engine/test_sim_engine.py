@@ -1,0 +1,281 @@
+"""SimEngine behaves like an engine: batching, KV budget, priority, abort, determinism."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+import pytest
+
+from worker.engine import (
+    Engine,
+    EngineRequest,
+    PromptTooLong,
+    SamplingSpec,
+    SimEngine,
+    TokenDelta,
+    build_engine,
+)
+from worker.engine.sim_tokenizer import WORD_BASE
+
+T = TypeVar("T")
+FAST: dict[str, Any] = {"speed": math.inf}  # no sleeping: steps only yield to the loop
+
+
+def run(coro: Awaitable[T]) -> T:
+    async def main() -> T:
+        return await asyncio.wait_for(coro, timeout=5)
+
+    return asyncio.run(main())
+
+
+def req(
+    rid: str, prompt: list[int], max_tokens: int = 8, priority: int = 0, **sampling: Any
+) -> EngineRequest:
+    sampling.setdefault("ignore_eos", True)
+    return EngineRequest(rid, prompt, SamplingSpec(max_tokens=max_tokens, **sampling), priority)
+
+
+def prompt_of(engine: SimEngine, i: int, words: int = 20) -> list[int]:
+    """A distinct prompt per i, one token per word, like ordinary English."""
+    tok = engine.tokenizer
+    vocab = [tok.id_text[WORD_BASE + k] for k in range(tok.num_output_words)]
+    return engine.encode("".join(vocab[(i * 31 + j * 7) % len(vocab)] for j in range(words)))
+
+
+async def collect(engine: SimEngine, request: EngineRequest) -> list[TokenDelta]:
+    return [d async for d in engine.generate(request)]
+
+
+def ids(deltas: list[TokenDelta]) -> list[int]:
+    return [t for d in deltas for t in d.token_ids]
+
+
+def text(deltas: list[TokenDelta]) -> str:
+    return "".join(d.text for d in deltas)
+
+
+def test_is_an_engine() -> None:
+    engine = build_engine("sim", model_name="m")
+    assert isinstance(engine, Engine)
+    assert engine.model_name == "m"
+    with pytest.raises(ValueError):
+        build_engine("nope")
+
+
+def test_continuous_batching_runs_requests_together() -> None:
+    async def main() -> tuple[SimEngine, list[list[TokenDelta]]]:
+        engine = SimEngine(**FAST)
+        await engine.start()
+        reqs = [req(f"r{i}", prompt_of(engine, i), max_tokens=16) for i in range(32)]
+        outs = await asyncio.gather(*(collect(engine, r) for r in reqs))
+        await engine.shutdown()
+        return engine, outs
+
+    engine, outs = run(main())
+    for deltas in outs:
+        assert deltas[-1].finished and deltas[-1].finish_reason == "length"
+        assert len(ids(deltas)) == 16
+        assert all(not d.finished for d in deltas[:-1])
+    # Sequentially this takes >= 32 * 16 steps; batched, one prefill step plus 15 decodes.
+    assert engine.num_steps <= 20
+    assert engine.peak_running == 32
+    assert engine.stats().num_running == 0 and engine.stats().kv_usage == 0
+
+
+def test_kv_budget_is_respected_and_requests_wait() -> None:
+    async def main() -> tuple[SimEngine, list[list[TokenDelta]], list[Any]]:
+        engine = SimEngine(kv_capacity_tokens=256, max_model_len=128, **FAST)
+        await engine.start()
+        seen = []
+
+        async def watch() -> None:
+            while True:
+                seen.append(engine.stats())
+                await asyncio.sleep(0)
+
+        watcher = asyncio.create_task(watch())
+        reqs = [req(f"r{i}", prompt_of(engine, i, 40), max_tokens=30) for i in range(8)]
+        outs = await asyncio.gather(*(collect(engine, r) for r in reqs))
+        watcher.cancel()
+        await engine.shutdown()
+        return engine, outs, seen
+
+    engine, outs, seen = run(main())
+    assert all(len(ids(d)) == 30 and d[-1].finish_reason == "length" for d in outs)
+    assert engine.peak_kv_blocks <= 256 // 16
+    assert all(s.kv_usage <= 1.0 and s.kv_capacity_tokens == 256 for s in seen)
+    # A prompt takes 3 of the 16 blocks, so at most 5 of 8 are admitted; as they grow to 5
+    # blocks each, KV runs out and the latest are preempted (recompute) back to waiting.
+    assert any(s.num_waiting > 0 and s.kv_usage > 0.5 for s in seen)
+    assert max(s.num_running for s in seen) <= 5
+    assert engine.num_preemptions > 0
+
+    # Preemption by recompute must not change what a request generates.
+    async def alone() -> list[TokenDelta]:
+        big = SimEngine(**FAST)
+        await big.start()
+        return await collect(big, req("r3", prompt_of(big, 3, 40), max_tokens=30))
+
+    assert ids(run(alone())) == ids(outs[3])
+
+
+def test_waiting_request_with_better_priority_overtakes() -> None:
+    async def main() -> list[str]:
+        engine = SimEngine(max_num_seqs=1, step_base_s=0.001, per_prefill_token_s=0.0)
+        await engine.start()
+        order: list[str] = []
+
+        async def go(r: EngineRequest) -> None:
+            await collect(engine, r)
+            order.append(r.request_id)
+
+        first = asyncio.create_task(go(req("a", prompt_of(engine, 0), max_tokens=10)))
+        while engine.stats().num_running == 0:
+            await asyncio.sleep(0.001)
+        later = [asyncio.create_task(go(req(n, prompt_of(engine, 1)))) for n in ("b", "c")]
+        await asyncio.sleep(0.005)
+        assert engine.stats().num_waiting == 2
+        urgent = asyncio.create_task(go(req("d", prompt_of(engine, 2), priority=-1)))
+        await asyncio.gather(first, urgent, *later)
+        await engine.shutdown()
+        return order
+
+    assert run(main()) == ["a", "d", "b", "c"]
+
+
+def test_abort_frees_the_slot_at_once() -> None:
+    async def main() -> None:
+        engine = SimEngine(max_num_seqs=1, step_base_s=0.001, per_prefill_token_s=0.0)
+        await engine.start()
+        long = asyncio.create_task(collect(engine, req("long", prompt_of(engine, 0), 10_000)))
+        short = asyncio.create_task(collect(engine, req("short", prompt_of(engine, 1), 4)))
+        while engine.stats().num_running == 0:
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.01)
+        assert engine.stats().num_waiting == 1
+        await engine.abort("long")
+        s = engine.stats()  # no step has run since: the abort itself freed everything
+        assert (s.num_running, s.num_waiting, s.kv_usage) == (0, 1, 0.0)
+        deltas = await long
+        assert deltas[-1].finished and deltas[-1].finish_reason == "abort"
+        assert (await short)[-1].finish_reason == "length"
+        await engine.abort("long")  # unknown or finished ids are a no-op
+        await engine.shutdown()
+
+    run(main())
+
+
+def test_consumer_going_away_aborts_the_request() -> None:
+    async def main() -> None:
+        engine = SimEngine(**FAST)
+        await engine.start()
+        gen = engine.generate(req("r", prompt_of(engine, 0), max_tokens=1000))
+        await gen.__anext__()
+        assert engine.stats().num_running == 1
+        await gen.aclose()  # type: ignore[attr-defined]
+        assert engine.stats().num_running == 0 and engine.stats().kv_usage == 0
+        await engine.shutdown()
+
+    run(main())
+
+
+def test_same_prompt_same_tokens_and_resume_continues_exactly() -> None:
+    async def main() -> tuple[list[TokenDelta], ...]:
+        e1, e2 = SimEngine(**FAST), SimEngine(**FAST)
+        await e1.start()
+        await e2.start()
+        p, q = prompt_of(e1, 7), prompt_of(e1, 8)
+        a = await collect(e1, req("a", p, 12))
+        b = await collect(e2, req("b", p, 12))
+        c = await collect(e1, req("c", q, 12))
+        # Resuming from prompt + the first 5 tokens continues like one uninterrupted run.
+        d = await collect(e2, req("d", p + ids(a)[:5], 7))
+        seeded = [await collect(e1, req(f"s{s}", p, 12, temperature=0.8, seed=s)) for s in (1, 2)]
+        return a, b, c, d, *seeded
+
+    a, b, c, d, s1, s2 = run(main())
+    assert ids(a) == ids(b) and text(a) == text(b) and text(a)
+    assert ids(a) != ids(c)
+    assert ids(d) == ids(a)[5:]
+    assert ids(s1) != ids(s2)
+
+
+def test_finish_reasons_length_eos_and_stop() -> None:
+    async def main() -> None:
+        engine = SimEngine(**FAST)
+        await engine.start()
+        p = prompt_of(engine, 3)
+        full = await collect(engine, req("full", p, 40))
+        assert full[-1].finish_reason == "length" and len(ids(full)) == 40
+        assert text(full) == engine.decode(ids(full))
+
+        words = text(full).split()
+        stop = " " + words[len(words) // 2]
+        cut = text(full).index(stop)
+        stopped = await collect(engine, req("stop", p, 40, stop=[stop, "zzz-never"]))
+        assert stopped[-1].finish_reason == "stop"
+        assert text(stopped) == text(full)[:cut]
+        assert ids(stopped) == ids(full)[: len(ids(stopped))]
+
+        # The context window caps generation too, as in vLLM.
+        capped = await collect(engine, req("cap", p, 10_000))
+        assert capped[-1].finish_reason == "length"
+        assert len(p) + len(ids(capped)) == engine.max_model_len
+
+        with pytest.raises(PromptTooLong):
+            await collect(engine, req("long", [5] * engine.max_model_len))
+        await engine.shutdown()
+
+        eos_engine = SimEngine(eos_probability=1.0, **FAST)
+        await eos_engine.start()
+        eos = await collect(eos_engine, req("eos", p, 10, ignore_eos=False))
+        assert eos[-1].finish_reason == "stop"
+        assert ids(eos) == [eos_engine.tokenizer.eos_id] and text(eos) == ""
+        ignored = await collect(eos_engine, req("ign", p, 10, ignore_eos=True))
+        assert ignored[-1].finish_reason == "length" and len(ids(ignored)) == 10
+        await eos_engine.shutdown()
+
+    run(main())
+
+
+def test_prefix_cache_serves_a_repeated_prompt() -> None:
+    async def main() -> tuple[list[TokenDelta], list[TokenDelta]]:
+        engine = SimEngine(**FAST)
+        await engine.start()
+        p = prompt_of(engine, 4, 60)
+        return await collect(engine, req("a", p, 4)), await collect(engine, req("b", p, 4))
+
+    first, second = run(main())
+    n = second[-1].num_prompt_tokens
+    assert first[-1].num_cached_tokens == 0
+    assert 0 < second[-1].num_cached_tokens < n and second[-1].num_cached_tokens % 16 == 0
+    assert ids(first) == ids(second)
+
+
+def test_step_time_cost_model() -> None:
+    async def main() -> SimEngine:
+        engine = SimEngine(step_base_s=0.01, per_prefill_token_s=0.001, per_decode_seq_s=0.002)
+        engine.speed = 1000.0  # 1000x faster than the modelled time
+        await engine.start()
+        await asyncio.gather(*(collect(engine, req(f"r{i}", [20] * 10, 3)) for i in range(2)))
+        return engine
+
+    engine = run(main())
+    # One prefill step (20 tokens) and two decode steps (2 sequences each).
+    assert engine.num_steps == 3
+    assert engine.sim_time_s == pytest.approx(0.01 + 0.02 + 2 * (0.01 + 0.004))
+
+
+def test_tokenizer_round_trip_and_chat_template() -> None:
+    engine = SimEngine()
+    s = "Hello, the model sees unicode: café ✓ and numbers 12345.\n"
+    assert engine.decode(engine.encode(s)) == s
+    assert engine.encode(s)[0] == engine.tokenizer.bos_id
+    chat = engine.encode_chat([{"role": "user", "content": "What is the capital of France?"}])
+    assert engine.tokenizer.decode(chat, skip_special_tokens=False).endswith(
+        "<|im_start|>assistant\n"
+    )
+    assert len(chat) < len(engine.encode("What is the capital of France?")) + 12

@@ -1,0 +1,56 @@
+"""The SSE relay drops text a retried attempt regenerates, and stops at the final event."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from service.api.relay import follow_job
+
+
+class FakeStreamRedis:
+    """Just enough of redis.asyncio's xread for the relay: serves a fixed list of entries."""
+
+    def __init__(self, entries: list[dict[str, Any]]) -> None:
+        self.entries = [(f"{i + 1}-0".encode(), {k.encode(): str(v).encode()
+                                                 for k, v in e.items()})
+                        for i, e in enumerate(entries)]
+
+    async def xread(self, streams: dict[str, str], count: int, block: int) -> Any:
+        last = next(iter(streams.values()))
+        rest = [e for e in self.entries if e[0] > (last.encode() if isinstance(last, str)
+                                                   else last)]
+        return [(b"k", rest[:count])] if rest else []
+
+
+def _collect(entries: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    async def run() -> list[tuple[str, str]]:
+        redis = FakeStreamRedis(entries)
+        out = []
+        async for ev in follow_job(redis, uuid.uuid4(), timeout_s=0.05, block_ms=1):  # type: ignore[arg-type]
+            out.append((ev.type, ev.text))
+        return out
+
+    return asyncio.run(run())
+
+
+def test_deltas_then_final():
+    out = _collect([{"type": "delta", "attempt": 1, "text": "Hel"},
+                    {"type": "delta", "attempt": 1, "text": "lo"},
+                    {"type": "final", "attempt": 1, "finish_reason": "stop"},
+                    {"type": "delta", "attempt": 1, "text": "never"}])
+    assert out == [("delta", "Hel"), ("delta", "lo"), ("final", "")]
+
+
+def test_retried_attempt_does_not_repeat_text():
+    out = _collect([{"type": "delta", "attempt": 1, "text": "The cap"},
+                    {"type": "delta", "attempt": 2, "text": "The"},
+                    {"type": "delta", "attempt": 2, "text": " capital"},
+                    {"type": "delta", "attempt": 2, "text": " is"},
+                    {"type": "final", "attempt": 2}])
+    assert "".join(t for k, t in out if k == "delta") == "The capital is"
+
+
+def test_times_out_when_nothing_arrives():
+    assert _collect([]) == [("timeout", "")]

@@ -1,0 +1,140 @@
+"""The engine interface the worker drives: one request in, a stream of token deltas out.
+
+An engine owns a model and its KV cache and batches many requests at once. The worker submits
+`EngineRequest`s with `generate()`, which is an async generator of `TokenDelta`s: each delta
+holds only what is new since the previous one, and the last one has ``finished=True``.
+
+Errors convention
+-----------------
+- A request the engine cannot run (a prompt longer than the context window, an empty prompt,
+  ``max_tokens < 1``) raises an `EngineError` subclass from `generate()` before any delta is
+  yielded. Its message is safe to show to the client: the worker maps `EngineError` to a failed
+  job carrying ``str(exc)``.
+- `abort()` never raises for an unknown or already finished request id; it is a no-op then.
+  After an abort the request's `generate()` iterator either yields a last delta with
+  ``finish_reason="abort"`` or just ends.
+- Anything else (a crashed engine process, a bug) is not an `EngineError`; the worker treats it
+  as an engine failure, retries the job elsewhere and restarts the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+FINISH_STOP = "stop"
+FINISH_LENGTH = "length"
+FINISH_ABORT = "abort"
+
+
+class EngineError(Exception):
+    """A request the engine refuses; the message is meant for the client."""
+
+
+class PromptTooLong(EngineError):
+    """The prompt (plus at least one output token) does not fit in the context window."""
+
+    def __init__(self, num_prompt_tokens: int, max_model_len: int) -> None:
+        super().__init__(
+            f"prompt has {num_prompt_tokens} tokens, but the model's context window is "
+            f"{max_model_len} tokens (prompt + output)"
+        )
+        self.num_prompt_tokens = num_prompt_tokens
+        self.max_model_len = max_model_len
+
+
+class InvalidRequest(EngineError):
+    """Bad sampling settings or an empty prompt."""
+
+
+class EngineNotStarted(RuntimeError):
+    """`generate()` was called before `start()` or after `shutdown()`: an engine failure, not
+    a bad request, so it is deliberately not an `EngineError`."""
+
+
+@dataclass(slots=True)
+class SamplingSpec:
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    ignore_eos: bool = False
+
+
+@dataclass(slots=True)
+class EngineRequest:
+    request_id: str
+    prompt_token_ids: list[int]
+    sampling: SamplingSpec
+    priority: int = 0  # lower runs first (vLLM convention)
+
+
+@dataclass(slots=True)
+class TokenDelta:
+    """One engine step's new output for one request."""
+
+    token_ids: list[int]  # NEW token ids since the previous delta
+    text: str  # NEW detokenized text since the previous delta (may be "")
+    finished: bool
+    finish_reason: str | None  # "stop" | "length" | "abort" when finished
+    num_prompt_tokens: int
+    num_cached_tokens: int = 0  # prompt tokens served from prefix cache, if known
+
+
+@dataclass(slots=True)
+class EngineStats:
+    num_running: int
+    num_waiting: int
+    kv_usage: float  # 0..1
+    max_num_seqs: int
+    kv_capacity_tokens: int
+
+
+@runtime_checkable
+class Engine(Protocol):
+    model_name: str  # the served model name clients pass as `model`
+
+    async def start(self) -> None: ...
+
+    def generate(self, request: EngineRequest) -> AsyncIterator[TokenDelta]:
+        """Async generator; the last delta has finished=True.
+
+        If aborted, the last delta has finish_reason="abort" (or the iterator ends).
+        """
+        ...
+
+    async def abort(self, request_id: str) -> None:
+        """Frees the request's slot at once."""
+        ...
+
+    def stats(self) -> EngineStats: ...
+
+    def encode_chat(self, messages: list[dict[str, Any]]) -> list[int]:
+        """Tokenizer chat template, add_generation_prompt=True."""
+        ...
+
+    def encode(self, text: str) -> list[int]:
+        """Plain prompt for /v1/completions (adds BOS per the tokenizer's default)."""
+        ...
+
+    def decode(self, token_ids: list[int]) -> str: ...
+
+    async def shutdown(self) -> None: ...
+
+
+def validate_request(request: EngineRequest, max_model_len: int) -> None:
+    """Raise the `EngineError` both engines agree on for a request that cannot run."""
+    n = len(request.prompt_token_ids)
+    if n == 0:
+        raise InvalidRequest("prompt is empty")
+    if request.sampling.max_tokens < 1:
+        raise InvalidRequest(f"max_tokens must be >= 1, got {request.sampling.max_tokens}")
+    if request.sampling.temperature < 0:
+        raise InvalidRequest(f"temperature must be >= 0, got {request.sampling.temperature}")
+    if not 0 < request.sampling.top_p <= 1:
+        raise InvalidRequest(f"top_p must be in (0, 1], got {request.sampling.top_p}")
+    # One output token must fit, else the engine could never make progress.
+    if n + 1 > max_model_len:
+        raise PromptTooLong(n, max_model_len)

@@ -1,0 +1,394 @@
+"""A deterministic simulated engine that schedules like vLLM V1, without a model.
+
+What it models, and why:
+- A background step loop does continuous batching: each step spends a token budget on the
+  running requests first (decodes take 1 token, prefills take chunks), then admits waiting
+  requests in (priority, arrival) order, as vLLM V1's scheduler does. The waiting head blocks
+  the queue, so a better priority is never starved by later, smaller requests.
+- KV is counted in blocks of `block_size` tokens against `kv_capacity_tokens`. When a running
+  request cannot grow, the worst running request (highest priority value, then latest arrival)
+  is preempted by recompute: its blocks are freed and it waits again with its output kept.
+- Full blocks are hashed and kept after release (prefix caching), so a resumed or repeated
+  prompt skips most of its prefill; `num_cached_tokens` reports that, as vLLM does.
+- Step time is a cost model, `base + per_prefill_token * n_prefill + per_decode_seq *
+  n_decode`, slept for `step_s / speed` of wall time (speed=inf: just yield). `sim_time_s`
+  adds up the unscaled step times, for the simulator.
+- The next token is a hash of the whole context (prompt + output so far), so resuming from
+  prompt + generated tokens continues exactly like an uninterrupted run. Sampling settings
+  other than the seed are ignored; a seed changes the output only when temperature > 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import math
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from worker.engine.base import (
+    FINISH_ABORT,
+    FINISH_LENGTH,
+    FINISH_STOP,
+    EngineNotStarted,
+    EngineRequest,
+    EngineStats,
+    TokenDelta,
+    validate_request,
+)
+from worker.engine.sim_kv import BlockPool
+from worker.engine.sim_tokenizer import SimTokenizer
+
+_MASK = (1 << 64) - 1
+
+
+def _mix(x: int) -> int:
+    """splitmix64 finalizer: a cheap, well-spread 64-bit hash that is stable across runs."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+@dataclass(eq=False)
+class _Req:
+    req: EngineRequest
+    arrival: int
+    queue: asyncio.Queue[TokenDelta]
+    tokens: list[int]  # prompt + output: what must be in KV to sample the next token
+    num_prompt: int
+    num_computed: int = 0
+    num_cached: int = 0
+    blocks: list[int | None] = field(default_factory=list)  # hash for shared full blocks
+    block_hashes: list[int] = field(default_factory=list)  # chained hash per full block
+    num_published: int = 0  # leading blocks already offered to the prefix cache
+    text: str = ""
+    sent_text: int = 0
+    sent_tokens: int = 0
+    hash: int = 0  # rolling hash of `tokens`
+    decoder: Any = None
+    finished: bool = False
+
+    @property
+    def num_output(self) -> int:
+        return len(self.tokens) - self.num_prompt
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.req.priority, self.arrival)
+
+
+class SimEngine:
+    """See the module docstring. Constructor defaults are roughly the CPU reference box."""
+
+    def __init__(
+        self,
+        model_name: str = "sim-model",
+        max_num_seqs: int = 64,
+        kv_capacity_tokens: int = 16384,
+        token_budget: int = 2048,
+        max_model_len: int = 2048,
+        block_size: int = 16,
+        step_base_s: float = 0.02,
+        per_prefill_token_s: float = 0.0004,
+        per_decode_seq_s: float = 0.0055,
+        speed: float = 1.0,
+        eos_probability: float = 0.02,
+        enable_prefix_caching: bool = True,
+    ) -> None:
+        if token_budget < 1 or max_num_seqs < 1:
+            raise ValueError("token_budget and max_num_seqs must be >= 1")
+        if kv_capacity_tokens // block_size * block_size < max_model_len:
+            # As vLLM refuses to start: one full-length request must fit, or it never finishes.
+            raise ValueError("kv_capacity_tokens must hold at least max_model_len tokens")
+        self.model_name = model_name
+        self.max_num_seqs = max_num_seqs
+        self.token_budget = token_budget
+        self.max_model_len = max_model_len
+        self.block_size = block_size
+        self.step_base_s = step_base_s
+        self.per_prefill_token_s = per_prefill_token_s
+        self.per_decode_seq_s = per_decode_seq_s
+        self.speed = speed
+        self.eos_threshold = int(eos_probability * (1 << 32))
+        self.enable_prefix_caching = enable_prefix_caching
+        self.tokenizer = SimTokenizer()
+        self._pool = BlockPool(kv_capacity_tokens // block_size)
+        self._waiting: list[tuple[int, int, _Req]] = []  # heap on (priority, arrival)
+        self._running: list[_Req] = []  # admission order
+        self._reqs: dict[str, _Req] = {}
+        self._arrivals = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        # Observability for tests and the simulator.
+        self.num_steps = 0
+        self.sim_time_s = 0.0
+        self.peak_kv_blocks = 0
+        self.peak_running = 0
+        self.num_preemptions = 0
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._wake = asyncio.Event()
+            self._task = asyncio.create_task(self._loop(), name=f"sim-engine:{self.model_name}")
+
+    async def shutdown(self) -> None:
+        for r in list(self._reqs.values()):
+            self._finish(r, FINISH_ABORT)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    # ---- public API ------------------------------------------------------------------------
+
+    async def generate(self, request: EngineRequest) -> AsyncIterator[TokenDelta]:
+        if self._task is None or self._task.done():
+            raise EngineNotStarted("engine is not running")
+        validate_request(request, self.max_model_len)
+        if request.request_id in self._reqs:
+            raise ValueError(f"duplicate request id {request.request_id!r}")
+        r = _Req(
+            req=request,
+            arrival=self._arrivals,
+            queue=asyncio.Queue(),
+            tokens=list(request.prompt_token_ids),
+            num_prompt=len(request.prompt_token_ids),
+            decoder=self.tokenizer.stream_decoder(),
+        )
+        self._arrivals += 1
+        for t in r.tokens:
+            r.hash = _mix(r.hash ^ t)
+        self._reqs[request.request_id] = r
+        heapq.heappush(self._waiting, (*r.key, r))
+        self._wake.set()
+        try:
+            while True:
+                delta = await r.queue.get()
+                yield delta
+                if delta.finished:
+                    return
+        finally:
+            # The consumer went away (closed or cancelled): free the slot like vLLM does.
+            if not r.finished:
+                self._finish(r, FINISH_ABORT)
+
+    async def abort(self, request_id: str) -> None:
+        r = self._reqs.get(request_id)
+        if r is not None:
+            self._finish(r, FINISH_ABORT)
+
+    def stats(self) -> EngineStats:
+        return EngineStats(
+            num_running=len(self._running),
+            num_waiting=len(self._waiting),
+            kv_usage=self._pool.used / self._pool.num_blocks,
+            max_num_seqs=self.max_num_seqs,
+            kv_capacity_tokens=self._pool.num_blocks * self.block_size,
+        )
+
+    def encode_chat(self, messages: list[dict[str, Any]]) -> list[int]:
+        return self.tokenizer.encode_chat(messages)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_bos=True)
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self.tokenizer.decode(token_ids)
+
+    # ---- scheduler -------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        while True:
+            if not self._running and not self._waiting:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            scheduled = self._schedule()
+            n_prefill = sum(n for r, n in scheduled if not self._is_decode(r, n))
+            n_decode = sum(1 for r, n in scheduled if self._is_decode(r, n))
+            step_s = (
+                self.step_base_s
+                + self.per_prefill_token_s * n_prefill
+                + self.per_decode_seq_s * n_decode
+            )
+            self.num_steps += 1
+            self.sim_time_s += step_s
+            self.peak_kv_blocks = max(self.peak_kv_blocks, self._pool.used)
+            self.peak_running = max(self.peak_running, len(self._running))
+            # The "forward pass": aborts may land while we sleep; _apply skips those.
+            await asyncio.sleep(step_s / self.speed if self.speed != math.inf else 0)
+            self._apply(scheduled)
+
+    def _is_decode(self, r: _Req, n: int) -> bool:
+        return n == 1 and r.num_output > 0 and r.num_computed == len(r.tokens) - 1
+
+    def _schedule(self) -> list[tuple[_Req, int]]:
+        budget = self.token_budget
+        scheduled: dict[_Req, int] = {}
+        preempted = False
+        for r in list(self._running):
+            if budget == 0:
+                break
+            if r not in self._running:  # preempted below to make room for an earlier one
+                continue
+            n = min(len(r.tokens) - r.num_computed, budget)
+            while not self._grow(r, n):
+                victim = max(self._running, key=lambda x: x.key)
+                self._preempt(victim)
+                preempted = True
+                budget += scheduled.pop(victim, 0)
+                if victim is r:
+                    break
+            if r in self._running:
+                scheduled[r] = n
+                budget -= n
+        if preempted:
+            # Like vLLM: no admissions in a step that had to preempt (KV is the bottleneck).
+            return list(scheduled.items())
+        # Admit waiting requests in priority order; stop at the first that does not fit.
+        while self._waiting and budget > 0 and len(self._running) < self.max_num_seqs:
+            r = self._waiting[0][2]
+            self._match_prefix(r)
+            n = min(len(r.tokens) - r.num_computed, budget)
+            if not self._grow(r, n):
+                self._pool.release(r.blocks)
+                r.blocks, r.num_computed = [], 0
+                break
+            heapq.heappop(self._waiting)
+            self._running.append(r)
+            scheduled[r] = n
+            budget -= n
+        return list(scheduled.items())
+
+    def _match_prefix(self, r: _Req) -> None:
+        """Take cached full blocks of the context; at least one token is left to compute."""
+        if not self.enable_prefix_caching:
+            return
+        bs = self.block_size
+        self._hash_blocks(r, len(r.tokens))
+        for h in r.block_hashes[: (len(r.tokens) - 1) // bs]:
+            if not self._pool.touch(h):
+                break
+            r.blocks.append(h)
+        r.num_computed = len(r.blocks) * bs
+        if r.num_output == 0:
+            r.num_cached = r.num_computed
+
+    def _hash_blocks(self, r: _Req, upto: int) -> None:
+        bs = self.block_size
+        for i in range(len(r.block_hashes), upto // bs):
+            parent = r.block_hashes[-1] if r.block_hashes else 0
+            r.block_hashes.append(hash((parent, *r.tokens[i * bs : (i + 1) * bs])))
+
+    def _grow(self, r: _Req, n: int) -> bool:
+        need = -(-(r.num_computed + n) // self.block_size) - len(r.blocks)
+        if need <= 0:
+            return True
+        if not self._pool.allocate(need):
+            return False
+        r.blocks.extend([None] * need)
+        return True
+
+    def _preempt(self, r: _Req) -> None:
+        """Recompute preemption: free its KV, keep its output, back to the waiting queue."""
+        self._running.remove(r)
+        self._pool.release(r.blocks)
+        r.blocks, r.num_computed, r.num_published = [], 0, 0
+        heapq.heappush(self._waiting, (*r.key, r))
+        self.num_preemptions += 1
+
+    def _apply(self, scheduled: list[tuple[_Req, int]]) -> None:
+        for r, n in scheduled:
+            if r.finished or r not in self._running:
+                continue
+            r.num_computed += n
+            if self.enable_prefix_caching:
+                self._publish_full_blocks(r)
+            if r.num_computed < len(r.tokens):
+                continue  # a prefill chunk; no token until the whole context is in KV
+            self._sample(r)
+
+    def _publish_full_blocks(self, r: _Req) -> None:
+        self._hash_blocks(r, r.num_computed)
+        full = r.num_computed // self.block_size
+        for i in range(r.num_published, full):
+            if r.blocks[i] is None and self._pool.publish(r.block_hashes[i]):
+                r.blocks[i] = r.block_hashes[i]
+        r.num_published = max(r.num_published, full)
+
+    def _sample(self, r: _Req) -> None:
+        sp = r.req.sampling
+        x = r.hash
+        if sp.temperature > 0 and sp.seed is not None:
+            x ^= _mix(sp.seed + 1)
+        x = _mix(x)
+        tok = self.tokenizer.pick(x)
+        is_eos = not sp.ignore_eos and (x >> 32) < self.eos_threshold
+        if is_eos:
+            tok = self.tokenizer.eos_id
+        r.tokens.append(tok)
+        r.hash = _mix(r.hash ^ tok)
+        r.text += r.decoder(tok)
+        reason: str | None = None
+        stop_at = self._find_stop(r)
+        if stop_at is not None:
+            r.text, reason = r.text[:stop_at], FINISH_STOP
+        elif is_eos:
+            reason = FINISH_STOP
+        elif r.num_output >= sp.max_tokens or len(r.tokens) >= self.max_model_len:
+            reason = FINISH_LENGTH
+        if reason is not None:
+            self._finish(r, reason)
+        else:
+            self._emit(r, finished=False, reason=None)
+
+    def _find_stop(self, r: _Req) -> int | None:
+        stops = r.req.sampling.stop
+        if not stops:
+            return None
+        # Only text that arrived with this token can complete a new match.
+        start = max(0, r.sent_text - max(map(len, stops)))
+        hits = [i for s in stops if s and (i := r.text.find(s, start)) >= 0]
+        return min(hits) if hits else None
+
+    def _emit(self, r: _Req, *, finished: bool, reason: str | None) -> None:
+        end = len(r.text)
+        if not finished and r.req.sampling.stop:
+            # Hold back text that might be the start of a stop string, as vLLM does.
+            end -= max(map(len, r.req.sampling.stop)) - 1
+        new_text = r.text[r.sent_text : max(end, r.sent_text)]
+        r.sent_text += len(new_text)
+        new_ids = r.tokens[r.num_prompt + r.sent_tokens :]
+        r.sent_tokens += len(new_ids)
+        if not finished and not new_ids:
+            return
+        r.queue.put_nowait(
+            TokenDelta(
+                token_ids=new_ids,
+                text=new_text,
+                finished=finished,
+                finish_reason=reason,
+                num_prompt_tokens=r.num_prompt,
+                num_cached_tokens=r.num_cached,
+            )
+        )
+
+    def _finish(self, r: _Req, reason: str) -> None:
+        if r.finished:
+            return
+        r.finished = True
+        if r in self._running:
+            self._running.remove(r)
+        else:
+            self._waiting = [w for w in self._waiting if w[2] is not r]
+            heapq.heapify(self._waiting)
+        self._pool.release(r.blocks)
+        r.blocks = []
+        del self._reqs[r.req.request_id]
+        self._emit(r, finished=True, reason=reason)

@@ -1,0 +1,296 @@
+"""The real engine: vLLM V1's `AsyncLLM` behind the `Engine` interface.
+
+vLLM is imported only in `start()` (and in the stats logger factory it needs), so importing
+this module is cheap and works where vLLM is not installed.
+
+Where `stats()` gets its numbers: vLLM's scheduler builds a `SchedulerStats` (running and
+waiting counts, KV cache usage) after every engine step and hands it to each stat logger we
+pass to `AsyncLLM.from_engine_args(stat_loggers=[...])`; `_SchedulerStatsSink` keeps the
+latest one. vLLM sends no stats while idle, so the last snapshot goes stale when the last
+request finishes or is aborted. We therefore clamp the snapshot with our own count of
+in-flight requests: nothing in flight reads as an empty engine, and requests submitted after
+the snapshot count as waiting until the next step reports them.
+
+The engine core runs in child processes, so the program that starts this engine needs an
+``if __name__ == "__main__":`` guard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from worker.engine.base import (
+    FINISH_ABORT,
+    EngineError,
+    EngineNotStarted,
+    EngineRequest,
+    EngineStats,
+    TokenDelta,
+    validate_request,
+)
+
+log = logging.getLogger(__name__)
+
+_GIB = 1 << 30
+
+
+def _make_stats_sink(on_stats: Callable[[Any], None]) -> Callable[[Any, int], Any]:
+    """A per-engine StatLoggerFactory whose logger forwards each SchedulerStats."""
+    from vllm.v1.metrics.loggers import StatLoggerBase
+
+    class _SchedulerStatsSink(StatLoggerBase):  # type: ignore[misc]
+        def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
+            self.engine_index = engine_index
+
+        def record(
+            self,
+            scheduler_stats: Any,
+            iteration_stats: Any,
+            mm_cache_stats: Any = None,
+            engine_idx: int = 0,
+        ) -> None:
+            if scheduler_stats is not None:
+                on_stats(scheduler_stats)
+
+        def log_engine_initialized(self) -> None:
+            pass
+
+    return _SchedulerStatsSink
+
+
+class VllmEngine:
+    def __init__(
+        self,
+        model_path: str,
+        model_name: str,
+        kv_cache_gib: float,
+        max_num_seqs: int = 64,
+        max_model_len: int = 2048,
+        dtype: str | None = None,  # None: "float32" on CPU (no bf16 there), else "auto"
+        enforce_eager: bool = True,
+        enable_prefix_caching: bool = True,
+        scheduling_policy: str = "priority",
+        max_num_batched_tokens: int | None = None,
+        num_threads: int | None = None,  # CPU: OMP threads; None keeps $OMP_NUM_THREADS or all
+        engine_kwargs: dict[str, Any] | None = None,  # extra AsyncEngineArgs fields
+    ) -> None:
+        self.model_path = str(model_path)
+        self.model_name = model_name
+        self.kv_cache_gib = kv_cache_gib
+        self.max_num_seqs = max_num_seqs
+        self.max_model_len = max_model_len
+        self.dtype = dtype
+        self.enforce_eager = enforce_eager
+        self.enable_prefix_caching = enable_prefix_caching
+        self.scheduling_policy = scheduling_policy
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.num_threads = num_threads
+        self.engine_kwargs = dict(engine_kwargs or {})
+        self.start_seconds: float | None = None  # how long start() took
+        self._llm: Any = None
+        self._tokenizer: Any = None
+        self._last_sched: Any = None
+        self._inflight: set[str] = set()
+        self._kv_capacity_tokens = 0
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._llm is not None:
+            return
+        t0 = time.monotonic()
+        from transformers import AutoTokenizer
+
+        self._tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        args = self._engine_args()
+        # Building the engine blocks for tens of seconds (model load, KV allocation, warm-up);
+        # a thread keeps this event loop (heartbeats, other tasks) alive meanwhile. AsyncLLM
+        # binds its asyncio parts lazily, on the first call from this loop.
+        self._llm = await asyncio.to_thread(self._build, args)
+        cache = self._llm.vllm_config.cache_config
+        self._kv_capacity_tokens = int(cache.num_gpu_blocks or 0) * int(cache.block_size)
+        self.start_seconds = time.monotonic() - t0
+        log.info(
+            "vLLM engine %s ready in %.1f s: %d KV token slots",
+            self.model_name,
+            self.start_seconds,
+            self._kv_capacity_tokens,
+        )
+
+    def _engine_args(self) -> Any:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.platforms import current_platform
+
+        on_cpu = current_platform.is_cpu()
+        if on_cpu:
+            # vLLM's CPU platform reads this (whole GiB) and it wins over kv_cache_memory_bytes,
+            # so set it when it can say exactly what we want and drop a stale one otherwise.
+            if float(self.kv_cache_gib).is_integer():
+                os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(int(self.kv_cache_gib))
+            else:
+                os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
+            # The engine core drops torch to one thread unless this is set.
+            if self.num_threads is not None:
+                os.environ["OMP_NUM_THREADS"] = str(self.num_threads)
+            else:
+                os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
+        kwargs: dict[str, Any] = {
+            "model": self.model_path,
+            "served_model_name": [self.model_name],
+            "dtype": self.dtype or ("float32" if on_cpu else "auto"),
+            "max_model_len": self.max_model_len,
+            "max_num_seqs": self.max_num_seqs,
+            "enforce_eager": self.enforce_eager,
+            "enable_prefix_caching": self.enable_prefix_caching,
+            "scheduling_policy": self.scheduling_policy,
+            "kv_cache_memory_bytes": int(self.kv_cache_gib * _GIB),
+        }
+        if self.max_num_batched_tokens is not None:
+            kwargs["max_num_batched_tokens"] = self.max_num_batched_tokens
+        kwargs.update(self.engine_kwargs)
+        return AsyncEngineArgs(**kwargs)
+
+    def _build(self, args: Any) -> Any:
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        return AsyncLLM.from_engine_args(args, stat_loggers=[_make_stats_sink(self._on_stats)])
+
+    def _on_stats(self, sched: Any) -> None:
+        self._last_sched = sched
+
+    async def shutdown(self) -> None:
+        llm, self._llm = self._llm, None
+        if llm is not None:
+            for rid in list(self._inflight):
+                await llm.abort(rid)
+            self._inflight.clear()
+            llm.shutdown()
+
+    # ---- requests --------------------------------------------------------------------------
+
+    async def generate(self, request: EngineRequest) -> AsyncIterator[TokenDelta]:
+        from vllm.exceptions import VLLMClientError
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind, SamplingParams
+
+        llm = self._llm
+        if llm is None:
+            raise EngineNotStarted("engine is not running")
+        validate_request(request, self.max_model_len)
+        sp = request.sampling
+        try:
+            params = SamplingParams(
+                max_tokens=sp.max_tokens,
+                temperature=sp.temperature,
+                top_p=sp.top_p,
+                seed=sp.seed,
+                stop=list(sp.stop) or None,
+                ignore_eos=sp.ignore_eos,
+                detokenize=True,
+                output_kind=RequestOutputKind.DELTA,
+            )
+        except (VLLMClientError, ValueError) as exc:  # vLLM's own checks on the settings
+            raise EngineError(str(exc)) from exc
+        # vLLM refuses a non-zero priority under the fcfs policy.
+        priority = request.priority if self.scheduling_policy == "priority" else 0
+        prompt = TokensPrompt(prompt_token_ids=list(request.prompt_token_ids))
+        num_prompt = len(request.prompt_token_ids)
+        finished = False
+        cached = 0
+        self._inflight.add(request.request_id)
+        try:
+            stream = llm.generate(prompt, params, request.request_id, priority=priority)
+            try:
+                async for out in stream:
+                    comp = out.outputs[0]
+                    finished = bool(out.finished)
+                    # Reported on every output in practice; keep the largest in case not.
+                    cached = max(cached, int(out.num_cached_tokens or 0))
+                    if out.prompt_token_ids is not None:
+                        num_prompt = len(out.prompt_token_ids)
+                    yield TokenDelta(
+                        token_ids=list(comp.token_ids),
+                        text=comp.text,
+                        finished=finished,
+                        finish_reason=_reason(comp.finish_reason, request) if finished else None,
+                        num_prompt_tokens=num_prompt,
+                        num_cached_tokens=cached,
+                    )
+            except VLLMClientError as exc:
+                raise EngineError(str(exc)) from exc
+        finally:
+            self._inflight.discard(request.request_id)
+            if not finished:
+                # The consumer went away (closed or cancelled) or the stream broke: make sure
+                # vLLM frees the slot now rather than whenever the inner stream is collected.
+                with contextlib.suppress(Exception):
+                    await llm.abort(request.request_id)
+        if not finished:
+            # The stream ended without a final output (an abort raced the last step).
+            yield TokenDelta([], "", True, FINISH_ABORT, num_prompt, cached)
+
+    async def abort(self, request_id: str) -> None:
+        llm = self._llm
+        # Drop it from our count first: stats() must reflect the abort at once.
+        self._inflight.discard(request_id)
+        if llm is not None:
+            await llm.abort(request_id)
+
+    def stats(self) -> EngineStats:
+        n = len(self._inflight)
+        s = self._last_sched
+        if n == 0 or s is None:
+            # Idle (vLLM counts prefix-cached blocks of finished requests as free, too).
+            running, kv = min(n, self.max_num_seqs), 0.0
+        else:
+            running = min(int(s.num_running_reqs), n)
+            kv = float(s.kv_cache_usage)
+        # The rest are queued in vLLM, or so new that no snapshot has seen them yet.
+        waiting = n - running
+        return EngineStats(
+            num_running=running,
+            num_waiting=waiting,
+            kv_usage=min(max(kv, 0.0), 1.0),
+            max_num_seqs=self.max_num_seqs,
+            kv_capacity_tokens=self._kv_capacity_tokens,
+        )
+
+    # ---- tokenizer -------------------------------------------------------------------------
+
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            # Usable before start(): the API side may tokenize without an engine running.
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        return self._tokenizer
+
+    def encode_chat(self, messages: list[dict[str, Any]]) -> list[int]:
+        # Render to text, then encode without adding specials: the template already has them
+        # (this is what vLLM's own chat endpoint does).
+        text = self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
+        )
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text))
+
+    def decode(self, token_ids: list[int]) -> str:
+        return str(self.tokenizer.decode(token_ids, skip_special_tokens=True))
+
+
+def _reason(reason: Any, request: EngineRequest) -> str:
+    r = str(reason) if reason is not None else FINISH_ABORT
+    if r in ("stop", "length", "abort"):
+        return r
+    # e.g. "error": the engine failed this request. Not the client's fault, so not an
+    # EngineError: the worker retries it.
+    raise RuntimeError(f"vLLM finished request {request.request_id} with reason {r!r}")
