@@ -176,9 +176,9 @@ def test_client_disconnect_cancels_job_and_frees_slot(sim_stack: Stack, make_ten
 
 def test_duplicate_delivery_runs_the_job_once(sim_stack: Stack, make_tenant, database_url,
                                               test_redis_url):
-    from worker.celery_app import RUN_JOB_TASK, make_celery
-    from service.settings import Settings
     from service.jobs.events import worker_queue
+    from service.settings import Settings
+    from worker.celery_app import RUN_JOB_TASK, make_celery
 
     _, key = make_tenant()
     resp = client(sim_stack, key).chat.completions.create(
