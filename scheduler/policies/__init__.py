@@ -7,6 +7,8 @@ from scheduler.policies.config import FairwayConfig
 from scheduler.policies.fairway import FairwayPolicy
 from scheduler.policies.simple import OrderedPolicy
 
+__all__ = ["FairwayConfig", "FairwayPolicy", "OrderedPolicy", "make_policy"]
+
 
 def make_policy(kind: PolicyKind | str, config: FairwayConfig | None = None) -> SchedulingPolicy:
     """``config`` tunes the Fairway policy; the baselines have nothing to tune."""

@@ -1,0 +1,1 @@
+"""A discrete-event simulator that drives the real policy objects in simulated time."""

@@ -1,0 +1,5 @@
+import sys
+
+from scheduler.sim.cli import main
+
+sys.exit(main())

@@ -1,0 +1,289 @@
+"""The discrete-event loop: traffic in, the policy decides, simulated engines run.
+
+It plays the dispatcher's part exactly as the interface describes it: notifications, then
+``schedule(now)``, then carry the decisions out. A Preempt aborts the job on its engine; at
+the end of that engine step the job reports ``on_job_finished`` with its usage so far and
+comes back through ``on_job_arrived`` with its output as part of the prompt (the checkpoint).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass, replace
+
+from scheduler.interface import PolicyKind, SchedulingPolicy
+from scheduler.policies import FairwayConfig, make_policy
+from scheduler.sim.engine import Seq, SimEngine, StepResult
+from scheduler.sim.metrics import JobRecord, Metrics
+from scheduler.sim.scenario import Scenario
+from scheduler.sim.traffic import SimJob, generate
+from scheduler.types import Assign, Decision, JobClass, JobView, Preempt, Reject, WorkerView
+
+# name -> (policy, engine options: priority order, preemption for realtime, isolated prefill)
+VARIANTS: dict[str, tuple[PolicyKind, dict[str, bool]]] = {
+    "fairway": (
+        PolicyKind.FAIRWAY,
+        {"priority": True, "preempt_for_realtime": True, "isolate_realtime_prefill": True},
+    ),
+    "fcfs": (PolicyKind.FCFS, {"priority": False, "preempt_for_realtime": False}),
+    "priority": (PolicyKind.PRIORITY, {"priority": True, "preempt_for_realtime": True}),
+    # vLLM V1 alone: realtime first in the queue, but waiting never preempts running batch.
+    "vllm-priority": (PolicyKind.PRIORITY, {"priority": True, "preempt_for_realtime": False}),
+}
+
+ARRIVAL, STEP, SCHEDULE, TICK = 0, 1, 2, 3
+
+
+@dataclass(slots=True)
+class SimResult:
+    scenario: str
+    policy: str
+    metrics: Metrics
+    end_s: float  # simulated time when the run stopped
+    busy_fraction: float
+    wall_s: float
+    num_workers: int
+
+
+class Simulation:
+    def __init__(self, scenario: Scenario, variant: str, jobs: list[SimJob] | None = None):
+        kind, engine_options = VARIANTS[variant]
+        self.scenario, self.variant = scenario, variant
+        config = FairwayConfig(**scenario.fairway)
+        config.default_ttft_slo_s = {p: scenario.default_ttft_slo_s for p in range(3)}
+        self.policy: SchedulingPolicy = make_policy(kind, config)
+        self.jobs = (
+            jobs
+            if jobs is not None
+            else generate(
+                scenario.traffic,
+                scenario.tenants,
+                scenario.duration_s,
+                scenario.seed,
+                scenario.model,
+            )
+        )
+        self.by_id = {job.job_id: job for job in self.jobs}
+        self.metrics = Metrics(scenario.bin_s, config.w_in, config.w_out)
+        self.engines: dict[str, SimEngine] = {}
+        self.models: dict[str, tuple[str, ...]] = {}
+        for g, group in enumerate(scenario.workers):
+            for i in range(group.count):
+                worker_id = f"g{g}w{i}"
+                self.engines[worker_id] = SimEngine(group.cost(), **engine_options)
+                self.models[worker_id] = group.models
+        self._events: list[tuple[float, int, int, str, int]] = []
+        self._seq = 0
+        self._next_arrival = 0
+        self._schedule_pending = False
+        self._done_before: dict[str, int] = {}  # output kept across policy preemptions
+        self._where: dict[str, str] = {}
+        self.now = 0.0
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def run(self) -> SimResult:
+        started = time.perf_counter()
+        for worker_id in self.engines:
+            self.policy.on_worker_heartbeat(self._view(worker_id))
+        self._push_next_arrival()
+        self._push(0.0, TICK, "")
+        limit = self.scenario.duration_s + self.scenario.drain_s
+        while self._events:
+            at, _, kind, arg, epoch = heapq.heappop(self._events)
+            if at > limit:
+                break
+            self.now = at
+            if kind == ARRIVAL:
+                self._arrive()
+            elif kind == STEP:
+                self._step(arg, epoch)
+            elif kind == SCHEDULE:
+                self._schedule_pending = False
+                self._schedule()
+            elif kind == TICK and self._busy():
+                self._schedule()
+                self._push(at + self.scenario.tick_s, TICK, "")
+        busy = sum(e.busy_s for e in self.engines.values())
+        span = max(self.now, 1e-9) * len(self.engines)
+        return SimResult(
+            self.scenario.name,
+            self.variant,
+            self.metrics,
+            self.now,
+            min(1.0, busy / span),
+            time.perf_counter() - started,
+            len(self.engines),
+        )
+
+    def _busy(self) -> bool:
+        engines_busy = any(e.step_end is not None for e in self.engines.values())
+        return self._next_arrival < len(self.jobs) or engines_busy or self.policy.num_queued() > 0
+
+    def _push(self, at: float, kind: int, arg: str, epoch: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (at, self._seq, kind, arg, epoch))
+
+    def _push_next_arrival(self) -> None:
+        if self._next_arrival < len(self.jobs):
+            self._push(self.jobs[self._next_arrival].arrival, ARRIVAL, "")
+
+    def _wake(self) -> None:
+        if not self._schedule_pending:
+            self._schedule_pending = True
+            self._push(self.now + self.scenario.schedule_delay_s, SCHEDULE, "")
+
+    # -- events --------------------------------------------------------------------------
+
+    def _arrive(self) -> None:
+        job = self.jobs[self._next_arrival]
+        self._next_arrival += 1
+        self.metrics.records[job.job_id] = JobRecord(job)
+        self.metrics.note_backlog(job.tenant, +1)
+        self.policy.on_job_arrived(self._job_view(job, 0))
+        self._push_next_arrival()
+        self._wake()
+
+    def _step(self, worker_id: str, epoch: int) -> None:
+        engine = self.engines[worker_id]
+        if engine.step_end is None or engine.epoch != epoch:
+            return  # a cut replaced this step end
+        result = engine.finish_step()
+        self._account(worker_id, result)
+        self._start(worker_id)
+        if result.finished or result.aborted:
+            self.policy.on_worker_heartbeat(self._view(worker_id))
+            self._wake()
+
+    def _schedule(self) -> None:
+        t0 = time.perf_counter()
+        decisions = self.policy.schedule(self.now)
+        self.metrics.schedule_wall_s += time.perf_counter() - t0
+        self.metrics.schedule_calls += 1
+        self.metrics.decisions += len(decisions)
+        self._apply(decisions)
+
+    def _apply(self, decisions: list[Decision]) -> None:
+        for d in decisions:
+            if isinstance(d, Assign):
+                job = self.by_id[d.job_id]
+                done = self._done_before.get(job.job_id, 0)
+                self.metrics.note_backlog(job.tenant, -1)
+                self.metrics.charge(
+                    job.tenant, job.weight, job.prompt_tokens + done, job.max_tokens - done
+                )
+                seq = Seq(
+                    job.job_id,
+                    job.tenant,
+                    job.job_class is JobClass.REALTIME,
+                    job.arrival,
+                    job.prompt_tokens + done,
+                    job.output_tokens - done,
+                    job.prompt_tokens + job.max_tokens,
+                    job.prefix_key,
+                    job.prefix_tokens,
+                )
+                self._where[job.job_id] = d.worker_id
+                if self.engines[d.worker_id].add(seq, self.now):
+                    self._start(d.worker_id)
+            elif isinstance(d, Preempt):
+                engine = self.engines[d.worker_id]
+                gone, restart = engine.abort(d.job_id, self.now)
+                if gone is not None:
+                    self._requeue(d.worker_id, gone)
+                if restart:
+                    self._start(d.worker_id)
+            elif isinstance(d, Reject):
+                self.metrics.records[d.job_id].rejected = d.reason
+                self.metrics.note_backlog(self.by_id[d.job_id].tenant, -1)
+        self.metrics.sample_gap()
+
+    def _start(self, worker_id: str) -> None:
+        engine = self.engines[worker_id]
+        end = engine.step_end if engine.step_end is not None else engine.start(self.now)
+        if end is not None:
+            self._push(end, STEP, worker_id, engine.epoch)
+
+    def _account(self, worker_id: str, result: StepResult) -> None:
+        m = self.metrics
+        m.engine_preemptions += result.engine_preemptions
+        for tenant, tokens_in, tokens_out in result.served:
+            weight = self.scenario.tenants.get(tenant, 1.0)
+            m.add_service(tenant, weight, tokens_in, tokens_out, result.start, result.end)
+        for seq in result.first_tokens:
+            record = m.records[seq.job_id]
+            if record.first_token is None:
+                record.first_token = result.end
+        for seq in result.finished:
+            record = m.records[seq.job_id]
+            record.finished = result.end
+            record.output = self._done_before.pop(seq.job_id, 0) + seq.total_output
+            m.tokens_out[record.job.job_class] += record.output
+            self._correct_charge(record.job, seq)
+            del self._where[seq.job_id]
+            self.policy.on_job_finished(seq.job_id, worker_id, seq.prompt, seq.total_output)
+        for seq in result.aborted:
+            self._requeue(worker_id, seq)
+
+    def _requeue(self, worker_id: str, seq: Seq) -> None:
+        """A policy preemption took effect: report usage, come back with the checkpoint."""
+        m = self.metrics
+        m.preemptions += 1
+        m.work_lost_tokens += seq.prompt + seq.total_output
+        m.records[seq.job_id].preemptions += 1
+        m.note_backlog(seq.tenant, +1)
+        self._correct_charge(self.by_id[seq.job_id], seq)
+        self._where.pop(seq.job_id, None)
+        done = self._done_before.get(seq.job_id, 0) + seq.total_output
+        self._done_before[seq.job_id] = done
+        self.policy.on_job_finished(seq.job_id, worker_id, seq.prompt, seq.total_output)
+        self.policy.on_job_arrived(self._job_view(self.by_id[seq.job_id], done))
+        self._wake()
+
+    def _correct_charge(self, job: SimJob, seq: Seq) -> None:
+        """Replace the max_tokens estimate charged at assignment by the real output."""
+        charged_out = job.max_tokens - (seq.prompt - job.prompt_tokens) + seq.done_before
+        self.metrics.charge(job.tenant, job.weight, 0, seq.total_output - charged_out)
+
+    # -- views ---------------------------------------------------------------------------
+
+    def _job_view(self, job: SimJob, done: int) -> JobView:
+        return JobView(
+            job.job_id,
+            job.tenant,
+            job.job_class,
+            job.priority,
+            job.model,
+            job.arrival,
+            job.deadline,
+            job.prompt_tokens + done,
+            job.max_tokens - done,
+            tenant_weight=job.weight,
+            prefix_key=job.prefix_key,
+            ttft_slo_s=job.ttft_slo_s,
+            generated_tokens=done,
+        )
+
+    def _view(self, worker_id: str) -> WorkerView:
+        engine = self.engines[worker_id]
+        progress = engine.progress() if self.scenario.heartbeat_progress else {}
+        return WorkerView(
+            worker_id,
+            self.models[worker_id],
+            engine.cost.max_slots,
+            engine.num_seqs(),
+            engine.cost.kv_capacity_tokens,
+            engine.kv_used,
+            self.now,
+            progress=progress,
+            cost=engine.cost,
+        )
+
+
+def run_variant(scenario: Scenario, variant: str, jobs: list[SimJob] | None = None) -> SimResult:
+    return Simulation(scenario, variant, jobs).run()
+
+
+def with_overrides(scenario: Scenario, **changes: object) -> Scenario:
+    return replace(scenario, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,80 @@
+"""Scenario files: JSON describing workers, tenants, traffic and the policies to compare.
+
+Example::
+
+    {"name": "rt-under-batch", "duration_s": 300, "seed": 1, "model": "smollm2",
+     "workers": [{"count": 2, "profile": "cpu-smollm2-135m"}],
+     "tenants": {"a": 1, "b": 2},
+     "traffic": [
+       {"kind": "poisson", "tenant": "a", "rate": 0.2, "prompt": 128, "max_tokens": 64,
+        "slo_ttft_s": 2.0, "prefix": {"key": "sys-a", "tokens": 64}},
+       {"kind": "batch", "tenant": "b", "count": 400, "window_s": 3600,
+        "prompt": {"dist": "lognormal", "median": 256, "sigma": 0.8, "max": 2048},
+        "output": {"dist": "lognormal", "median": 96, "sigma": 0.8}, "max_tokens": 256}],
+     "policies": ["fairway", "fcfs", "vllm-priority"]}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from scheduler.cost_model import CostModel
+from scheduler.sim.profiles import profile
+
+
+@dataclass(slots=True)
+class WorkerGroup:
+    count: int
+    profile: str
+    models: tuple[str, ...]
+    # CostModel fields to change from the profile, e.g. {"token_budget": 512}.
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def cost(self) -> CostModel:
+        return replace(profile(self.profile), **self.overrides)
+
+
+@dataclass(slots=True)
+class Scenario:
+    name: str
+    duration_s: float
+    workers: list[WorkerGroup]
+    traffic: list[dict[str, Any]]
+    tenants: dict[str, float] = field(default_factory=dict)
+    seed: int = 1
+    model: str = "default"
+    policies: list[str] = field(default_factory=lambda: ["fairway", "fcfs", "vllm-priority"])
+    drain_s: float = 0.0  # keep running after the last arrival window to let work finish
+    bin_s: float = 5.0  # service-curve resolution
+    default_ttft_slo_s: float = 2.0
+    schedule_delay_s: float = 0.002  # dispatcher reaction time after an event
+    tick_s: float = 1.0
+    heartbeat_progress: bool = True
+    fairway: dict[str, Any] = field(default_factory=dict)  # FairwayConfig overrides
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Scenario:
+        model = str(data.get("model", "default"))
+        groups = [
+            WorkerGroup(
+                int(g.get("count", 1)),
+                str(g["profile"]),
+                tuple(g.get("models", [model])),
+                {k: v for k, v in g.items() if k not in {"count", "profile", "models"}},
+            )
+            for g in data["workers"]
+        ]
+        known = {f for f in cls.__dataclass_fields__ if f not in {"workers"}}
+        extra = set(data) - known - {"workers", "description"}
+        if extra:
+            raise ValueError(f"unknown scenario keys: {sorted(extra)}")
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["tenants"] = {str(k): float(v) for k, v in data.get("tenants", {}).items()}
+        return cls(workers=groups, **kwargs)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Scenario:
+        return cls.from_dict(json.loads(Path(path).read_text()))
