@@ -1,0 +1,1 @@
+"""Batch inference (the OpenAI Batches API): validation, bulk job creation, results files."""

@@ -1,0 +1,188 @@
+"""Validate a batch's input file and turn its valid lines into jobs, in one transaction.
+
+Runs synchronously (a thread in the API process, or the dispatcher's maintenance when the
+API died mid-way). Why it is safe to run twice, or to die half-way:
+
+* The batch row is locked `FOR UPDATE SKIP LOCKED` for the whole run. A second validator
+  skips a batch that a live one holds; if the process dies, Postgres drops its connection,
+  the lock and every uncommitted job row with it, and the batch is still `validating`.
+* Jobs are written with COPY inside the same transaction that moves the batch to
+  `in_progress`: either every valid line is a job, or none is.
+
+Memory stays flat: the file is read line by line and rows stream into COPY; the only
+per-line state is the set of custom_ids (needed to find duplicates).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import uuid
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from sqlalchemy import select, text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+
+from service.batches.models import Batch, BatchStatus
+from service.batches.validation import ENDPOINTS, LineError, LineLimits, LineValidator
+from service.files.models import StoredFile
+from service.files.storage import FileStorage, StorageWriter
+from service.jobs.events import JOBS_CHANNEL
+from service.jobs.models import JobKind, JobStatus
+from service.jobs.tiers import BATCH_PRIORITY
+from service.settings import Settings
+
+log = logging.getLogger("fairway.batches")
+
+MAX_LINE_BYTES = 8 * 1024 * 1024
+MAX_ERRORS_IN_BATCH = 100  # errors.data[] keeps the first ones; the error file has all
+_COPY_SQL = ("COPY jobs (id, tenant_id, kind, service_tier, priority, endpoint, model, request,"
+             " stream, max_tokens, deadline_at, status, attempt, batch_id, custom_id, line_no)"
+             " FROM STDIN")
+
+
+def validation_errors_key(batch_id: uuid.UUID) -> str:
+    return f"batches/{batch_id.hex}/validation_errors.jsonl"
+
+
+def iter_lines(reader: BinaryIO, max_len: int = MAX_LINE_BYTES
+               ) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, bytes) for non-blank lines; bytes is None for a line over max_len,
+    whose rest is skipped in bounded reads."""
+    line_no = 0
+    while raw := reader.readline(max_len + 1):
+        line_no += 1
+        if len(raw) > max_len and not raw.endswith(b"\n"):
+            while (rest := reader.readline(max_len)) and not rest.endswith(b"\n"):
+                pass
+            yield line_no, None
+        elif raw.strip():
+            yield line_no, raw
+
+
+def validate_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorage,
+                   settings: Settings, known_models: set[str] | None = None) -> str | None:
+    """Validate and ingest one batch; returns its new status, or None if not ours to do."""
+    batch = session.scalar(select(Batch).where(
+        Batch.id == batch_id, Batch.status == BatchStatus.VALIDATING)
+        .with_for_update(skip_locked=True))
+    if batch is None:
+        session.rollback()
+        return None
+    source = session.get(StoredFile, batch.input_file_id) if batch.input_file_id else None
+    if source is None or not storage.exists(source.storage_key):
+        return _fail(session, batch, "input_file_missing", "The input file no longer exists.")
+    limits = LineLimits(settings.max_tokens_limit, settings.default_max_tokens,
+                        settings.max_model_len)
+    validator = LineValidator(endpoint=batch.endpoint, limits=limits)
+    run = _Run(batch, storage)
+    _prefer_lz4(session)
+    savepoint = session.begin_nested()
+    try:
+        with storage.open_reader(source.storage_key) as reader:
+            run.copy_lines(session, iter_lines(reader), validator)
+    except BaseException:
+        run.abort()
+        raise
+    failure = run.whole_file_failure(validator, settings, known_models)
+    if failure is not None:
+        savepoint.rollback()
+        run.abort()
+        return _fail(session, batch, *failure, errors=run.sample)
+    savepoint.commit()
+    run.commit()
+    now = dt.datetime.now(dt.UTC)
+    batch.status, batch.in_progress_at, batch.model = BatchStatus.IN_PROGRESS, now, validator.model
+    batch.total, batch.invalid_lines = run.total, run.invalid
+    batch.errors = run.sample or None
+    # One NOTIFY for the whole batch: the dispatcher rescans instead of hearing 50k "new".
+    session.execute(text("SELECT pg_notify(:c, 'scan')"), {"c": JOBS_CHANNEL})
+    session.commit()
+    log.info("batch validated", extra={"batch_id": str(batch_id), "lines": run.total,
+                                       "invalid": run.invalid})
+    return BatchStatus.IN_PROGRESS
+
+
+class _Run:
+    """One validation pass: COPY rows for valid lines, error lines for the others."""
+
+    def __init__(self, batch: Batch, storage: FileStorage) -> None:
+        self.batch, self.storage = batch, storage
+        self.total = self.valid = self.invalid = 0
+        self.sample: list[dict[str, object]] = []
+        self.errors: StorageWriter | None = None
+
+    def copy_lines(self, session: Session, lines: Iterator[tuple[int, bytes | None]],
+                   validator: LineValidator) -> None:
+        b = self.batch
+        endpoint = ENDPOINTS[b.endpoint]
+        raw_conn = session.connection().connection.dbapi_connection
+        assert raw_conn is not None
+        with raw_conn.cursor() as cur, cur.copy(_COPY_SQL) as copy:  # type: ignore[attr-defined]
+            for line_no, raw in lines:
+                self.total += 1
+                result = (validator.check(raw, line_no) if raw is not None else LineError(
+                    line_no, "line_too_long", f"The line exceeds {MAX_LINE_BYTES} bytes."))
+                if isinstance(result, LineError):
+                    self._error(result)
+                    continue
+                self.valid += 1
+                copy.write_row((
+                    uuid.uuid4(), b.tenant_id, JobKind.BATCH.value, "default", BATCH_PRIORITY,
+                    endpoint, result.model, result.request_json,
+                    False, result.max_tokens, b.expires_at, JobStatus.QUEUED.value, 0, b.id,
+                    result.custom_id, line_no))
+
+    def _error(self, error: LineError) -> None:
+        self.invalid += 1
+        if len(self.sample) < MAX_ERRORS_IN_BATCH:
+            self.sample.append(error.as_batch_error())
+        if self.errors is None:
+            self.errors = self.storage.open_writer(validation_errors_key(self.batch.id))
+        self.errors.write(json.dumps(error.as_error_line()).encode() + b"\n")
+
+    def whole_file_failure(self, validator: LineValidator, settings: Settings,
+                           known_models: set[str] | None) -> tuple[str, str] | None:
+        if self.total == 0:
+            return "empty_file", "The input file has no lines."
+        if self.total > settings.batch_max_lines:
+            return "too_many_lines", f"The input file exceeds {settings.batch_max_lines} lines."
+        if self.valid == 0:
+            return "no_valid_lines", "No line of the input file is a valid request."
+        if known_models is not None and validator.model not in known_models:
+            return "model_not_found", f"The model '{validator.model}' does not exist."
+        return None
+
+    def commit(self) -> None:
+        if self.errors is not None:
+            self.errors.commit()
+
+    def abort(self) -> None:
+        if self.errors is not None:
+            self.errors.abort()
+            self.errors = None
+
+
+def _prefer_lz4(session: Session) -> None:
+    """Request bodies over ~2 KB are TOAST-compressed; lz4 is much cheaper than the default
+    pglz, which dominated a 200 MB ingest (11 s -> 8 s measured). Servers built without lz4
+    keep the default."""
+    try:
+        with session.begin_nested():
+            session.execute(text("SET LOCAL default_toast_compression = 'lz4'"))
+    except DBAPIError:
+        log.info("lz4 TOAST compression unavailable; using the server default")
+
+
+def _fail(session: Session, batch: Batch, code: str, message: str,
+          errors: list[dict[str, object]] | None = None) -> str:
+    batch.status, batch.failed_at = BatchStatus.FAILED, dt.datetime.now(dt.UTC)
+    batch.errors = [{"code": code, "line": None, "message": message, "param": None},
+                    *(errors or [])][:MAX_ERRORS_IN_BATCH]
+    batch.final_counts = {"total": 0, "completed": 0, "failed": 0}
+    session.commit()
+    log.info("batch failed validation", extra={"batch_id": str(batch.id), "code": code})
+    return BatchStatus.FAILED

@@ -1,0 +1,146 @@
+"""Batch operations for the API (async). Validation and finalization run elsewhere
+(ingest.py in a thread, lifecycle.py from the dispatcher's maintenance)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections import defaultdict
+from typing import Any
+
+from sqlalchemy import func, select, tuple_, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.batches.models import Batch, BatchStatus
+from service.batches.results import CANCELLED
+from service.batches.schemas import BatchCreate
+from service.errors import APIError
+from service.files.models import StoredFile, parse_file_id
+from service.jobs.models import Job, JobStatus
+
+CANCELLABLE = (BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS)
+
+
+async def create_batch(session: AsyncSession, *, tenant_id: uuid.UUID, body: BatchCreate,
+                       window: dt.timedelta) -> Batch:
+    file_id = parse_file_id(body.input_file_id)
+    source = await session.scalar(select(StoredFile).where(
+        StoredFile.id == file_id, StoredFile.tenant_id == tenant_id)) if file_id else None
+    if source is None:
+        raise APIError(404, f"No such File object: {body.input_file_id}", code="not_found",
+                       param="input_file_id")
+    if source.purpose != "batch":
+        raise APIError(400, "The input file must have purpose 'batch'.", code="invalid_value",
+                       param="input_file_id")
+    now = dt.datetime.now(dt.UTC)
+    batch = Batch(tenant_id=tenant_id, endpoint=body.endpoint, input_file_id=source.id,
+                  completion_window=body.completion_window, status=BatchStatus.VALIDATING,
+                  batch_metadata=body.metadata, created_at=now, expires_at=now + window,
+                  total=0, invalid_lines=0)
+    session.add(batch)
+    await session.commit()
+    return batch
+
+
+async def get_batch(session: AsyncSession, *, batch_id: uuid.UUID,
+                    tenant_id: uuid.UUID) -> Batch | None:
+    """Another tenant's batch looks exactly like a missing one."""
+    return await session.scalar(select(Batch).where(Batch.id == batch_id,
+                                                    Batch.tenant_id == tenant_id))
+
+
+async def list_batches(session: AsyncSession, *, tenant_id: uuid.UUID,
+                       after: uuid.UUID | None, limit: int) -> tuple[list[Batch], bool]:
+    """Newest first; `after` is the last id of the previous page."""
+    query = select(Batch).where(Batch.tenant_id == tenant_id)
+    if after is not None:
+        anchor = await get_batch(session, batch_id=after, tenant_id=tenant_id)
+        if anchor is not None:
+            query = query.where(tuple_(Batch.created_at, Batch.id) <
+                                tuple_(anchor.created_at, anchor.id))
+    rows = list((await session.scalars(
+        query.order_by(Batch.created_at.desc(), Batch.id.desc()).limit(limit + 1))).all())
+    return rows[:limit], len(rows) > limit
+
+
+async def cancel_batch(session: AsyncSession, *, batch: Batch) -> Batch:
+    """Queued lines stop at once; running ones finish (their results stay in the output).
+
+    If the batch is being validated, this waits for the validator's row lock: the batch then
+    is in_progress with all its jobs, and the same statements cancel it.
+    """
+    now = dt.datetime.now(dt.UTC)
+    moved = await session.scalar(
+        update(Batch).where(Batch.id == batch.id, Batch.status.in_(CANCELLABLE))
+        .values(status=BatchStatus.CANCELLING, cancelling_at=now).returning(Batch.id))
+    if moved is None:
+        await session.rollback()
+        await session.refresh(batch)
+        if batch.status in (BatchStatus.CANCELLING, BatchStatus.CANCELLED):
+            return batch
+        raise APIError(409, f"Cannot cancel a batch with status '{batch.status}'.",
+                       code="invalid_state")
+    await session.execute(
+        update(Job).where(Job.batch_id == batch.id, Job.status == JobStatus.QUEUED)
+        .values(status=JobStatus.CANCELLED, cancelled_at=now, finished_at=now, updated_at=now,
+                error={**CANCELLED, "status": 499}))
+    await session.commit()
+    await session.refresh(batch)
+    return batch
+
+
+async def live_counts(session: AsyncSession, batches: list[Batch]) -> dict[uuid.UUID, dict[str,
+                                                                                        int]]:
+    """request_counts for open batches, from their jobs (index on batch_id, status)."""
+    counts: dict[uuid.UUID, dict[str, int]] = {}
+    open_ids = [b.id for b in batches if b.final_counts is None]
+    by_batch: dict[uuid.UUID, dict[str, int]] = defaultdict(dict)
+    if open_ids:
+        rows = await session.execute(
+            select(Job.batch_id, Job.status, func.count()).where(Job.batch_id.in_(open_ids))
+            .group_by(Job.batch_id, Job.status))
+        for batch_id, status, n in rows:
+            by_batch[batch_id][status] = n
+    for b in batches:
+        if b.final_counts is not None:
+            counts[b.id] = dict(b.final_counts)
+            continue
+        jobs = by_batch[b.id]
+        failed = (jobs.get(JobStatus.FAILED, 0) + jobs.get(JobStatus.CANCELLED, 0)
+                  + b.invalid_lines)
+        counts[b.id] = {"total": b.total, "completed": jobs.get(JobStatus.SUCCEEDED, 0),
+                        "failed": failed}
+    return counts
+
+
+def batch_view(batch: Batch, counts: dict[str, int]) -> dict[str, Any]:
+    def ts(value: dt.datetime | None) -> int | None:
+        return int(value.timestamp()) if value else None
+
+    def fid(value: uuid.UUID | None) -> str | None:
+        return f"file-{value.hex}" if value else None
+
+    return {
+        "id": batch.public_id,
+        "object": "batch",
+        "endpoint": batch.endpoint,
+        "model": batch.model,
+        "errors": {"object": "list", "data": batch.errors} if batch.errors else None,
+        "input_file_id": fid(batch.input_file_id),
+        "completion_window": batch.completion_window,
+        "status": batch.status,
+        "output_file_id": fid(batch.output_file_id),
+        "error_file_id": fid(batch.error_file_id),
+        "created_at": ts(batch.created_at),
+        "in_progress_at": ts(batch.in_progress_at),
+        "expires_at": ts(batch.expires_at),
+        "finalizing_at": ts(batch.finalizing_at),
+        "completed_at": ts(batch.completed_at),
+        "failed_at": ts(batch.failed_at),
+        "expired_at": ts(batch.expired_at),
+        "cancelling_at": ts(batch.cancelling_at),
+        "cancelled_at": ts(batch.cancelled_at),
+        "request_counts": counts,
+        "metadata": batch.batch_metadata,
+        "usage": batch.usage,
+    }
