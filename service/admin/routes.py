@@ -1,0 +1,137 @@
+"""Admin API: tenants, keys, tiers, quotas. Thin routes over service functions; every change
+commits together with its audit entry. Everything here needs the admin credential."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from service.admin import tenant_ops as ops
+from service.admin.audit import record
+from service.admin.schemas import KeyCreate, QuotaUpdate, TenantCreate, TenantUpdate, TierUpsert
+from service.api.deps import AdminDep, RedisDep, SessionDep, SettingsDep, require_admin
+from service.errors import APIError
+from service.quotas.limits import effective_limits
+from service.quotas.store import QuotaStore
+from service.tiers import service as tiers
+
+router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
+
+
+@router.get("/tenants")
+async def list_tenants(session: SessionDep) -> dict[str, Any]:
+    return {"object": "list", "data": await ops.list_tenants(session)}
+
+
+@router.post("/tenants", status_code=201)
+async def create_tenant(body: TenantCreate, actor: AdminDep, session: SessionDep,
+                        settings: SettingsDep) -> dict[str, Any]:
+    tenant = await ops.create_tenant(session, actor=actor, name=body.name, tier=body.tier)
+    out = ops.tenant_view(tenant)
+    if body.issue_key:
+        key, clear = await ops.issue_key(session, actor=actor, tenant=tenant,
+                                         secret=settings.secret_key, name="default",
+                                         expires_at=None)
+        out["key"] = {**ops.key_view(key), "key": clear}  # shown once
+    await session.commit()
+    return out
+
+
+@router.get("/tenants/{tenant_id}")
+async def read_tenant(tenant_id: str, session: SessionDep) -> dict[str, Any]:
+    return ops.tenant_view(await ops.require_tenant(session, tenant_id))
+
+
+@router.patch("/tenants/{tenant_id}")
+async def update_tenant(tenant_id: str, body: TenantUpdate, actor: AdminDep,
+                        session: SessionDep) -> dict[str, Any]:
+    tenant = await ops.update_tenant(session, actor=actor,
+                                     tenant=await ops.require_tenant(session, tenant_id),
+                                     tier=body.tier, suspended=body.suspended)
+    await session.commit()
+    return ops.tenant_view(tenant)
+
+
+@router.delete("/tenants/{tenant_id}")
+async def delete_tenant(tenant_id: str, actor: AdminDep, session: SessionDep) -> dict[str, Any]:
+    await ops.delete_tenant(session, actor=actor,
+                            tenant=await ops.require_tenant(session, tenant_id))
+    await session.commit()
+    return {"id": tenant_id, "deleted": True}
+
+
+@router.get("/tenants/{tenant_id}/keys")
+async def list_keys(tenant_id: str, session: SessionDep) -> dict[str, Any]:
+    tenant = await ops.require_tenant(session, tenant_id)
+    return {"object": "list", "data": await ops.list_keys(session, tenant=tenant)}
+
+
+@router.post("/tenants/{tenant_id}/keys", status_code=201)
+async def issue_key(tenant_id: str, body: KeyCreate, actor: AdminDep, session: SessionDep,
+                    settings: SettingsDep) -> dict[str, Any]:
+    tenant = await ops.require_tenant(session, tenant_id)
+    key, clear = await ops.issue_key(session, actor=actor, tenant=tenant,
+                                     secret=settings.secret_key, name=body.name,
+                                     expires_at=body.expires_at)
+    await session.commit()
+    return {**ops.key_view(key), "key": clear}  # the only time the clear key is ever sent
+
+
+@router.delete("/tenants/{tenant_id}/keys/{key_id}")
+async def revoke_key(tenant_id: str, key_id: str, actor: AdminDep,
+                     session: SessionDep) -> dict[str, Any]:
+    tenant = await ops.require_tenant(session, tenant_id)
+    key = await ops.revoke_key(session, actor=actor, tenant=tenant, key_id=key_id)
+    await session.commit()
+    return ops.key_view(key)
+
+
+@router.get("/tenants/{tenant_id}/quotas")
+async def read_quotas(tenant_id: str, session: SessionDep, redis: RedisDep) -> dict[str, Any]:
+    tenant = await ops.require_tenant(session, tenant_id)
+    tier = await tiers.get_tier(session, name=tenant.tier)
+    defaults = dict(tier.quotas) if tier else {}
+    overrides = await ops.get_overrides(session, tenant_id=tenant.id)
+    limits = effective_limits(defaults, overrides)
+    return {"tenant_id": tenant_id, "tier": tenant.tier, "tier_defaults": defaults,
+            "overrides": overrides, "effective": limits.as_dict(),
+            "live": await QuotaStore(redis).state(tenant_id=tenant.id, limits=limits)}
+
+
+@router.put("/tenants/{tenant_id}/quotas")
+async def write_quotas(tenant_id: str, body: QuotaUpdate, actor: AdminDep,
+                       session: SessionDep, redis: RedisDep) -> dict[str, Any]:
+    tenant = await ops.require_tenant(session, tenant_id)
+    await ops.set_overrides(session, actor=actor, tenant=tenant, overrides=body.overrides)
+    await session.commit()
+    return await read_quotas(tenant_id, session, redis)
+
+
+@router.get("/tiers")
+async def list_tiers(session: SessionDep) -> dict[str, Any]:
+    return {"object": "list", "data": [tiers.tier_view(t) for t in await tiers.list_tiers(session)]}
+
+
+@router.put("/tiers/{name}")
+async def upsert_tier(name: str, body: TierUpsert, actor: AdminDep,
+                      session: SessionDep) -> dict[str, Any]:
+    quotas = body.quotas.model_dump()
+    before, tier = await tiers.upsert_tier(
+        session, name=name, weight=body.weight, allowed_service_tiers=body.allowed_service_tiers,
+        ttft_slo_ms=body.ttft_slo_ms, tpot_slo_ms=body.tpot_slo_ms, quotas=quotas)
+    after = tiers.tier_view(tier)
+    record(session, actor=actor, action="tier.create" if before is None else "tier.update",
+           target_type="tier", target_id=name, details={"from": before, "to": after})
+    await session.commit()
+    return after
+
+
+@router.delete("/tiers/{name}")
+async def delete_tier(name: str, actor: AdminDep, session: SessionDep) -> dict[str, Any]:
+    if not await tiers.delete_tier(session, name=name):
+        raise APIError(409, f"Tier '{name}' does not exist or still has tenants.",
+                       code="conflict")
+    record(session, actor=actor, action="tier.delete", target_type="tier", target_id=name)
+    await session.commit()
+    return {"name": name, "deleted": True}

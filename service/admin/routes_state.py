@@ -1,0 +1,46 @@
+"""Admin API, read side: usage, live queues and workers, SLO attainment, the audit log."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+
+from service.admin import audit, live
+from service.api.deps import RedisDep, SessionDep, require_admin
+from service.api.workers_view import live_workers
+from service.errors import APIError
+from service.usage.service import usage_rows
+
+router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
+
+
+@router.get("/usage")
+async def usage(session: SessionDep, tenant_id: str | None = None,
+                days: int = Query(default=30, ge=1, le=366)) -> dict[str, Any]:
+    try:
+        tid = uuid.UUID(tenant_id) if tenant_id else None
+    except ValueError as exc:
+        raise APIError(400, "tenant_id must be a UUID.", code="invalid_value",
+                       param="tenant_id") from exc
+    since = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=days - 1)
+    return {"object": "list", "since": since.isoformat(),
+            "data": await usage_rows(session, tenant_id=tid, since=since)}
+
+
+@router.get("/live")
+async def live_state(session: SessionDep, redis: RedisDep,
+                     window_s: float = Query(default=300, gt=0, le=7 * 24 * 3600)
+                     ) -> dict[str, Any]:
+    return {"queues": await live.queue_depth(session),
+            "workers": await live_workers(redis),
+            "slo": await live.slo_attainment(session, window_s=window_s)}
+
+
+@router.get("/audit")
+async def audit_log(session: SessionDep, limit: int = Query(default=100, ge=1, le=1000),
+                    target_id: str | None = None) -> dict[str, Any]:
+    return {"object": "list",
+            "data": await audit.recent(session, limit=limit, target_id=target_id)}

@@ -1,0 +1,60 @@
+"""Request bodies for the admin API."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from service.quotas.limits import QuotaSpec
+from service.tiers.defaults import ALL_SERVICE_TIERS
+
+
+class TenantCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")
+    tier: str = "standard"
+    issue_key: bool = True  # convenient default: a new tenant usually needs a key at once
+
+
+class TenantUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tier: str | None = None
+    suspended: bool | None = None
+
+
+class KeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(default="default", min_length=1, max_length=128)
+    expires_at: dt.datetime | None = None
+
+
+class QuotaUpdate(BaseModel):
+    """Sparse overrides: omitted keys inherit the tier; null lifts the limit."""
+
+    model_config = ConfigDict(extra="forbid")
+    overrides: dict[str, Any]
+
+    @field_validator("overrides")
+    @classmethod
+    def _valid(cls, value: dict[str, Any]) -> dict[str, Any]:
+        spec = QuotaSpec.model_validate(value)
+        return {k: getattr(spec, k) for k in value}
+
+
+class TierUpsert(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    weight: float = Field(gt=0, le=1000)
+    allowed_service_tiers: list[str] = Field(min_length=1)
+    ttft_slo_ms: int = Field(gt=0)
+    tpot_slo_ms: int = Field(gt=0)
+    quotas: QuotaSpec
+
+    @field_validator("allowed_service_tiers")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        unknown = set(value) - set(ALL_SERVICE_TIERS)
+        if unknown:
+            raise ValueError(f"unknown service tiers: {sorted(unknown)}")
+        return sorted(set(value), key=ALL_SERVICE_TIERS.index)

@@ -1,0 +1,153 @@
+"""Tenant, key and quota-override operations for the admin API. Each one writes its audit
+entry in the same transaction; the route commits."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.admin import audit
+from service.errors import APIError
+from service.quotas.models import TenantQuota
+from service.tenants.keys import display_prefix, generate_key, hash_key
+from service.tenants.models import ApiKey, Tenant
+from service.tiers.models import Tier
+
+
+def _ts(value: dt.datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def tenant_view(t: Tenant, *, active_keys: int | None = None) -> dict[str, Any]:
+    return {"id": str(t.id), "name": t.name, "tier": t.tier, "weight": t.weight,
+            "suspended": t.suspended_at is not None, "suspended_at": _ts(t.suspended_at),
+            "created_at": _ts(t.created_at), "active_keys": active_keys}
+
+
+def key_view(k: ApiKey) -> dict[str, Any]:
+    return {"id": str(k.id), "name": k.name, "prefix": k.prefix, "created_at": _ts(k.created_at),
+            "last_used_at": _ts(k.last_used_at), "expires_at": _ts(k.expires_at),
+            "revoked_at": _ts(k.revoked_at)}
+
+
+async def _tier(session: AsyncSession, name: str) -> Tier:
+    tier = await session.get(Tier, name)
+    if tier is None:
+        raise APIError(400, f"No tier named '{name}'.", code="invalid_value", param="tier")
+    return tier
+
+
+async def require_tenant(session: AsyncSession, tenant_id: str) -> Tenant:
+    try:
+        tenant = await session.get(Tenant, uuid.UUID(tenant_id))
+    except ValueError:
+        tenant = None
+    if tenant is None:
+        raise APIError(404, f"No tenant with id '{tenant_id}'.", code="not_found")
+    return tenant
+
+
+async def list_tenants(session: AsyncSession) -> list[dict[str, Any]]:
+    live = (ApiKey.revoked_at.is_(None)) & (
+        ApiKey.expires_at.is_(None) | (ApiKey.expires_at > func.now()))
+    counts = dict((await session.execute(
+        select(ApiKey.tenant_id, func.count()).where(live).group_by(ApiKey.tenant_id))).all())
+    tenants = (await session.scalars(select(Tenant).order_by(Tenant.name))).all()
+    return [tenant_view(t, active_keys=counts.get(t.id, 0)) for t in tenants]
+
+
+async def create_tenant(session: AsyncSession, *, actor: str, name: str, tier: str) -> Tenant:
+    tier_row = await _tier(session, tier)
+    if await session.scalar(select(Tenant.id).where(Tenant.name == name)) is not None:
+        raise APIError(409, f"A tenant named '{name}' exists.", code="conflict", param="name")
+    tenant = Tenant(name=name, tier=tier, weight=tier_row.weight)
+    session.add(tenant)
+    await session.flush()
+    audit.record(session, actor=actor, action="tenant.create", target_type="tenant",
+                 target_id=str(tenant.id), details={"name": name, "tier": tier})
+    return tenant
+
+
+async def update_tenant(session: AsyncSession, *, actor: str, tenant: Tenant,
+                        tier: str | None, suspended: bool | None) -> Tenant:
+    if tier is not None and tier != tenant.tier:
+        tier_row = await _tier(session, tier)
+        audit.record(session, actor=actor, action="tenant.tier_change", target_type="tenant",
+                     target_id=str(tenant.id), details={"from": tenant.tier, "to": tier})
+        tenant.tier, tenant.weight = tier, tier_row.weight
+    if suspended is not None and suspended != (tenant.suspended_at is not None):
+        # Takes effect on the next request: authentication reads suspended_at every time.
+        tenant.suspended_at = dt.datetime.now(dt.UTC) if suspended else None
+        audit.record(session, actor=actor,
+                     action="tenant.suspend" if suspended else "tenant.unsuspend",
+                     target_type="tenant", target_id=str(tenant.id))
+    await session.flush()
+    return tenant
+
+
+async def delete_tenant(session: AsyncSession, *, actor: str, tenant: Tenant) -> None:
+    audit.record(session, actor=actor, action="tenant.delete", target_type="tenant",
+                 target_id=str(tenant.id), details={"name": tenant.name})
+    await session.delete(tenant)
+
+
+async def list_keys(session: AsyncSession, *, tenant: Tenant) -> list[dict[str, Any]]:
+    keys = await session.scalars(select(ApiKey).where(ApiKey.tenant_id == tenant.id)
+                                 .order_by(ApiKey.created_at))
+    return [key_view(k) for k in keys.all()]
+
+
+async def issue_key(session: AsyncSession, *, actor: str, tenant: Tenant, secret: str,
+                    name: str, expires_at: dt.datetime | None) -> tuple[ApiKey, str]:
+    """The clear key is returned once and never stored or logged; the audit keeps the prefix."""
+    clear = generate_key()
+    key = ApiKey(tenant_id=tenant.id, name=name, prefix=display_prefix(clear),
+                 key_hash=hash_key(clear, secret), expires_at=expires_at)
+    session.add(key)
+    await session.flush()
+    audit.record(session, actor=actor, action="key.issue", target_type="tenant",
+                 target_id=str(tenant.id),
+                 details={"key_id": str(key.id), "prefix": key.prefix, "name": name,
+                          "expires_at": _ts(expires_at)})
+    return key, clear
+
+
+async def revoke_key(session: AsyncSession, *, actor: str, tenant: Tenant,
+                     key_id: str) -> ApiKey:
+    try:
+        key = await session.get(ApiKey, uuid.UUID(key_id))
+    except ValueError:
+        key = None
+    if key is None or key.tenant_id != tenant.id:
+        raise APIError(404, f"No key with id '{key_id}'.", code="not_found")
+    if key.revoked_at is None:
+        key.revoked_at = dt.datetime.now(dt.UTC)
+        audit.record(session, actor=actor, action="key.revoke", target_type="tenant",
+                     target_id=str(tenant.id), details={"key_id": key_id, "prefix": key.prefix})
+    await session.flush()
+    return key
+
+
+async def get_overrides(session: AsyncSession, *, tenant_id: uuid.UUID) -> dict[str, Any]:
+    row = await session.get(TenantQuota, tenant_id)
+    return dict(row.overrides) if row else {}
+
+
+async def set_overrides(session: AsyncSession, *, actor: str, tenant: Tenant,
+                        overrides: dict[str, Any]) -> dict[str, Any]:
+    """Replace the tenant's overrides (validated by the caller). {} means "tier defaults"."""
+    row = await session.get(TenantQuota, tenant.id)
+    before = dict(row.overrides) if row else {}
+    if row is None:
+        row = TenantQuota(tenant_id=tenant.id, overrides=overrides)
+        session.add(row)
+    row.overrides = overrides
+    row.updated_at = dt.datetime.now(dt.UTC)
+    audit.record(session, actor=actor, action="quota.update", target_type="tenant",
+                 target_id=str(tenant.id), details={"from": before, "to": overrides})
+    await session.flush()
+    return overrides

@@ -1,0 +1,177 @@
+"""Admission at the door: quota checks for one realtime request, and the ticket that holds them.
+
+Flow: admit (reserve prompt estimate + max_tokens, take a concurrency slot) -> guard the job
+insert (re-key the reservation to the job id) -> the worker settles the reservation with real
+usage at job end -> release when the HTTP request ends (frees the slot; if the worker never
+settled, e.g. the client left and the job was cancelled, charge the prompt estimate only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from service.errors import APIError
+from service.quotas.policy import TenantPolicy, load_policy, resolve_service_tier
+from service.quotas.store import Decision, QuotaStore
+from service.usage.service import month_tokens_used
+
+log = logging.getLogger("fairway.quotas")
+T = TypeVar("T")
+_background: set[asyncio.Task[Any]] = set()
+
+_MESSAGES = {
+    "requests_per_minute": "Rate limit reached for requests per minute.",
+    "tokens_per_minute": "Rate limit reached for tokens per minute.",
+    "tokens_per_minute_exceeds_limit":
+        "Request too large: prompt plus max_tokens exceeds your tokens-per-minute limit.",
+    "concurrent_requests": "Too many concurrent requests.",
+    "batch_enqueued_tokens": "Enqueued batch token limit reached.",
+}
+
+
+def estimate_prompt_tokens(body: dict[str, Any]) -> int:
+    # The same rough 4-characters-a-token the dispatcher uses; real counts correct it later.
+    messages = body.get("messages")
+    text = json.dumps(messages if messages is not None else body.get("prompt", ""))
+    return max(1, len(text) // 4)
+
+
+def refusal(decision: Decision) -> APIError:
+    headers = {"Retry-After": str(decision.retry_after_s)}
+    if decision.reason == "monthly_tokens":
+        return APIError(429, "You exceeded your monthly token budget.",
+                        code="insufficient_quota", type_="insufficient_quota", headers=headers)
+    return APIError(429, _MESSAGES.get(decision.reason, "Rate limit reached."),
+                    code="rate_limit_exceeded", headers=headers)
+
+
+def unavailable() -> APIError:
+    # Fail closed: without Redis we can't count, and an uncounted door is an open door.
+    return APIError(503, "Quota service unavailable; retry shortly.", code="quota_unavailable",
+                    headers={"Retry-After": "1"})
+
+
+async def reserve(store: QuotaStore, session: AsyncSession, *, tenant_id: uuid.UUID,
+                  policy: TenantPolicy, tokens: int, ticket: uuid.UUID, batch: bool,
+                  hold_slot: bool, slot_ttl_s: float) -> Decision:
+    """Run the admission script, seeding the month counter from Postgres when it's missing."""
+    for _ in range(2):
+        decision = await store.admit(tenant_id=tenant_id, limits=policy.limits, tokens=tokens,
+                                     ticket=ticket, batch=batch, hold_slot=hold_slot,
+                                     slot_ttl_s=slot_ttl_s)
+        if not decision.needs_seed:
+            if decision.alert_crossed:
+                log.warning("tenant passed its monthly token alert level",
+                            extra={"tenant_id": str(tenant_id)})
+            return decision
+        used = await month_tokens_used(session, tenant_id=tenant_id)
+        await store.seed_month(tenant_id=tenant_id, used_tokens=used)
+    raise unavailable()
+
+
+@dataclass(slots=True)
+class Admission:
+    store: QuotaStore
+    tenant_id: uuid.UUID
+    ticket: uuid.UUID
+    prompt_estimate: int
+    service_tier: str
+    job_id: uuid.UUID | None = None
+    _released: bool = field(default=False)
+
+    async def guard(self, create: Awaitable[T]) -> T:
+        """Await the job insert; move the reservation onto the job, or give it back."""
+        try:
+            job = await create
+        except BaseException:
+            await self.release()
+            raise
+        self.job_id = job.id  # type: ignore[attr-defined]
+        try:
+            await self.store.bind(tenant_id=self.tenant_id, ticket=self.ticket,
+                                  job_id=self.job_id)
+        except RedisError:
+            log.warning("could not bind reservation; it expires on its own")
+        return job
+
+    async def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        try:
+            await self.store.settle(tenant_id=self.tenant_id, ref=self.job_id or self.ticket,
+                                    actual_tokens=self.prompt_estimate, free_slot=self.ticket)
+        except RedisError:  # the slot's expiry score frees it later
+            log.warning("quota release failed", extra={"tenant_id": str(self.tenant_id)})
+
+    async def around(self, work: Awaitable[T]) -> T:
+        try:
+            return await work
+        finally:
+            await self.release()
+
+    async def wrap(self, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in stream:
+                yield chunk
+        finally:
+            # This generator may be mid-cancellation (client gone): release detached.
+            task = asyncio.create_task(self.release())
+            _background.add(task)
+            task.add_done_callback(_background.discard)
+
+
+def quota_store(state: Any) -> QuotaStore:
+    """One QuotaStore per app, made on first use (it holds the registered scripts)."""
+    store: QuotaStore | None = getattr(state, "quota_store", None)
+    if store is None or store.redis is not state.redis:
+        store = state.quota_store = QuotaStore(state.redis)
+    return store
+
+
+async def admit_request(session: AsyncSession, store: QuotaStore, *, tenant: Any,
+                        body: dict[str, Any], max_tokens: int, slot_ttl_s: float
+                        ) -> Admission:
+    """Admit one realtime-API request or raise the APIError the client should see."""
+    try:
+        policy = await load_policy(session, tenant_id=tenant.id, tier=tenant.tier)
+        service_tier = resolve_service_tier(body.get("service_tier"),
+                                            policy.allowed_service_tiers)
+        if service_tier is None:
+            raise APIError(403, f"service_tier '{body.get('service_tier')}' is not available "
+                           f"on the '{policy.tier}' tier.", code="service_tier_not_allowed",
+                           param="service_tier")
+        prompt = estimate_prompt_tokens(body)
+        ticket = uuid.uuid4()
+        decision = await reserve(store, session, tenant_id=tenant.id, policy=policy,
+                                 tokens=prompt + max_tokens, ticket=ticket, batch=False,
+                                 hold_slot=True, slot_ttl_s=slot_ttl_s)
+    except RedisError as exc:
+        raise unavailable() from exc
+    if not decision.admitted:
+        raise refusal(decision)
+    return Admission(store, tenant.id, ticket, prompt, service_tier)
+
+
+def install_redis_unavailable_handler(app: Any) -> None:
+    """Any Redis outage that escapes a route (model catalog, admission) answers 503, not 500:
+    realtime admission fails closed, and the client is told to retry."""
+    async def _handler(_: Request, exc: Exception) -> JSONResponse:
+        err = unavailable()
+        return JSONResponse(status_code=err.status, content=err.body(), headers=err.headers)
+
+    app.add_exception_handler(RedisConnectionError, _handler)
+    app.add_exception_handler(RedisTimeoutError, _handler)

@@ -1,0 +1,52 @@
+"""A tenant's effective policy: its tier row merged with its quota overrides (one query)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.quotas.limits import QuotaLimits, effective_limits
+from service.quotas.models import TenantQuota
+from service.tiers.models import Tier
+
+
+@dataclass(frozen=True, slots=True)
+class TenantPolicy:
+    tier: str
+    limits: QuotaLimits
+    allowed_service_tiers: tuple[str, ...]
+    ttft_slo_ms: int
+    tpot_slo_ms: int
+
+
+async def load_policy(session: AsyncSession, *, tenant_id: uuid.UUID, tier: str) -> TenantPolicy:
+    # Read per request, not cached: an admin's change must bind the tenant's very next call,
+    # on every API process. It is one primary-key lookup.
+    row = (await session.execute(
+        select(Tier.quotas, Tier.allowed_service_tiers, Tier.ttft_slo_ms, Tier.tpot_slo_ms,
+               TenantQuota.overrides)
+        .select_from(Tier)
+        .outerjoin(TenantQuota, TenantQuota.tenant_id == tenant_id)
+        .where(Tier.name == tier)
+    )).first()
+    if row is None:  # the FK makes this unreachable; refuse rather than run unlimited
+        return TenantPolicy(tier, QuotaLimits(0, 0, 0, 0, 0), (), 0, 0)
+    return TenantPolicy(tier, effective_limits(row.quotas, row.overrides),
+                        tuple(row.allowed_service_tiers), row.ttft_slo_ms, row.tpot_slo_ms)
+
+
+def resolve_service_tier(requested: str | None, allowed: tuple[str, ...]) -> str | None:
+    """The service_tier to run with, or None if the tier doesn't allow what was asked.
+
+    An explicit value must be in the allowed set. Omitted or "auto" picks "default" when the
+    tier allows it, else "flex" (a flex-only tier still gets service).
+    """
+    if requested not in (None, "auto"):
+        return requested if requested in allowed else None
+    for candidate in ("default", "flex"):
+        if candidate in allowed:
+            return candidate
+    return None

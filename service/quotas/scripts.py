@@ -1,0 +1,134 @@
+"""Lua scripts: every quota decision is one atomic Redis call, so parallel requests can't race.
+
+Per tenant (keys share the `{tenant}` hash tag, so they live in one Redis Cluster slot):
+  rpm, tpm   token buckets: HASH {tokens, ts}; capacity = the per-minute limit, refilled
+             continuously at limit/60 per second. Burst of K, then a steady K per minute.
+  conc       ZSET of open request ids, scored by an expiry (a crashed API can't leak slots)
+  m:YYYYMM   tokens charged this calendar month (seeded from Postgres if missing)
+  batch      tokens of admitted batch work not yet finished
+  res:<id>   HASH: one admission's reservation, deleted by whoever settles it first
+             (the worker at job end, or the API when a request ends without the worker)
+
+Limits are passed as numbers; -1 means "no limit".
+"""
+
+from __future__ import annotations
+
+# KEYS: rpm, tpm, conc, month, batch, res
+# ARGV: now, rpm, tpm, conc, monthly, batch_limit, tokens, member, conc_expiry, is_batch,
+#       use_conc, res_ttl, month_ttl, alert_level
+# Returns {1, alert_crossed} on admit; {0, reason, retry_after_ms} on refusal;
+#         {-1} when the month counter must be seeded first.
+ADMIT = """
+local now = tonumber(ARGV[1])
+local rpm, tpm, conc = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local monthly, batch_limit = tonumber(ARGV[5]), tonumber(ARGV[6])
+local need = tonumber(ARGV[7])
+local member = ARGV[8]
+local is_batch, use_conc = ARGV[10] == '1', ARGV[11] == '1'
+
+local function bucket(key, cap)
+  local b = redis.call('HMGET', key, 'tokens', 'ts')
+  local tokens, ts = tonumber(b[1]), tonumber(b[2])
+  if tokens == nil then return cap end
+  return math.min(cap, tokens + math.max(0, now - ts) * cap / 60.0)
+end
+
+if monthly >= 0 and redis.call('EXISTS', KEYS[4]) == 0 then return {-1} end
+
+if use_conc and conc >= 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  if redis.call('ZCARD', KEYS[3]) >= conc then
+    return {0, 'concurrent_requests', 1000}
+  end
+end
+local rpm_left, tpm_left = 0, 0
+if rpm >= 0 then
+  rpm_left = bucket(KEYS[1], rpm)
+  if rpm_left < 1 then
+    if rpm == 0 then return {0, 'requests_per_minute', 60000} end
+    return {0, 'requests_per_minute', math.ceil((1 - rpm_left) * 60000 / rpm)}
+  end
+end
+if tpm >= 0 then
+  tpm_left = bucket(KEYS[2], tpm)
+  if tpm_left < need then
+    if need > tpm then return {0, 'tokens_per_minute_exceeds_limit', 60000} end
+    return {0, 'tokens_per_minute', math.ceil((need - tpm_left) * 60000 / tpm)}
+  end
+end
+if is_batch and batch_limit >= 0 then
+  local queued = tonumber(redis.call('GET', KEYS[5]) or '0')
+  if queued + need > batch_limit then return {0, 'batch_enqueued_tokens', 60000} end
+end
+local used = 0
+if monthly >= 0 then
+  used = tonumber(redis.call('GET', KEYS[4]) or '0')
+  if used + need > monthly then return {0, 'monthly_tokens', 0} end
+end
+
+if rpm >= 0 then
+  redis.call('HSET', KEYS[1], 'tokens', rpm_left - 1, 'ts', now)
+  redis.call('EXPIRE', KEYS[1], 120)
+end
+if tpm >= 0 then
+  redis.call('HSET', KEYS[2], 'tokens', tpm_left - need, 'ts', now)
+  redis.call('EXPIRE', KEYS[2], 120)
+end
+if use_conc then
+  redis.call('ZADD', KEYS[3], tonumber(ARGV[9]), member)
+  redis.call('EXPIRE', KEYS[3], math.ceil(tonumber(ARGV[9]) - now) + 60)
+end
+if is_batch then redis.call('INCRBY', KEYS[5], need) end
+-- Count the month only while a budget applies (or was seeded): a counter started mid-month
+-- without a seed would undercount if a budget is set later; a missing one gets seeded then.
+local after = used
+if monthly >= 0 or redis.call('EXISTS', KEYS[4]) == 1 then
+  after = redis.call('INCRBY', KEYS[4], need)
+  redis.call('EXPIRE', KEYS[4], tonumber(ARGV[13]))
+end
+redis.call('HSET', KEYS[6], 'tokens', need, 'batch', ARGV[10], 'member', member,
+           'tpm', tpm, 'month', KEYS[4])
+redis.call('EXPIRE', KEYS[6], tonumber(ARGV[12]))
+local alert = tonumber(ARGV[14])
+local crossed = 0
+if alert >= 0 and used < alert and after >= alert then crossed = 1 end
+return {1, crossed}
+"""
+
+# Correct an admission to real usage. Idempotent: the reservation is deleted on first use.
+# KEYS: res, tpm, conc, batch   ARGV: now, actual_tokens, [slot member to free regardless]
+# Returns the reserved tokens, or -1 if there was nothing to settle.
+SETTLE = """
+if ARGV[3] then redis.call('ZREM', KEYS[3], ARGV[3]) end
+local r = redis.call('HMGET', KEYS[1], 'tokens', 'batch', 'member', 'tpm', 'month')
+if r[1] == false then
+  return -1
+end
+redis.call('DEL', KEYS[1])
+local reserved, actual = tonumber(r[1]), tonumber(ARGV[2])
+local delta = actual - reserved
+local cap = tonumber(r[4])
+if cap >= 0 then
+  local b = redis.call('HMGET', KEYS[2], 'tokens', 'ts')
+  if b[1] then
+    -- Refund (or charge) the difference; a bucket may go below zero, which is debt that
+    -- the refill pays off before the next admission.
+    local now = tonumber(ARGV[1])
+    local tokens = math.min(cap, tonumber(b[1]) + math.max(0, now - tonumber(b[2])) * cap / 60.0)
+    redis.call('HSET', KEYS[2], 'tokens', math.min(cap, tokens - delta), 'ts', now)
+  end
+end
+redis.call('ZREM', KEYS[3], r[3])
+if r[2] == '1' then redis.call('DECRBY', KEYS[4], reserved) end
+if redis.call('EXISTS', r[5]) == 1 then redis.call('INCRBY', r[5], delta) end
+return reserved
+"""
+
+# Re-key a reservation from the admission ticket to the job it became.
+# KEYS: old res, new res   Returns 1 if moved.
+BIND = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('RENAME', KEYS[1], KEYS[2])
+return 1
+"""

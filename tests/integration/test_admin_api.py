@@ -1,0 +1,150 @@
+"""The admin API: credential, tenants, keys, tiers, usage, live state, audit; isolation."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import psycopg
+import pytest
+
+from tests.support.admin import Admin
+from tests.support.stack import Stack
+
+MODEL = "sim-model"
+
+
+@pytest.fixture
+def admin(sim_stack: Stack) -> Admin:
+    return Admin(sim_stack.base_url)
+
+
+def chat(stack: Stack, key: str, max_tokens: int = 4) -> httpx.Response:
+    return httpx.post(stack.base_url + "/v1/chat/completions", timeout=60,
+                      headers={"Authorization": f"Bearer {key}"},
+                      json={"model": MODEL, "max_tokens": max_tokens,
+                            "messages": [{"role": "user", "content": "hello"}]})
+
+
+def test_admin_routes_refuse_tenants_and_strangers(sim_stack: Stack, admin: Admin):
+    _, key = admin.create_tenant(f"a-{uuid.uuid4().hex[:8]}")
+    for path in ("/admin/tenants", "/admin/tiers", "/admin/usage", "/admin/live",
+                 "/admin/audit"):
+        assert httpx.get(sim_stack.base_url + path).status_code == 401
+        r = httpx.get(sim_stack.base_url + path, headers={"Authorization": f"Bearer {key}"})
+        assert r.status_code == 403 and r.json()["error"]["type"] == "permission_error"
+    r = httpx.post(sim_stack.base_url + "/admin/tenants", json={"name": "x"},
+                   headers={"Authorization": f"Bearer {key}"})
+    assert r.status_code == 403
+
+
+def test_tenant_cannot_read_another_tenants_job(sim_stack: Stack, admin: Admin):
+    _, key_a = admin.create_tenant(f"a-{uuid.uuid4().hex[:8]}")
+    _, key_b = admin.create_tenant(f"b-{uuid.uuid4().hex[:8]}")
+    job = chat(sim_stack, key_a).json()["id"]
+    own = httpx.get(f"{sim_stack.base_url}/v1/jobs/{job}",
+                    headers={"Authorization": f"Bearer {key_a}"})
+    other = httpx.get(f"{sim_stack.base_url}/v1/jobs/{job}",
+                      headers={"Authorization": f"Bearer {key_b}"})
+    assert own.status_code == 200 and other.status_code == 404
+
+
+def test_tenant_lifecycle_suspend_revoke_delete(sim_stack: Stack, admin: Admin):
+    tid, key = admin.create_tenant(f"life-{uuid.uuid4().hex[:8]}", "free")
+    assert chat(sim_stack, key).status_code == 200
+    admin.ok("PATCH", f"/admin/tenants/{tid}", json={"suspended": True})
+    assert chat(sim_stack, key).status_code == 401  # at once: auth reads the row every time
+    admin.ok("PATCH", f"/admin/tenants/{tid}", json={"suspended": False})
+    assert chat(sim_stack, key).status_code == 200
+
+    second = admin.ok("POST", f"/admin/tenants/{tid}/keys", json={"name": "ci"})
+    assert second["key"].startswith(second["prefix"])
+    keys = admin.ok("GET", f"/admin/tenants/{tid}/keys")["data"]
+    assert len(keys) == 2 and all("key" not in k and "key_hash" not in k for k in keys)
+    assert any(k["last_used_at"] for k in keys)
+    admin.ok("DELETE", f"/admin/tenants/{tid}/keys/{second['id']}")
+    assert chat(sim_stack, second["key"]).status_code == 401
+    assert chat(sim_stack, key).status_code == 200
+
+    view = admin.ok("PATCH", f"/admin/tenants/{tid}", json={"tier": "premium"})
+    assert view["tier"] == "premium" and view["weight"] == 2.0  # the dispatcher reads this
+    r = admin.http.patch(f"/admin/tenants/{tid}", json={"tier": "nope"})
+    assert r.status_code == 400
+
+    admin.ok("DELETE", f"/admin/tenants/{tid}")
+    assert admin.http.get(f"/admin/tenants/{tid}").status_code == 404
+    assert chat(sim_stack, key).status_code == 401
+    actions = [e["action"] for e in admin.ok("GET", f"/admin/audit?target_id={tid}")["data"]]
+    for expected in ("tenant.create", "key.issue", "tenant.suspend", "tenant.unsuspend",
+                     "key.revoke", "tenant.tier_change", "tenant.delete"):
+        assert expected in actions
+    entry = admin.ok("GET", f"/admin/audit?target_id={tid}")["data"][0]
+    assert entry["actor"] == "admin:pytest" and entry["at"]
+
+
+def test_tiers_are_editable_and_audited(admin: Admin):
+    tiers = {t["name"]: t for t in admin.ok("GET", "/admin/tiers")["data"]}
+    assert {"free", "standard", "premium", "enterprise"} <= tiers.keys()
+    assert "priority" not in tiers["free"]["allowed_service_tiers"]
+    name = f"gold{uuid.uuid4().hex[:6]}"
+    body = {"weight": 3, "allowed_service_tiers": ["default", "priority"], "ttft_slo_ms": 400,
+            "tpot_slo_ms": 60, "quotas": {"requests_per_minute": 100}}
+    assert admin.ok("PUT", f"/admin/tiers/{name}", json=body)["weight"] == 3
+    tid, _ = admin.create_tenant(f"g-{uuid.uuid4().hex[:8]}", name)
+    body["weight"] = 5
+    admin.ok("PUT", f"/admin/tiers/{name}", json=body)
+    assert admin.ok("GET", f"/admin/tenants/{tid}")["weight"] == 5  # propagated
+    assert admin.http.delete(f"/admin/tiers/{name}").status_code == 409  # still has a tenant
+    bad = admin.http.put(f"/admin/tiers/{name}", json={**body, "allowed_service_tiers": ["x"]})
+    assert bad.status_code == 400
+    actions = [e["action"] for e in admin.ok("GET", f"/admin/audit?target_id={name}")["data"]]
+    assert actions == ["tier.update", "tier.create"]
+
+
+def test_quota_overrides_merge_with_tier_defaults(admin: Admin):
+    tid, _ = admin.create_tenant(f"o-{uuid.uuid4().hex[:8]}", "free")
+    q = admin.set_quotas(tid, requests_per_minute=5, monthly_tokens=None)
+    assert q["effective"]["requests_per_minute"] == 5
+    assert q["effective"]["monthly_tokens"] is None  # null lifts the tier's limit
+    assert q["effective"]["tokens_per_minute"] == q["tier_defaults"]["tokens_per_minute"]
+    bad = admin.http.put(f"/admin/tenants/{tid}/quotas",
+                         json={"overrides": {"requests_per_minute": -1}})
+    assert bad.status_code == 400
+    bad = admin.http.put(f"/admin/tenants/{tid}/quotas", json={"overrides": {"bogus": 1}})
+    assert bad.status_code == 400
+
+
+def test_usage_and_live_state(sim_stack: Stack, admin: Admin):
+    tid, key = admin.create_tenant(f"u-{uuid.uuid4().hex[:8]}")
+    usages = [chat(sim_stack, key, max_tokens=6).json()["usage"] for _ in range(3)]
+    rows = admin.ok("GET", f"/admin/usage?tenant_id={tid}&days=2")["data"]
+    assert len(rows) == 1 and rows[0]["model"] == MODEL and rows[0]["job_class"] == "realtime"
+    assert rows[0]["requests"] == 3
+    assert rows[0]["prompt_tokens"] == sum(u["prompt_tokens"] for u in usages)
+    assert rows[0]["completion_tokens"] == sum(u["completion_tokens"] for u in usages)
+
+    live = admin.ok("GET", "/admin/live?window_s=600")
+    assert any(w["worker_id"] == "sim-1" for w in live["workers"])
+    assert "by_class" in live["queues"]
+    mine = [s for s in live["slo"]["by_tenant"] if s["tenant_id"] == tid]
+    assert mine and mine[0]["requests"] == 3 and 0 <= mine[0]["attainment"] <= 1
+
+
+def test_clear_keys_never_stored_or_logged(sim_stack: Stack, admin: Admin, database_url: str):
+    tid, key = admin.create_tenant(f"k-{uuid.uuid4().hex[:8]}")
+    extra = admin.ok("POST", f"/admin/tenants/{tid}/keys", json={"name": "second"})["key"]
+    assert chat(sim_stack, key).status_code == 200
+    assert chat(sim_stack, "fw-wrong" + key[8:]).status_code == 401
+    secret_parts = {key, extra, key[11:], extra[11:]}  # the part after the visible prefix
+    with psycopg.connect(database_url) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+        for table in tables:
+            dump = "\n".join(r[0] for r in conn.execute(
+                f'SELECT row_to_json(t)::text FROM "{table}" t'))  # table names from the catalog
+            for part in secret_parts:
+                assert part not in dump, f"clear key found in {table}"
+    for proc in sim_stack.procs.values():
+        text = proc.log_path.read_text(errors="replace")
+        for part in secret_parts:
+            assert part not in text, f"clear key found in {proc.name} log"
