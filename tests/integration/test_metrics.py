@@ -1,0 +1,175 @@
+"""/metrics of the API, the dispatcher and the workers after real traffic on the sim stack:
+the key series exist and moved, gauges return to zero, preemptions are counted; /readyz."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import uuid
+
+import openai
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from service.api.app import create_app
+from service.db.session import sync_session
+from service.jobs.models import Job
+from service.settings import Settings
+from tests.integration._scrape import (
+    api_url,
+    has,
+    scheduler_url,
+    scrape,
+    total,
+    worker_url,
+)
+from tests.support.stack import Stack, wait_until
+
+MODEL = "sim-model"
+
+
+def _client(stack: Stack, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=stack.base_url + "/v1", api_key=key, max_retries=0,
+                         timeout=120)
+
+
+def _published(stack: Stack) -> bool:
+    try:
+        scheduler_url(stack)
+        return True
+    except AssertionError:
+        return False
+
+
+def test_every_process_exports_metrics_that_move(sim_stack: Stack, make_tenant):
+    tenant_id, key = make_tenant("obs")
+    tenant = str(tenant_id)
+    wait_until(lambda: _published(sim_stack), 20, "dispatcher metrics endpoint")
+    urls = {"api": api_url(sim_stack), "scheduler": scheduler_url(sim_stack),
+            "worker": worker_url(sim_stack, "sim-1")}
+    before = {name: scrape(url) for name, url in urls.items()}
+
+    api = _client(sim_stack, key)
+    messages = [{"role": "user", "content": "count the metrics"}]
+    for _ in range(2):
+        api.chat.completions.create(model=MODEL, messages=messages, max_tokens=8, temperature=0)
+    for _ in range(2):
+        stream = api.chat.completions.create(model=MODEL, messages=messages, max_tokens=8,
+                                             temperature=0, stream=True,
+                                             stream_options={"include_usage": True})
+        assert any(chunk.usage for chunk in stream)
+    served = 4
+
+    # Gauges go back to zero once the work is done (worker gauges follow its heartbeat).
+    def idle() -> bool:
+        worker = scrape(urls["worker"])
+        sched = scrape(urls["scheduler"])
+        return (total(scrape(urls["api"]), "fairway_api_requests_in_flight") == 0
+                and total(worker, "vllm:num_requests_running", model_name=MODEL) == 0
+                and total(worker, "vllm:num_requests_waiting", model_name=MODEL) == 0
+                and total(worker, "fairway_worker_active_jobs", model_name=MODEL) == 0
+                and total(sched, "fairway_scheduler_queued_jobs") == 0
+                and total(sched, "fairway_jobs", status="running") == 0)
+
+    wait_until(idle, 20, "queue and engine gauges back to zero")
+    after = {name: scrape(url) for name, url in urls.items()}
+    a, s, w = after["api"], after["scheduler"], after["worker"]
+
+    def moved(proc: str, name: str, **labels: str) -> float:
+        return total(after[proc], name, **labels) - total(before[proc], name, **labels)
+
+    # API: one TTFT/E2E/SLO observation per request it served, for this tenant.
+    assert total(a, "vllm:time_to_first_token_seconds_count", tenant=tenant) == served
+    assert total(a, "vllm:e2e_request_latency_seconds_count", tenant=tenant) == served
+    assert total(a, "vllm:time_per_output_token_seconds_count", tenant=tenant) == served
+    assert total(a, "fairway_slo_requests_total", tenant=tenant, **{"class": "realtime"}) \
+        == served
+    assert has(a, "fairway_slo_attainment_ratio", window="1m")
+    assert moved("api", "fairway_http_requests_total", route="/v1/chat/completions",
+                 status="200") >= served
+    # Worker: queue time and outcome once per job; relayed requests' TTFT is the API's alone.
+    assert total(w, "vllm:request_queue_time_seconds_count", tenant=tenant) == served
+    assert total(w, "fairway_jobs_finished_total", tenant=tenant, status="succeeded") == served
+    assert total(w, "vllm:time_to_first_token_seconds_count", tenant=tenant) == 0
+    assert moved("worker", "vllm:inter_token_latency_seconds_count", model_name=MODEL) > 0
+    assert moved("worker", "vllm:prefix_cache_queries_total", model_name=MODEL) > 0
+    assert moved("worker", "fairway_dispatch_lag_seconds_count") >= served
+    assert has(w, "vllm:kv_cache_usage_perc", model_name=MODEL)
+    assert has(w, "vllm:num_preemptions_total", model_name=MODEL)  # present, even at 0
+    # Dispatcher: passes timed, assignments counted, fair share per tenant, leadership.
+    assert moved("scheduler", "fairway_scheduler_decision_seconds_count") > 0
+    assert moved("scheduler", "fairway_scheduler_decisions_total", decision="assign") >= served
+    assert total(s, "fairway_scheduler_leader") == 1
+    assert total(s, "fairway_scheduler_workers") >= 1
+    wait_until(lambda: total(scrape(urls["scheduler"]), "fairway_fair_share_counter",
+                             tenant=tenant, level="0") > 0, 10, "fair-share counter")
+
+
+PRE_MODEL = "sim-obs-preempt"
+PRE_ENV = {"FAIRWAY_SERVED_MODEL_NAME": PRE_MODEL, "FAIRWAY_MAX_NUM_SEQS": "2",
+           "FAIRWAY_SIM_SPEED": "0.25"}
+
+
+def _running(database_url: str) -> list[Job]:
+    with sync_session(database_url) as session:
+        return list(session.scalars(select(Job).where(Job.model == PRE_MODEL,
+                                                      Job.status == "running")))
+
+
+def _preempted(database_url: str) -> bool:
+    with sync_session(database_url) as session:
+        return bool(session.scalar(select(Job.id).where(Job.model == PRE_MODEL,
+                                                        Job.preemptions > 0).limit(1)))
+
+
+def test_preemption_counters_rise(sim_stack: Stack, make_tenant, database_url):
+    _, key = make_tenant("obs-pre")
+    sim_stack.start_worker("obs-pre", **PRE_ENV)
+    try:
+        worker = worker_url(sim_stack, "obs-pre")
+        sched = scheduler_url(sim_stack)
+        preempts_before = total(scrape(sched), "fairway_scheduler_decisions_total",
+                                decision="preempt")
+        api = _client(sim_stack, key)
+        wait_until(lambda: PRE_MODEL in {m.id for m in api.models.list().data}, 10,
+                   "model listed")
+        flex = {"model": PRE_MODEL, "max_tokens": 60, "temperature": 0, "service_tier": "flex",
+                "extra_body": {"ignore_eos": True}}
+        with cf.ThreadPoolExecutor(3) as pool:
+            batch = [pool.submit(api.chat.completions.create,
+                                 messages=[{"role": "user", "content": f"story {i}"}], **flex)
+                     for i in range(2)]
+            wait_until(lambda: len(_running(database_url)) == 2 and all(
+                j.first_token_at for j in _running(database_url)), 30, "flex jobs running")
+            urgent = [{"role": "user", "content": "urgent " + uuid.uuid4().hex}]
+            realtime = pool.submit(api.chat.completions.create, model=PRE_MODEL, max_tokens=8,
+                                   temperature=0, messages=urgent)
+            wait_until(lambda: _preempted(database_url), 30, "a flex job parked")
+            wait_until(lambda: total(scrape(worker), "vllm:num_preemptions_total",
+                                     model_name=PRE_MODEL) >= 1, 10, "preemption counted")
+            w = scrape(worker)
+            assert total(w, "fairway_job_preemptions_total", model_name=PRE_MODEL,
+                         **{"class": "batch"}) >= 1
+            assert total(scrape(sched), "fairway_scheduler_decisions_total",
+                         decision="preempt") > preempts_before
+            for future in [*batch, realtime]:
+                future.result(timeout=180)
+    finally:
+        sim_stack.kill("worker-obs-pre")
+
+
+def test_readyz_reports_reasons(sim_stack: Stack, database_url, test_redis_url):
+    import httpx
+
+    ready = httpx.get(sim_stack.base_url + "/readyz", timeout=5)
+    assert ready.status_code == 200, ready.text
+    body = ready.json()
+    assert body["status"] == "ready" and body["checks"]["database"] == "ok"
+    assert body["checks"]["workers"]["sim-model"] >= 1
+    assert httpx.get(sim_stack.base_url + "/healthz", timeout=5).status_code == 200
+
+    lonely = Settings(database_url=database_url, redis_url=test_redis_url, engine="sim",
+                      served_model_name="model-nobody-serves")
+    with TestClient(create_app(lonely)) as client:
+        resp = client.get("/readyz")
+    assert resp.status_code == 503
+    assert resp.json()["reasons"] == ["no live worker serves model 'model-nobody-serves'"]

@@ -1,0 +1,101 @@
+"""The JSON log formatter and its redaction guard, bounded labels, SLO windows, buckets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from service.observability import metrics as m
+from service.observability.labels import OTHER, TenantLabels, tier_label
+from service.observability.logfmt import JsonFormatter, TextFormatter, bind_job, unbind_job
+from service.observability.slo import SloWindows
+
+
+def _record(msg: str, *args: object, exc: bool = False, **extra: object) -> logging.LogRecord:
+    record = logging.LogRecord("fairway.test", logging.INFO, __file__, 1, msg, args, None)
+    if exc:
+        try:
+            raise ValueError("bad key fw-" + "A" * 40)
+        except ValueError:
+            import sys
+
+            record.exc_info = sys.exc_info()
+    record.__dict__.update(extra)
+    return record
+
+
+def test_json_lines_drop_sensitive_fields_and_mask_keys():
+    key = "fw-" + "x" * 43
+    line = JsonFormatter().format(_record(
+        "auth failed for %s with Bearer abcdefghijklmnop", key, exc=True,
+        job_id="j1", attempt=2, prompt="hunter2", messages=[{"content": "hunter2"}],
+        api_key=key, output="secret answer", tenant_id="t1", job_class="batch"))
+    data = json.loads(line)
+    assert data["msg"] == "auth failed for [redacted] with Bearer [redacted]"
+    assert data["job_id"] == "j1" and data["attempt"] == 2
+    assert data["tenant"] == "t1" and data["class"] == "batch"
+    for leaked in ("hunter2", "secret answer", key, "A" * 40, "abcdefghijklmnop"):
+        assert leaked not in line
+    assert "ValueError" in data["exc"]
+
+
+def test_job_context_rides_every_line_of_its_task_only():
+    fmt = JsonFormatter()
+
+    async def job(job_id: str) -> dict:
+        bind_job(job_id=job_id, tenant="t", job_class="realtime", attempt=1)
+        await asyncio.sleep(0)
+        return json.loads(fmt.format(_record("working")))
+
+    async def main() -> list[dict]:
+        return list(await asyncio.gather(job("a"), job("b")))
+
+    first, second = asyncio.run(main())
+    assert (first["job_id"], second["job_id"]) == ("a", "b")
+    assert {"tenant", "class", "attempt"} <= set(first)
+    assert "job_id" not in json.loads(fmt.format(_record("outside")))
+    token = bind_job(job_id="c")
+    assert "job_id=c" in TextFormatter().format(_record("text"))
+    unbind_job(token)
+
+
+def test_tenant_labels_are_capped():
+    labels = TenantLabels(max_tenants=2)
+    assert [labels(t) for t in ("a", "b", "c", "a")] == ["a", "b", OTHER, "a"]
+    assert tier_label(None, "batch") == "batch" and tier_label("flex") == "flex"
+
+
+def test_slo_windows():
+    now = [1000.0]
+    windows = SloWindows(clock=lambda: now[0])
+    for met in (True, True, False):
+        windows.record("realtime", met)
+    now[0] += 120  # the first three fall out of the 1m window, stay in the 5m one
+    windows.record("realtime", True)
+    assert windows.totals("realtime", 60) == (1, 1)
+    assert windows.totals("realtime", 300) == (3, 4)
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in windows.collect() for s in family.samples}
+    assert samples[("fairway_slo_attainment_ratio", (("class", "realtime"), ("window", "5m")))] \
+        == 0.75
+
+
+def test_buckets_cover_gpu_milliseconds_and_cpu_seconds():
+    for buckets in (m.TTFT_BUCKETS, m.TOKEN_GAP_BUCKETS):
+        assert buckets[0] <= 0.001 and buckets[-1] >= 80
+        assert sum(1 for b in buckets if b < 0.1) >= 4  # resolution for an H200
+        assert sum(1 for b in buckets if 1 <= b <= 10) >= 4  # and for a CPU engine
+    assert m.E2E_BUCKETS[0] <= 0.01 and m.E2E_BUCKETS[-1] >= 3600
+
+
+def test_vllm_names_are_exported():
+    names = m.exported_metric_names()
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting",
+                 "vllm:kv_cache_usage_perc", "vllm:num_preemptions_total",
+                 "vllm:time_to_first_token_seconds_bucket",
+                 "vllm:inter_token_latency_seconds_bucket",
+                 "vllm:e2e_request_latency_seconds_bucket",
+                 "vllm:request_queue_time_seconds_bucket",
+                 "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"):
+        assert name in names
