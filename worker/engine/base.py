@@ -90,6 +90,9 @@ class EngineStats:
     kv_usage: float  # 0..1
     max_num_seqs: int
     kv_capacity_tokens: int
+    # Recompute preemptions so far, for any reason (KV pressure or a better-priority request
+    # taking the slot). Defaulted so engines that do not count report 0.
+    num_preemptions: int = 0
 
 
 @runtime_checkable

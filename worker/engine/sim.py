@@ -8,6 +8,11 @@ What it models, and why:
 - KV is counted in blocks of `block_size` tokens against `kv_capacity_tokens`. When a running
   request cannot grow, the worst running request (highest priority value, then latest arrival)
   is preempted by recompute: its blocks are freed and it waits again with its output kept.
+- With ``preempt_for_priority`` (the default, as Fairway's vLLM scheduler does, see
+  `worker.engine.vllm_preempt`), a waiting request whose priority beats the worst running
+  one's by ``preempt_priority_gap`` preempts the worst running ones (recompute) at the start
+  of a step until it fits, so it is admitted in that step. False is vLLM's own behaviour
+  ("vLLM priority alone"): a waiting request never preempts running ones (vLLM #40004).
 - Full blocks are hashed and kept after release (prefix caching), so a resumed or repeated
   prompt skips most of its prefill; `num_cached_tokens` reports that, as vLLM does.
 - Step time is a cost model, `base + per_prefill_token * n_prefill + per_decode_seq *
@@ -97,9 +102,14 @@ class SimEngine:
         speed: float = 1.0,
         eos_probability: float = 0.02,
         enable_prefix_caching: bool = True,
+        preempt_for_priority: bool = True,
+        preempt_priority_gap: int = 1,
     ) -> None:
         if token_budget < 1 or max_num_seqs < 1:
             raise ValueError("token_budget and max_num_seqs must be >= 1")
+        if preempt_priority_gap < 1:
+            # 0 would let equal priorities preempt each other back and forth.
+            raise ValueError("preempt_priority_gap must be >= 1")
         if kv_capacity_tokens // block_size * block_size < max_model_len:
             # As vLLM refuses to start: one full-length request must fit, or it never finishes.
             raise ValueError("kv_capacity_tokens must hold at least max_model_len tokens")
@@ -114,6 +124,8 @@ class SimEngine:
         self.speed = speed
         self.eos_threshold = int(eos_probability * (1 << 32))
         self.enable_prefix_caching = enable_prefix_caching
+        self.preempt_for_priority = preempt_for_priority
+        self.preempt_priority_gap = preempt_priority_gap
         self.tokenizer = SimTokenizer()
         self._pool = BlockPool(kv_capacity_tokens // block_size)
         self._waiting: list[tuple[int, int, _Req]] = []  # heap on (priority, arrival)
@@ -127,7 +139,8 @@ class SimEngine:
         self.sim_time_s = 0.0
         self.peak_kv_blocks = 0
         self.peak_running = 0
-        self.num_preemptions = 0
+        self.num_preemptions = 0  # all recompute preemptions
+        self.num_priority_preemptions = 0  # those a waiting, better request caused
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -190,6 +203,7 @@ class SimEngine:
             kv_usage=self._pool.used / self._pool.num_blocks,
             max_num_seqs=self.max_num_seqs,
             kv_capacity_tokens=self._pool.num_blocks * self.block_size,
+            num_preemptions=self.num_preemptions,
         )
 
     def encode_chat(self, messages: list[dict[str, Any]]) -> list[int]:
@@ -229,6 +243,10 @@ class SimEngine:
         return n == 1 and r.num_output > 0 and r.num_computed == len(r.tokens) - 1
 
     def _schedule(self) -> list[tuple[_Req, int]]:
+        if self.preempt_for_priority:
+            for victim in self._plan_priority_victims():
+                self._preempt(victim)
+                self.num_priority_preemptions += 1
         budget = self.token_budget
         scheduled: dict[_Req, int] = {}
         preempted = False
@@ -265,6 +283,73 @@ class SimEngine:
             scheduled[r] = n
             budget -= n
         return list(scheduled.items())
+
+    def _plan_priority_victims(self) -> list[_Req]:
+        """Running requests to preempt so that better waiting ones are admitted this step.
+
+        The rule of `worker.engine.vllm_preempt`: walk the waiting queue in priority order
+        while a request beats the worst running one by the gap; for each, take victims
+        worst-first (only ones at least the gap worse) until a slot and the blocks for its
+        full context plus one token are free, after the running requests' growth this step.
+        One that cannot fit even so stops the walk and costs nobody their KV.
+        """
+        gap = self.preempt_priority_gap
+        if not self._running or not self._waiting:
+            return []
+        order = sorted(self._running, key=lambda x: x.key, reverse=True)
+        if order[0].req.priority - self._waiting[0][0] < gap:
+            return []
+        # Replay the running half of _schedule: what each running request takes this step.
+        budget, growth = self.token_budget, {}
+        for r in self._running:
+            n = min(len(r.tokens) - r.num_computed, budget)
+            budget -= n
+            growth[r] = (n, max(0, self._blocks_for(r.num_computed + n) - len(r.blocks)))
+        free_slots = self.max_num_seqs - len(self._running)
+        free_blocks = self._pool.free - sum(b for _, b in growth.values())
+        planned: list[_Req] = []
+        for _, _, head in sorted(self._waiting, key=lambda w: w[:2]):
+            if budget <= 0 or not order or order[0].req.priority - head.req.priority < gap:
+                break
+            cached, shared = self._prefix_hits(head)
+            need = self._blocks_for(len(head.tokens) + 1) - shared
+            extra: list[_Req] = []
+            slots, blocks, tokens = free_slots, free_blocks, budget
+            while (slots < 1 or blocks < need) and len(extra) < len(order):
+                victim = order[len(extra)]
+                if victim.req.priority - head.req.priority < gap:
+                    break
+                vt, vb = growth[victim]
+                slots, blocks, tokens = slots + 1, blocks + vb + self._freed(victim), tokens + vt
+                extra.append(victim)
+            if slots < 1 or blocks < need:
+                break
+            planned += extra
+            del order[: len(extra)]
+            free_slots, free_blocks = slots - 1, blocks - need
+            budget = tokens - (len(head.tokens) - cached)
+        return planned
+
+    def _blocks_for(self, num_tokens: int) -> int:
+        return -(-num_tokens // self.block_size)
+
+    def _prefix_hits(self, r: _Req) -> tuple[int, int]:
+        """(cached tokens, blocks among them held by a running request) -- no side effects."""
+        if not self.enable_prefix_caching:
+            return 0, 0
+        self._hash_blocks(r, len(r.tokens))
+        hits = shared = 0
+        for h in r.block_hashes[: (len(r.tokens) - 1) // self.block_size]:
+            if h in self._pool.refs:
+                shared += 1  # in use: costs no free block
+            elif h not in self._pool.evictable:
+                break
+            hits += 1
+        return hits * self.block_size, shared
+
+    def _freed(self, r: _Req) -> int:
+        """Blocks that go back to the free pool when `r` releases its own."""
+        return sum(1 for h in r.blocks if h is None or self._pool.refs.get(h) == 1)
 
     def _match_prefix(self, r: _Req) -> None:
         """Take cached full blocks of the context; at least one token is left to compute."""

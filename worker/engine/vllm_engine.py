@@ -5,11 +5,17 @@ this module is cheap and works where vLLM is not installed.
 
 Where `stats()` gets its numbers: vLLM's scheduler builds a `SchedulerStats` (running and
 waiting counts, KV cache usage) after every engine step and hands it to each stat logger we
-pass to `AsyncLLM.from_engine_args(stat_loggers=[...])`; `_SchedulerStatsSink` keeps the
+pass to `AsyncLLM.from_vllm_config(stat_loggers=[...])`; `_SchedulerStatsSink` keeps the
 latest one. vLLM sends no stats while idle, so the last snapshot goes stale when the last
 request finishes or is aborted. We therefore clamp the snapshot with our own count of
 in-flight requests: nothing in flight reads as an empty engine, and requests submitted after
-the snapshot count as waiting until the next step reports them.
+the snapshot count as waiting until the next step reports them. `num_preemptions` adds up the
+per-request PREEMPTED events vLLM reports in its IterationStats (see `_make_stats_sink`).
+
+Layer 1 of "realtime preempts batch" (docs/preemption.md): with ``preempt_for_priority`` on
+(the default) and the priority policy, vLLM's scheduler is swapped for
+`worker.engine.vllm_preempt`'s subclass, so a waiting request whose priority beats a running
+one's by ``preempt_priority_gap`` preempts it (recompute) within one engine step.
 
 The engine core runs in child processes, so the program that starts this engine needs an
 ``if __name__ == "__main__":`` guard.
@@ -40,8 +46,11 @@ log = logging.getLogger(__name__)
 _GIB = 1 << 30
 
 
-def _make_stats_sink(on_stats: Callable[[Any], None]) -> Callable[[Any, int], Any]:
-    """A per-engine StatLoggerFactory whose logger forwards each SchedulerStats."""
+def _make_stats_sink(
+    on_stats: Callable[[Any], None], on_preemptions: Callable[[int], None]
+) -> Callable[[Any, int], Any]:
+    """A per-engine StatLoggerFactory whose logger forwards each SchedulerStats, and the
+    preemptions each IterationStats saw."""
     from vllm.v1.metrics.loggers import StatLoggerBase
 
     class _SchedulerStatsSink(StatLoggerBase):  # type: ignore[misc]
@@ -57,6 +66,11 @@ def _make_stats_sink(on_stats: Callable[[Any], None]) -> Callable[[Any, int], An
         ) -> None:
             if scheduler_stats is not None:
                 on_stats(scheduler_stats)
+            # vLLM counts a preemption when the preempted request next reports output, so
+            # this lags the preemption itself (a request aborted while preempted never counts).
+            n = int(getattr(iteration_stats, "num_preempted_reqs", 0) or 0)
+            if n:
+                on_preemptions(n)
 
         def log_engine_initialized(self) -> None:
             pass
@@ -79,6 +93,10 @@ class VllmEngine:
         max_num_batched_tokens: int | None = None,
         num_threads: int | None = None,  # CPU: OMP threads; None keeps $OMP_NUM_THREADS or all
         engine_kwargs: dict[str, Any] | None = None,  # extra AsyncEngineArgs fields
+        # Layer 1: a waiting request preempts running ones at least `gap` priority values worse.
+        # False leaves vLLM's own scheduler ("vLLM priority alone", issue #40004 included).
+        preempt_for_priority: bool = True,
+        preempt_priority_gap: int = 1,
     ) -> None:
         self.model_path = str(model_path)
         self.model_name = model_name
@@ -92,6 +110,12 @@ class VllmEngine:
         self.max_num_batched_tokens = max_num_batched_tokens
         self.num_threads = num_threads
         self.engine_kwargs = dict(engine_kwargs or {})
+        if preempt_priority_gap < 1:
+            raise ValueError(f"preempt_priority_gap must be >= 1, got {preempt_priority_gap}")
+        self.preempt_for_priority = preempt_for_priority
+        self.preempt_priority_gap = preempt_priority_gap
+        self.scheduler_cls: str | None = None  # the class vLLM runs, once started
+        self._num_preemptions = 0
         self.start_seconds: float | None = None  # how long start() took
         self._llm: Any = None
         self._tokenizer: Any = None
@@ -157,12 +181,42 @@ class VllmEngine:
         return AsyncEngineArgs(**kwargs)
 
     def _build(self, args: Any) -> Any:
+        from vllm.usage.usage_lib import UsageContext
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        return AsyncLLM.from_engine_args(args, stat_loggers=[_make_stats_sink(self._on_stats)])
+        # What AsyncLLM.from_engine_args does, with one step between: the scheduler class
+        # must match the *resolved* async_scheduling (the platform hook decides it while the
+        # config is created; the CPU platform turns it off).
+        vllm_config = args.create_engine_config(UsageContext.ENGINE_CONTEXT)
+        self.scheduler_cls = self._plug_scheduler(vllm_config)
+        return AsyncLLM.from_vllm_config(
+            vllm_config,
+            stat_loggers=[_make_stats_sink(self._on_stats, self._on_preemptions)],
+            enable_log_requests=args.enable_log_requests,
+            disable_log_stats=args.disable_log_stats,
+        )
+
+    def _plug_scheduler(self, vllm_config: Any) -> str | None:
+        sched = vllm_config.scheduler_config
+        if not self.preempt_for_priority or self.scheduling_policy != "priority":
+            return _qualname(sched.scheduler_cls)
+        if sched.scheduler_cls is not None:
+            log.warning(
+                "engine_kwargs set scheduler_cls=%s: the preemptive scheduler is not used",
+                sched.scheduler_cls,
+            )
+            return _qualname(sched.scheduler_cls)
+        # Imported here, in the parent, so an incompatible vLLM fails now with the guard's
+        # message instead of inside the engine core process.
+        from worker.engine.vllm_preempt import install
+
+        return install(vllm_config, self.preempt_priority_gap)
 
     def _on_stats(self, sched: Any) -> None:
         self._last_sched = sched
+
+    def _on_preemptions(self, n: int) -> None:
+        self._num_preemptions += n
 
     async def shutdown(self) -> None:
         llm, self._llm = self._llm, None
@@ -259,6 +313,7 @@ class VllmEngine:
             kv_usage=min(max(kv, 0.0), 1.0),
             max_num_seqs=self.max_num_seqs,
             kv_capacity_tokens=self._kv_capacity_tokens,
+            num_preemptions=self._num_preemptions,
         )
 
     # ---- tokenizer -------------------------------------------------------------------------
@@ -285,6 +340,12 @@ class VllmEngine:
 
     def decode(self, token_ids: list[int]) -> str:
         return str(self.tokenizer.decode(token_ids, skip_special_tokens=True))
+
+
+def _qualname(cls: Any) -> str | None:
+    if cls is None or isinstance(cls, str):
+        return cls
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _reason(reason: Any, request: EngineRequest) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
@@ -122,9 +122,23 @@ def test_kv_budget_is_respected_and_requests_wait() -> None:
     assert ids(run(alone())) == ids(outs[3])
 
 
-def test_waiting_request_with_better_priority_overtakes() -> None:
+@pytest.mark.parametrize(
+    ("preempt", "expected"),
+    [
+        # vLLM priority alone: "d" jumps the queue but waits for the running "a" (#40004).
+        (False, ["a", "d", "b", "c"]),
+        # Fairway's engine: "d" preempts "a" at once; "a" resumes before the worse "b", "c".
+        (True, ["d", "a", "b", "c"]),
+    ],
+)
+def test_waiting_request_with_better_priority_overtakes(preempt: bool, expected: list[str]) -> None:
     async def main() -> list[str]:
-        engine = SimEngine(max_num_seqs=1, step_base_s=0.001, per_prefill_token_s=0.0)
+        engine = SimEngine(
+            max_num_seqs=1,
+            step_base_s=0.001,
+            per_prefill_token_s=0.0,
+            preempt_for_priority=preempt,
+        )
         await engine.start()
         order: list[str] = []
 
@@ -143,7 +157,7 @@ def test_waiting_request_with_better_priority_overtakes() -> None:
         await engine.shutdown()
         return order
 
-    assert run(main()) == ["a", "d", "b", "c"]
+    assert run(main()) == expected
 
 
 def test_abort_frees_the_slot_at_once() -> None:
@@ -279,3 +293,118 @@ def test_tokenizer_round_trip_and_chat_template() -> None:
         "<|im_start|>assistant\n"
     )
     assert len(chat) < len(engine.encode("What is the capital of France?")) + 12
+
+
+# ---- a waiting, better request preempts running ones (layer 1 of issue 4) --------------------
+
+BATCH, FLEX, REALTIME = 3, 2, 0
+
+
+async def first_token_step(engine: SimEngine, request: EngineRequest) -> tuple[int, list[int]]:
+    """Submit `request`; return (engine steps until its first token, all its tokens)."""
+    submitted = engine.num_steps
+    gen = engine.generate(request)
+    first = await gen.__anext__()
+    steps = engine.num_steps - submitted
+    rest = [d async for d in gen]
+    return steps, ids([first, *rest])
+
+
+def fill_then_send(
+    rt: Callable[[SimEngine], EngineRequest],
+    batch_priorities: list[int],
+    kv_usage: float = 0.0,
+    **engine_kwargs: Any,
+) -> tuple[SimEngine, int, list[int], list[list[int]]]:
+    """Fill the engine with long batch requests, then send `rt` once they all run (and hold
+    at least `kv_usage` of the KV cache)."""
+
+    async def main() -> tuple[SimEngine, int, list[int], list[list[int]]]:
+        engine = SimEngine(**FAST, **engine_kwargs)
+        await engine.start()
+        batch = [
+            asyncio.create_task(
+                collect(engine, req(f"b{i}", prompt_of(engine, i, 40), 200, priority=p))
+            )
+            for i, p in enumerate(batch_priorities)
+        ]
+        while (
+            engine.stats().num_running < len(batch)
+            or engine.num_steps < 5
+            or engine.stats().kv_usage < kv_usage
+        ):
+            await asyncio.sleep(0)
+        steps, rt_ids = await first_token_step(engine, rt(engine))
+        outs = [ids(d) for d in await asyncio.gather(*batch)]
+        await engine.shutdown()
+        return engine, steps, rt_ids, outs
+
+    return run(main())
+
+
+def alone(request: EngineRequest) -> list[int]:
+    async def main() -> list[int]:
+        engine = SimEngine(**FAST)
+        await engine.start()
+        return ids(await collect(engine, request))
+
+    return run(main())
+
+
+def realtime(engine: SimEngine, words: int = 30, priority: int = REALTIME) -> EngineRequest:
+    return req("rt", prompt_of(engine, 99, words), 5, priority=priority)
+
+
+def test_realtime_preempts_the_worst_batch_request_when_slots_are_full() -> None:
+    engine, steps, rt_ids, outs = fill_then_send(
+        realtime, [BATCH, BATCH, FLEX, BATCH], max_num_seqs=4
+    )
+    # The step in progress when it arrived, then the step that admits and prefills it.
+    assert steps <= 2
+    assert engine.num_priority_preemptions == 1 == engine.num_preemptions
+    assert engine.stats().num_preemptions == 1
+    # Recompute preemption: the victim's greedy output equals an uninterrupted run's.
+    for i, out in enumerate(outs):
+        assert out == alone(req(f"b{i}", prompt_of(engine, i, 40), 200))
+    assert rt_ids == alone(realtime(engine))
+
+
+def test_without_the_flag_realtime_waits_for_a_batch_request_to_finish() -> None:
+    engine, steps, _, _ = fill_then_send(
+        realtime, [BATCH] * 4, max_num_seqs=4, preempt_for_priority=False
+    )
+    assert steps > 150  # ~195 remaining batch decode steps before a slot frees
+    assert engine.num_preemptions == 0
+
+
+def test_realtime_preempts_when_kv_is_full() -> None:
+    # 8 slots, but 4 batch requests of 40 + 200 tokens grow to hold 48 of the 64 blocks before
+    # a ~300-token realtime prompt (19 blocks) arrives: KV, not slots, is what is short.
+    kv: dict[str, Any] = {
+        "max_num_seqs": 8,
+        "kv_capacity_tokens": 1024,
+        "max_model_len": 512,
+        "kv_usage": 0.75,
+    }
+    engine, steps, _, outs = fill_then_send(lambda e: realtime(e, words=300), [BATCH] * 4, **kv)
+    assert steps <= 2 and engine.num_priority_preemptions == 1
+    for i, out in enumerate(outs):
+        assert out == alone(req(f"b{i}", prompt_of(engine, i, 40), 200))
+
+    engine, steps, _, _ = fill_then_send(
+        lambda e: realtime(e, words=300), [BATCH] * 4, preempt_for_priority=False, **kv
+    )
+    assert steps > 2 and engine.num_priority_preemptions == 0
+
+
+def test_equal_priority_or_within_the_gap_never_preempts() -> None:
+    for priority, gap in ((BATCH, 1), (FLEX, 2)):
+        engine, steps, _, _ = fill_then_send(
+            lambda e, p=priority: realtime(e, priority=p),  # type: ignore[misc]
+            [BATCH] * 4,
+            max_num_seqs=4,
+            preempt_priority_gap=gap,
+        )
+        assert steps > 150 and engine.num_priority_preemptions == 0
+    with pytest.raises(ValueError):
+        SimEngine(preempt_priority_gap=0)

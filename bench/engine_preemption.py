@@ -1,0 +1,242 @@
+"""Layer 1 on the real engine: realtime TTFT while batch fills every slot, stock vs preemptive.
+
+Two engine starts, one after the other, in one run (never two engines at once):
+
+- "vLLM priority alone": vLLM's own scheduler with the priority policy. A waiting realtime
+  request never preempts running batch (vLLM issue #40004): it waits for a batch request to end.
+- "Fairway": the same engine with `worker.engine.vllm_preempt.PreemptiveScheduler`.
+
+Each setup first measures realtime TTFT on the idle engine, then runs a few rounds: 8 long
+batch requests (priority 3, ignore_eos, greedy) fill all 8 slots; once each has some tokens, one
+realtime request (priority 0) arrives and its TTFT is taken; the round ends when the batch
+does. Batch prompts are the same in both setups, and the stock setup never preempts them, so its
+outputs are the uninterrupted greedy reference for the preempted ones.
+
+    python bench/engine_preemption.py [--rounds 3] [--batch-tokens 256] [--out FILE]
+
+Needs vLLM and the default model (worker.model_prep). Not a test: it prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # allow `python bench/engine_preemption.py` without installing
+    sys.path.insert(0, str(ROOT))
+
+from worker.engine.base import EngineRequest, SamplingSpec  # noqa: E402
+from worker.engine.vllm_engine import VllmEngine  # noqa: E402
+from worker.model_prep import ensure_default_model  # noqa: E402
+
+BATCH_PRIORITY, REALTIME_PRIORITY = 3, 0
+SLOTS = 8
+TOPICS = [
+    "a lighthouse",
+    "a desert city",
+    "a clockmaker",
+    "a river barge",
+    "an orchard",
+    "a night train",
+    "a mountain pass",
+    "a tide pool",
+    "a glass factory",
+    "a beekeeper",
+]
+QUESTIONS = [
+    "What is the capital of France?",
+    "Name three primary colors.",
+    "How many legs does a spider have?",
+    "What is two plus two?",
+    "Which planet is closest to the sun?",
+    "What language is spoken in Brazil?",
+]
+
+
+@dataclass
+class Setup:
+    name: str
+    preempt: bool
+    scheduler_cls: str | None = None
+    start_s: float = 0.0
+    idle_ttft_s: list[float] = field(default_factory=list)
+    busy_ttft_s: list[float] = field(default_factory=list)
+    batch_tok_s: list[float] = field(default_factory=list)  # per round, batch tokens / wall
+    preemptions: int = 0
+    batch_outputs: dict[str, list[int]] = field(default_factory=dict)
+    realtime_outputs: dict[str, list[int]] = field(default_factory=dict)
+
+
+def batch_request(engine: VllmEngine, rnd: int, i: int, max_tokens: int) -> EngineRequest:
+    topic = TOPICS[(rnd * SLOTS + i) % len(TOPICS)]
+    text = f"Write a long, detailed story (part {rnd}.{i}) about {topic}, chapter by chapter."
+    prompt = engine.encode_chat([{"role": "user", "content": text}])
+    spec = SamplingSpec(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
+    return EngineRequest(f"batch-{rnd}-{i}", prompt, spec, BATCH_PRIORITY)
+
+
+def realtime_request(engine: VllmEngine, tag: str, k: int) -> EngineRequest:
+    prompt = engine.encode_chat([{"role": "user", "content": QUESTIONS[k % len(QUESTIONS)]}])
+    spec = SamplingSpec(max_tokens=16, temperature=0.0, ignore_eos=True)
+    return EngineRequest(f"rt-{tag}-{k}", prompt, spec, REALTIME_PRIORITY)
+
+
+async def timed(engine: VllmEngine, req: EngineRequest) -> tuple[float, list[int]]:
+    """(TTFT seconds, all output token ids) of one request."""
+    t0 = time.perf_counter()
+    ttft = float("nan")
+    out: list[int] = []
+    async for delta in engine.generate(req):
+        if delta.token_ids and not out:
+            ttft = time.perf_counter() - t0
+        out += delta.token_ids
+    return ttft, out
+
+
+async def run_batch(engine: VllmEngine, req: EngineRequest, progress: dict[str, int]) -> list[int]:
+    out: list[int] = []
+    async for delta in engine.generate(req):
+        out += delta.token_ids
+        progress[req.request_id] = len(out)
+    return out
+
+
+async def measure(setup: Setup, model: Path, rounds: int, batch_tokens: int) -> None:
+    engine = VllmEngine(
+        model_path=str(model),
+        model_name="SmolLM2-135M-Instruct",
+        kv_cache_gib=1,
+        max_num_seqs=SLOTS,
+        dtype="float32",
+        enforce_eager=True,
+        preempt_for_priority=setup.preempt,
+    )
+    await engine.start()
+    setup.scheduler_cls, setup.start_s = engine.scheduler_cls, engine.start_seconds or 0.0
+    try:
+        await timed(engine, realtime_request(engine, "warmup", 0))
+        for k in range(rounds):
+            ttft, out = await timed(engine, realtime_request(engine, "idle", k))
+            setup.idle_ttft_s.append(ttft)
+        for rnd in range(rounds):
+            progress: dict[str, int] = {}
+            reqs = [batch_request(engine, rnd, i, batch_tokens) for i in range(SLOTS)]
+            t0 = time.perf_counter()
+            tasks = [asyncio.create_task(run_batch(engine, r, progress)) for r in reqs]
+            # Every slot busy and decoding: each batch request has streamed some tokens.
+            while len(progress) < SLOTS or min(progress.values()) < 16:
+                await asyncio.sleep(0.01)
+            rt = realtime_request(engine, "busy", rnd)
+            ttft, out = await timed(engine, rt)
+            setup.busy_ttft_s.append(ttft)
+            setup.realtime_outputs[rt.request_id] = out
+            outs = await asyncio.gather(*tasks)
+            wall = time.perf_counter() - t0
+            setup.batch_tok_s.append(sum(map(len, outs)) / wall)
+            setup.batch_outputs.update({r.request_id: o for r, o in zip(reqs, outs, strict=True)})
+            print(
+                f"  {setup.name} round {rnd}: realtime TTFT {ttft:.3f} s, "
+                f"batch {setup.batch_tok_s[-1]:.0f} tok/s, "
+                f"preemptions so far {engine.stats().num_preemptions}",
+                flush=True,
+            )
+        setup.preemptions = engine.stats().num_preemptions
+    finally:
+        await engine.shutdown()
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def short(qualname: str | None) -> str:
+    return qualname.rsplit(".", 1)[-1] if qualname else "vLLM Scheduler"
+
+
+def report(stock: Setup, fairway: Setup) -> dict[str, object]:
+    same = sum(fairway.batch_outputs[k] == v for k, v in stock.batch_outputs.items())
+    rt_same = sum(fairway.realtime_outputs[k] == v for k, v in stock.realtime_outputs.items())
+    rows = [
+        ("scheduler", short(stock.scheduler_cls), short(fairway.scheduler_cls)),
+        ("engine start (s)", f"{stock.start_s:.1f}", f"{fairway.start_s:.1f}"),
+        (
+            "idle realtime TTFT p50 (s)",
+            f"{med(stock.idle_ttft_s):.3f}",
+            f"{med(fairway.idle_ttft_s):.3f}",
+        ),
+        (
+            "busy realtime TTFT p50 (s)",
+            f"{med(stock.busy_ttft_s):.3f}",
+            f"{med(fairway.busy_ttft_s):.3f}",
+        ),
+        (
+            "busy realtime TTFT max (s)",
+            f"{max(stock.busy_ttft_s):.3f}",
+            f"{max(fairway.busy_ttft_s):.3f}",
+        ),
+        (
+            "busy / idle TTFT (p50s)",
+            f"{med(stock.busy_ttft_s) / med(stock.idle_ttft_s):.1f}x",
+            f"{med(fairway.busy_ttft_s) / med(fairway.idle_ttft_s):.1f}x",
+        ),
+        (
+            "batch tok/s p50 (per round)",
+            f"{med(stock.batch_tok_s):.0f}",
+            f"{med(fairway.batch_tok_s):.0f}",
+        ),
+        ("engine preemptions", str(stock.preemptions), str(fairway.preemptions)),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print(f"\n{'':<{width}}  {stock.name:>22}  {fairway.name:>22}")
+    for label, a, b in rows:
+        print(f"{label:<{width}}  {a[-22:]:>22}  {b[-22:]:>22}")
+    speedup = med(stock.busy_ttft_s) / med(fairway.busy_ttft_s)
+    print(f"\nbusy TTFT p50, stock / Fairway: {speedup:.1f}x")
+    print(
+        f"batch outputs identical to the uninterrupted (stock) run: {same}/"
+        f"{len(stock.batch_outputs)}; realtime outputs identical: {rt_same}/"
+        f"{len(stock.realtime_outputs)}"
+    )
+    for k, v in stock.batch_outputs.items():
+        got = fairway.batch_outputs[k]
+        if got != v:
+            at = next(
+                (i for i, (x, y) in enumerate(zip(v, got, strict=False)) if x != y),
+                min(len(v), len(got)),
+            )
+            print(f"  {k}: first differs at token {at} of {len(v)}")
+    return {
+        "stock": {k: v for k, v in asdict(stock).items() if not k.endswith("outputs")},
+        "fairway": {k: v for k, v in asdict(fairway).items() if not k.endswith("outputs")},
+        "busy_ttft_speedup": speedup,
+        "batch_identical": [same, len(stock.batch_outputs)],
+        "realtime_identical": [rt_same, len(stock.realtime_outputs)],
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="realtime samples per setup")
+    parser.add_argument("--batch-tokens", type=int, default=256)
+    parser.add_argument("--out", help="also write the figures as JSON here")
+    args = parser.parse_args()
+    model = ensure_default_model()
+    stock = Setup("vLLM priority alone", preempt=False)
+    fairway = Setup("Fairway (preemptive)", preempt=True)
+    for setup in (stock, fairway):  # sequentially: one engine at a time
+        print(f"{setup.name}: starting the engine", flush=True)
+        await measure(setup, model, args.rounds, args.batch_tokens)
+    figures = report(stock, fairway)
+    if args.out:
+        Path(args.out).write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
