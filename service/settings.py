@@ -51,7 +51,11 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = 8000
     worker_id: str = ""  # empty: hostname + pid
-    scheduler_policy: str = "priority"
+    scheduler_policy: str = "fairway"
+    # Extra Celery threads beyond the engine's max_num_seqs, so realtime work taken from batch
+    # reaches the engine while the victims are still draining (see docs/preemption.md).
+    realtime_headroom_slots: int = 4
+    cost_profile: str = ""  # scheduler cost model for this worker; empty: chosen by device
 
     # Timing
     lease_seconds: float = 30.0
@@ -66,7 +70,28 @@ class Settings(BaseSettings):
     max_tokens_limit: int = 4096
     default_max_tokens: int = 256
 
+    # Files and batches (docs/batches.md)
+    files_dir: Path | None = None  # local storage backend; empty: <data_dir>/files
+    batch_max_file_bytes: int = 200 * 1024 * 1024
+    batch_max_lines: int = 50_000
+    # Allowed completion_window values, comma-separated, each <n>s|m|h|d. OpenAI accepts
+    # only "24h"; tests and demos add short windows (e.g. "24h,30s") to see expiry happen.
+    batch_completion_windows: str = "24h"
+    # A batch still `validating` this long after creation, and not locked by a live
+    # validator, is validated by the dispatcher's maintenance (the API died mid-way).
+    batch_validation_grace_seconds: float = 15.0
+    batch_maintenance_seconds: float = 1.0
+
     log_level: str = "INFO"
+    log_format: Literal["json", "text"] = "json"
+
+    # Observability (docs/observability.md). Metrics ports: 0 picks a free port and publishes
+    # it in Redis (and in the worker's heartbeat); the API serves /metrics on its own port.
+    metrics_enabled: bool = True
+    metrics_host: str = "127.0.0.1"
+    scheduler_metrics_port: int = 0
+    worker_metrics_port: int = 0
+    metrics_max_tenants: int = 100  # distinct tenant label values; more report as "other"
 
     @model_validator(mode="after")
     def _refuse_default_secrets(self) -> Settings:
@@ -80,6 +105,10 @@ class Settings(BaseSettings):
     @property
     def cache_dir(self) -> Path:
         return default_cache_dir()
+
+    @property
+    def files_root(self) -> Path:
+        return self.files_dir or self.data_dir / "files"
 
     @property
     def sqlalchemy_url(self) -> str:

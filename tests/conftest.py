@@ -4,17 +4,23 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from redis import Redis
 from sqlalchemy.orm import Session
 
 from service.cli.bootstrap import create_tenant_with_key
 from service.db.session import sync_engine
 from service.settings import Settings
-from tests.support.services import create_database, drop_database, redis_url
+from tests.support.services import (
+    claim_redis_db,
+    create_database,
+    drop_database,
+    release_redis_db,
+)
 from tests.support.stack import Stack
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -38,10 +44,10 @@ def database_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def test_redis_url() -> str:
-    url = redis_url(int(os.environ.get("FAIRWAY_TEST_REDIS_DB", "11")))
-    Redis.from_url(url).flushdb()
-    return url
+def test_redis_url() -> Iterator[str]:
+    url = claim_redis_db()
+    yield url
+    release_redis_db(url)
 
 
 @pytest.fixture
@@ -78,7 +84,7 @@ def make_tenant(settings: Settings):  # type: ignore[no-untyped-def]
 
 SIM_ENV = {
     "FAIRWAY_SERVED_MODEL_NAME": "sim-model",
-    "FAIRWAY_LEASE_SECONDS": "3",
+    "FAIRWAY_LEASE_SECONDS": "5",
     "FAIRWAY_HEARTBEAT_SECONDS": "0.5",
     "FAIRWAY_MAX_NUM_SEQS": "8",
     "FAIRWAY_LOG_LEVEL": "INFO",
@@ -88,7 +94,9 @@ SIM_ENV = {
 @pytest.fixture(scope="session")
 def sim_stack(database_url: str, test_redis_url: str) -> Iterator[Stack]:
     """API + dispatcher + one sim-engine worker, shared by the integration tests."""
-    stack = Stack(database_url, test_redis_url, env_overrides=dict(SIM_ENV))
+    files = tempfile.mkdtemp(prefix="fairway-files-")
+    stack = Stack(database_url, test_redis_url,
+                  env_overrides={**SIM_ENV, "FAIRWAY_FILES_DIR": files})
     try:
         stack.start_api()
         stack.start_dispatcher()
@@ -96,3 +104,4 @@ def sim_stack(database_url: str, test_redis_url: str) -> Iterator[Stack]:
         yield stack
     finally:
         stack.stop()
+        shutil.rmtree(files, ignore_errors=True)

@@ -20,12 +20,23 @@ from sqlalchemy import update
 from service.db.session import async_engine, async_sessionmaker_for
 from service.jobs.events import control_channel, worker_key, worker_queue
 from service.jobs.models import Job, JobStatus
+from service.observability.endpoint import start_metrics_endpoint
+from service.observability.jobs import observe_engine
 from service.settings import Settings
 from worker.engine.base import Engine
 from worker.runner import JobRunner, engine_request_id
 
 log = logging.getLogger("fairway.worker")
 T = TypeVar("T")
+
+
+def default_cost_profile(settings: Settings) -> str:
+    """The scheduler's cost model for this worker (scheduler.sim.profiles names)."""
+    if settings.engine == "sim":
+        return "cpu-smollm2-135m"
+    import torch
+
+    return "h200-llama3-8b" if torch.cuda.is_available() else "cpu-smollm2-135m"
 
 
 class EngineHost:
@@ -38,6 +49,7 @@ class EngineHost:
         self._tasks: list[asyncio.Task[None]] = []
         self.runner: JobRunner | None = None
         self.redis: Redis | None = None
+        self.metrics_port: int | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -66,6 +78,9 @@ class EngineHost:
         started = time.monotonic()
         await self.engine.start()
         log.info("engine ready in %.1fs", time.monotonic() - started)
+        self.metrics_port = start_metrics_endpoint(self.settings, role="worker",
+                                                   port=self.settings.worker_metrics_port,
+                                                   instance=self.worker_id)
         self.redis = Redis.from_url(self.settings.redis_url)
         self.runner = JobRunner(engine=self.engine, settings=self.settings,
                                 worker_id=self.worker_id,
@@ -109,11 +124,15 @@ class EngineHost:
             "running": stats.num_running + stats.num_waiting,
             "waiting": stats.num_waiting,
             "active_jobs": len(self.runner.active),
+            "cost_profile": self.settings.cost_profile or default_cost_profile(self.settings),
             "kv_usage": stats.kv_usage,
             "kv_capacity_tokens": stats.kv_capacity_tokens,
+            "metrics_port": self.metrics_port,
             "ts": time.time(),
         }
-        ttl = max(2, int(self.settings.heartbeat_seconds * 3))
+        observe_engine(self.engine.model_name, stats, len(self.runner.active))
+        # Generous: a loaded host that misses a beat or two must not look dead.
+        ttl = max(5, int(self.settings.heartbeat_seconds * 5))
         await self.redis.set(worker_key(self.worker_id), json.dumps(beat), ex=ttl)
         await self._renew_leases()
 
@@ -144,5 +163,9 @@ class EngineHost:
                     rid = engine_request_id(command["job_id"], int(command["attempt"]))
                     await self.engine.abort(rid)
                     log.info("aborted on request", extra={"job_id": command["job_id"]})
+                elif command.get("op") == "preempt" and self.runner is not None:
+                    taken = await self.runner.preempt(command["job_id"])
+                    log.info("preempt %s", "started" if taken else "ignored: not running here",
+                             extra={"job_id": command["job_id"]})
             except Exception:
                 log.exception("bad control message")

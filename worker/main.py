@@ -41,7 +41,8 @@ def run_worker(settings: Settings) -> None:
     register_tasks(app, host)
     try:
         app.worker_main([
-            "worker", "--pool=threads", f"--concurrency={settings.max_num_seqs}",
+            "worker", "--pool=threads",
+            f"--concurrency={settings.max_num_seqs + settings.realtime_headroom_slots}",
             "-Q", worker_queue(worker_id), "-n", f"{worker_id}@%h",
             "--without-mingle", "--without-gossip", f"--loglevel={settings.log_level}",
         ])

@@ -11,15 +11,26 @@ from collections import defaultdict
 
 import psycopg
 from redis import Redis
+from sqlalchemy.orm import Session
 
 from scheduler.dispatcher.leader import acquire_leadership, still_leader
 from scheduler.dispatcher.views import job_view, worker_view
 from scheduler.interface import SchedulingPolicy
 from scheduler.policies import make_policy
 from scheduler.types import Assign, Decision, JobClass, Preempt, Reject
+from service.batches.maintenance import run_batch_maintenance
 from service.db.session import sync_session
 from service.jobs import dispatch_store as store
-from service.jobs.events import JOBS_CHANNEL, WORKER_KEY_PATTERN, stream_key, worker_queue
+from service.jobs.events import (
+    JOBS_CHANNEL,
+    WORKER_KEY_PATTERN,
+    control_channel,
+    stream_key,
+    worker_queue,
+)
+from service.observability import scheduling as sched_obs
+from service.observability.endpoint import start_metrics_endpoint
+from service.observability.requests import record_rejection
 from service.settings import Settings, to_libpq_url
 from worker.celery_app import RUN_JOB_TASK, make_celery
 
@@ -35,6 +46,7 @@ class Dispatcher:
         self.redis = Redis.from_url(settings.redis_url)
         self.celery = make_celery(settings)
         self.placed: dict[str, tuple[str, JobClass]] = {}  # job id -> (worker id, class)
+        self.classes: dict[str, JobClass] = {}  # queued job id -> class, for placed
         self.workers: set[str] = set()
         self._next_maintenance = 0.0
         self._next_scan = 0.0
@@ -42,9 +54,13 @@ class Dispatcher:
     # -- process -------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
         libpq = to_libpq_url(self.settings.database_url)
+        start_metrics_endpoint(self.settings, role="scheduler",
+                               port=self.settings.scheduler_metrics_port)
+        sched_obs.set_leader(False)
         lock_conn = acquire_leadership(libpq, stop)
         if lock_conn is None:
             return
+        sched_obs.set_leader(True)
         with lock_conn, psycopg.connect(libpq, autocommit=True) as listen_conn:
             listen_conn.execute(f"LISTEN {JOBS_CHANNEL}")
             self._bootstrap()
@@ -73,7 +89,10 @@ class Dispatcher:
             self._maintenance()
         if time.monotonic() >= self._next_scan:
             self._scan_queued()
-        self._act(self.policy.schedule(time.time()))
+        started = time.perf_counter()
+        decisions = self.policy.schedule(time.time())
+        sched_obs.observe_pass(time.perf_counter() - started, decisions)
+        self._act(decisions)
 
     def _handle(self, payloads: list[str]) -> None:
         new_ids: list[uuid.UUID] = []
@@ -81,8 +100,14 @@ class Dispatcher:
             op, _, rest = payload.partition(":")
             if op == "new":
                 new_ids.append(uuid.UUID(rest))
-            elif op == "done":
-                self._release(rest.partition(":")[0])
+            elif op == "done":  # done:<job>:<worker>:<prompt tokens>:<completion tokens>
+                job_id, _, usage = rest.partition(":")
+                prompt, completion = _two_ints(usage.partition(":")[2])
+                self._release(job_id, prompt, completion)
+            elif op == "requeue":  # a preempted job parked its checkpoint: queue it again
+                job_id, _, rest = rest.partition(":")
+                self._release(job_id, 0, _two_ints(rest.partition(":")[2] + ":0")[0])
+                new_ids.append(uuid.UUID(job_id))
             elif op == "cancel":
                 self.policy.on_job_cancelled(rest)
                 self._release(rest)
@@ -91,12 +116,18 @@ class Dispatcher:
         if new_ids:
             with sync_session(self.settings.database_url) as session:
                 for job in store.fetch_queued(session, job_ids=new_ids):
-                    self.policy.on_job_arrived(job_view(job))
+                    self._arrived(job)
 
-    def _release(self, job_id: str) -> None:
+    def _arrived(self, job: store.QueuedJob) -> None:
+        view = job_view(job)
+        self.classes[view.job_id] = view.job_class
+        self.policy.on_job_arrived(view)
+
+    def _release(self, job_id: str, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+        """0/0 usage means unknown: the policy keeps what it charged at assignment."""
         placed = self.placed.pop(job_id, None)
         if placed is not None:
-            self.policy.on_job_finished(job_id, placed[0], 0, 0)
+            self.policy.on_job_finished(job_id, placed[0], prompt_tokens, completion_tokens)
 
     # -- periodic ------------------------------------------------------------------------------
     def _maintenance(self) -> None:
@@ -104,11 +135,13 @@ class Dispatcher:
         self._refresh_workers()
         with sync_session(self.settings.database_url) as session:
             lost = store.requeue_expired_leases(session)
+        run_batch_maintenance(self.settings, self.redis)  # finalize/expire batches, off-thread
         if lost:
             log.warning("re-queued %d job(s) whose lease expired", len(lost))
             for job_id, _worker in lost:
                 self._release(str(job_id))
             self._next_scan = 0.0
+        sched_obs.refresh(self)  # metrics gauges, at most every few seconds
 
     def _refresh_workers(self) -> None:
         keys = list(self.redis.scan_iter(match=WORKER_KEY_PATTERN, count=500))
@@ -130,7 +163,8 @@ class Dispatcher:
         self._next_scan = time.monotonic() + 5.0
         with sync_session(self.settings.database_url) as session:
             for job in store.fetch_queued(session):
-                self.policy.on_job_arrived(job_view(job))  # policies ignore known ids
+                if job.job_id not in self.placed:
+                    self._arrived(job)  # policies ignore ids they already queue
 
     # -- decisions -----------------------------------------------------------------------------
     def _act(self, decisions: list[Decision]) -> None:
@@ -143,26 +177,43 @@ class Dispatcher:
                 elif isinstance(decision, Reject):
                     self._reject(session, decision)
                 elif isinstance(decision, Preempt):
-                    # Carried out by the preemption issue's worker command; logged until then.
-                    log.info("preemption decided but not yet executed: %s", decision)
+                    self._preempt(decision)
 
-    def _assign(self, session: object, decision: Assign) -> None:
-        attempt = store.claim_job(session, job_id=uuid.UUID(decision.job_id),  # type: ignore[arg-type]
+    def _assign(self, session: Session, decision: Assign) -> None:
+        attempt = store.claim_job(session, job_id=uuid.UUID(decision.job_id),
                                   worker_id=decision.worker_id,
                                   lease_s=self.settings.lease_seconds)
         if attempt is None:  # cancelled (or claimed) since the policy saw it
             self.policy.on_job_finished(decision.job_id, decision.worker_id, 0, 0)
             return
-        self.placed[decision.job_id] = (decision.worker_id, JobClass.REALTIME)
+        job_class = self.classes.pop(decision.job_id, JobClass.REALTIME)
+        self.placed[decision.job_id] = (decision.worker_id, job_class)
         self.celery.send_task(RUN_JOB_TASK, args=[decision.job_id, attempt],
                               queue=worker_queue(decision.worker_id))
 
-    def _reject(self, session: object, decision: Reject) -> None:
+    def _preempt(self, decision: Preempt) -> None:
+        """Ask the worker to take the job back; it parks a checkpoint and notifies requeue.
+        The policy already counts the victim's room as free."""
+        log.info("preempting %s on %s: %s", decision.job_id, decision.worker_id, decision.reason)
+        self.redis.publish(control_channel(decision.worker_id),
+                           json.dumps({"op": "preempt", "job_id": decision.job_id}))
+
+    def _reject(self, session: Session, decision: Reject) -> None:
         retry = max(1, round(decision.retry_after_s))
-        if store.reject_job(session, job_id=uuid.UUID(decision.job_id), status=429,  # type: ignore[arg-type]
+        self.classes.pop(decision.job_id, None)
+        record_rejection(None, "slo_unattainable")
+        if store.reject_job(session, job_id=uuid.UUID(decision.job_id), status=429,
                             code="slo_unattainable",
                             message=f"Cannot meet this request's latency target now: "
                                     f"{decision.reason}. Retry after {retry}s."):
             self.redis.xadd(stream_key(decision.job_id), {
                 "type": "error", "attempt": 0, "status": 429, "code": "slo_unattainable",
                 "message": decision.reason, "retry_after": retry})
+
+
+def _two_ints(text: str) -> tuple[int, int]:
+    first, _, second = text.partition(":")
+    try:
+        return int(first or 0), int(second or 0)
+    except ValueError:
+        return 0, 0

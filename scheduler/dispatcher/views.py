@@ -4,23 +4,31 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.sim.profiles import PROFILES
 from scheduler.types import JobClass, JobView, WorkerView
 from service.jobs.dispatch_store import QueuedJob
 
 
 def job_view(job: QueuedJob) -> JobView:
+    arrival = job.created_at.timestamp()
+    deadline = job.deadline_at.timestamp() if job.deadline_at else None
+    # A realtime job's deadline is the latest moment its answer may start: its TTFT target.
+    ttft_slo = deadline - arrival if deadline and job.kind == JobClass.REALTIME else None
     return JobView(
         job_id=str(job.job_id),
         tenant_id=str(job.tenant_id),
         job_class=JobClass(job.kind),
         priority=job.priority,
         model=job.model,
-        arrival=job.created_at.timestamp(),
-        deadline=job.deadline_at.timestamp() if job.deadline_at else None,
-        prompt_tokens=job.prompt_tokens_estimate,
+        arrival=arrival,
+        deadline=deadline,
+        # A resumed job re-prefills its output so far along with the prompt.
+        prompt_tokens=job.prompt_tokens_estimate + job.generated_tokens,
         max_tokens=job.max_tokens,
         tenant_weight=job.tenant_weight,
         prefix_key=job.prefix_key,
+        ttft_slo_s=ttft_slo,
+        generated_tokens=job.generated_tokens,
     )
 
 
@@ -35,4 +43,5 @@ def worker_view(beat: dict[str, Any], assigned: dict[str, JobClass]) -> WorkerVi
         kv_used_tokens=int(float(beat.get("kv_usage", 0.0)) * capacity),
         last_seen=float(beat.get("ts", 0.0)),
         assigned=dict(assigned),
+        cost=PROFILES.get(str(beat.get("cost_profile", ""))),
     )

@@ -380,7 +380,11 @@ class FairwayPolicy(SchedulingPolicy):
     def _admit_one(self, job: JobView, now: float, out: list[Decision]) -> None:
         cfg = self.config
         pool = self._pools.get(job.model)
-        if pool is None or not pool.workers or kv_need(job) > pool.kv_capacity_max:
+        if pool is None or not pool.workers:
+            # No worker serves the model right now (one is starting or restarting): the job
+            # waits in the queue rather than being refused; the API's timeout bounds the wait.
+            return
+        if kv_need(job) > pool.kv_capacity_max:
             self._reject(job.job_id, "no_capacity_for_model", 30.0, out)
             return
         cost = pool.cost or cfg.default_cost

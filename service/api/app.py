@@ -9,11 +9,19 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from redis.asyncio import Redis
 
+from service.admin.routes import router as admin_router
+from service.admin.routes_state import router as admin_state_router
+from service.admin.ui import router as admin_ui_router
 from service.api.openai_routes import router as openai_router
 from service.api.workers_view import ModelCatalog
+from service.batches.router import router as batches_router
 from service.db.session import async_engine, async_sessionmaker_for
 from service.errors import error_body, install_error_handlers
+from service.files.router import router as files_router
 from service.logs import configure_logging
+from service.observability import http as obs_http
+from service.observability.state import configure as configure_metrics
+from service.quotas.admission import install_redis_unavailable_handler
 from service.settings import Settings, get_settings
 
 
@@ -35,15 +43,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="Fairway", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
+    install_redis_unavailable_handler(app)
 
     @app.middleware("http")
     async def limit_body_size(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > settings.max_request_bytes:
+        # Uploads stream to storage and count their own limit exactly (service/files/upload.py);
+        # this early check only adds room for the multipart framing.
+        limit = (settings.batch_max_file_bytes + 1024 * 1024
+                 if request.url.path == "/v1/files" else settings.max_request_bytes)
+        if length and length.isdigit() and int(length) > limit:
             return JSONResponse(status_code=413, content=error_body(
-                f"Request body exceeds {settings.max_request_bytes} bytes.",
+                f"Request body exceeds {limit} bytes.",
                 "invalid_request_error", "request_too_large"))
         return await call_next(request)
 
@@ -51,5 +64,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    # Observability (docs/observability.md): /readyz always; /metrics unless metrics are off.
+    app.add_api_route("/readyz", obs_http.readyz_response, methods=["GET"])
+    configure_metrics(settings)
+    if settings.metrics_enabled:
+        app.add_api_route("/metrics", obs_http.metrics_response, methods=["GET"])
+        app.add_middleware(obs_http.RequestCounter)
+
     app.include_router(openai_router)
+    for router in (admin_router, admin_state_router, admin_ui_router):
+        app.include_router(router)
+    app.include_router(files_router)
+    app.include_router(batches_router)
     return app

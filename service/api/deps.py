@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import AsyncIterator
 from typing import Annotated
 
@@ -52,3 +53,16 @@ async def current_tenant(request: Request, session: SessionDep, settings: Settin
 
 
 CurrentTenant = Annotated[Tenant, Depends(current_tenant)]
+
+
+def require_admin(request: Request, settings: SettingsDep) -> str:
+    """The admin credential is its own secret, never a tenant key. Returns the actor name for
+    the audit log (X-Fairway-Actor if the caller names itself, else "admin")."""
+    token = _bearer(request)
+    if not hmac.compare_digest(token.encode(), settings.admin_token.encode()):
+        raise APIError(403, "This route needs the admin credential.", code="forbidden")
+    actor = request.headers.get("x-fairway-actor", "").strip()[:64]
+    return f"admin:{actor}" if actor else "admin"
+
+
+AdminDep = Annotated[str, Depends(require_admin)]

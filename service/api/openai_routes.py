@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,7 +21,10 @@ from service.jobs.models import Job
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 from service.jobs.service import cancel_job, create_job, get_job, job_public_view, parse_public_id
 from service.jobs.tiers import classify
+from service.observability.requests import NULL_OBSERVER, observe_request, record_refusal
+from service.quotas.admission import admit_request, quota_store
 from service.settings import Settings
+from service.tenants.models import Tenant
 
 log = logging.getLogger("fairway.api")
 router = APIRouter(prefix="/v1")
@@ -38,14 +42,14 @@ async def list_models(request: Request, _: CurrentTenant) -> dict[str, Any]:
 async def chat_completions(body: ChatCompletionRequest, request: Request, tenant: CurrentTenant,
                            session: SessionDep, settings: SettingsDep
                            ) -> dict[str, Any] | StreamingResponse:
-    return await _submit(request, session, settings, tenant.id, body, chat=True)
+    return await _submit(request, session, settings, tenant, body, chat=True)
 
 
 @router.post("/completions", response_model=None)
 async def completions(body: CompletionRequest, request: Request, tenant: CurrentTenant,
                       session: SessionDep, settings: SettingsDep
                       ) -> dict[str, Any] | StreamingResponse:
-    return await _submit(request, session, settings, tenant.id, body, chat=False)
+    return await _submit(request, session, settings, tenant, body, chat=False)
 
 
 @router.get("/jobs/{job_id}")
@@ -57,9 +61,10 @@ async def read_job(job_id: str, tenant: CurrentTenant, session: SessionDep) -> d
     return job_public_view(job)
 
 
-async def _submit(request: Request, session: Any, settings: Settings, tenant_id: uuid.UUID,
+async def _submit(request: Request, session: Any, settings: Settings, tenant: Tenant,
                   body: ChatCompletionRequest | CompletionRequest, *, chat: bool
                   ) -> dict[str, Any] | StreamingResponse:
+    started = time.perf_counter()
     if body.model not in await request.app.state.catalog.models():
         raise APIError(404, f"The model '{body.model}' does not exist.",
                        code="model_not_found", param="model")
@@ -67,42 +72,59 @@ async def _submit(request: Request, session: Any, settings: Settings, tenant_id:
     if max_tokens > settings.max_tokens_limit:
         raise APIError(400, f"max_tokens must be at most {settings.max_tokens_limit}.",
                        code="invalid_value", param="max_tokens")
+    payload = body.model_dump(mode="json", exclude_none=True)
+    try:
+        admission = await admit_request(session, quota_store(request.app.state), tenant=tenant,
+                                        body=payload, max_tokens=max_tokens,
+                                        slot_ttl_s=settings.request_timeout_seconds + 60)
+    except APIError as exc:
+        record_refusal(tenant.id, exc.code, exc.message)
+        raise
     now = dt.datetime.now(dt.UTC)
-    classification = classify(body.service_tier, body.deadline_ms, now=now,
+    classification = classify(admission.service_tier, body.deadline_ms, now=now,
                               realtime_deadline_s=settings.realtime_deadline_seconds,
                               flex_deadline_s=settings.flex_deadline_seconds)
-    job = await create_job(
-        session, tenant_id=tenant_id, endpoint="chat.completions" if chat else "completions",
-        model=body.model, request=body.model_dump(mode="json", exclude_none=True),
-        stream=body.stream, max_tokens=max_tokens, classification=classification)
+    job = await admission.guard(create_job(
+        session, tenant_id=tenant.id, endpoint="chat.completions" if chat else "completions",
+        model=body.model, request=payload,
+        stream=body.stream, max_tokens=max_tokens, classification=classification))
     builder = ShapeBuilder(chat=chat, public_id=("chatcmpl-" if chat else "cmpl-") + job.id.hex,
                            created=int(now.timestamp()), model=body.model,
                            service_tier=classification.service_tier)
+    obs = observe_request(model=body.model, tenant=tenant.id, job_class=classification.kind,
+                          tier=classification.service_tier, started=started,
+                          slo_s=(classification.deadline_at - now).total_seconds())
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return StreamingResponse(_stream(request, job.id, builder, include_usage, settings),
+        events = _stream(request, job.id, builder, include_usage, settings, obs)
+        return StreamingResponse(admission.wrap(obs.wrap(events)),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache",
                                           "X-Fairway-Job": job.public_id})
-    return await _wait(request, job.id, builder, settings)
+    return await admission.around(obs.around(_wait(request, job.id, builder, settings, obs)))
 
 
 async def _wait(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
-                settings: Settings) -> dict[str, Any]:
+                settings: Settings, obs: Any = NULL_OBSERVER) -> dict[str, Any]:
     state = request.app.state
     try:
         async for ev in follow_job(state.redis, job_id, timeout_s=settings.request_timeout_seconds,
                                    is_disconnected=request.is_disconnected):
+            if ev.type == "delta":
+                obs.first_token()
             if ev.type == "final":
                 async with state.sessionmaker() as session:
                     job = await session.get(Job, job_id)
                 assert job is not None  # the worker writes the row before the final event
+                obs.finished(ok=True, completion_tokens=job.completion_tokens or 0)
                 return builder.completion((job.result or {}).get("text", ""), job.finish_reason,
                                           usage_dict(job.prompt_tokens or 0,
                                                      job.completion_tokens or 0))
             if ev.type == "error":
+                obs.finished(ok=False)
                 raise _job_error(ev.fields)
             if ev.type == "timeout":
+                obs.finished(ok=False)
                 await _cancel(state, job_id)
                 raise APIError(504, "The request timed out before the job finished.",
                                code="timeout")
@@ -113,7 +135,8 @@ async def _wait(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
 
 
 async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
-                  include_usage: bool, settings: Settings) -> AsyncIterator[bytes]:
+                  include_usage: bool, settings: Settings,
+                  obs: Any = NULL_OBSERVER) -> AsyncIterator[bytes]:
     state = request.app.state
     done = False
     try:
@@ -121,9 +144,11 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
             yield sse(builder.chunk("", first=True, with_usage_field=include_usage))
         async for ev in follow_job(state.redis, job_id, timeout_s=settings.request_timeout_seconds):
             if ev.type == "delta":
+                obs.first_token()
                 yield sse(builder.chunk(ev.text, with_usage_field=include_usage))
             elif ev.type == "final":
                 f = ev.fields
+                obs.finished(ok=True, completion_tokens=int(f.get("completion_tokens", 0)))
                 yield sse(builder.chunk(None if builder.chat else "",
                                         finish_reason=f.get("finish_reason"),
                                         with_usage_field=include_usage))
@@ -132,9 +157,11 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
                                                              int(f["completion_tokens"]))))
                 done = True
             elif ev.type == "error":
+                obs.finished(ok=False)
                 yield sse(_job_error(ev.fields).body())
                 done = True
             else:  # timeout
+                obs.finished(ok=False)
                 yield sse(error_body("The request timed out.", "timeout_error", "timeout"))
         yield sse("[DONE]")
     finally:

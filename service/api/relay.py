@@ -33,8 +33,8 @@ async def follow_job(
 ) -> AsyncIterator[RelayEvent]:
     """Yields deltas, then one final/error event (or a timeout event).
 
-    A retried attempt regenerates from its first token; text up to what was already sent is
-    dropped, which is exact for deterministic (greedy or seeded) decoding.
+    A re-run attempt regenerates from its first token (or its checkpoint); text up to what was
+    already sent is dropped, which is exact for deterministic (greedy or seeded) decoding.
     """
     key = stream_key(job_id)
     last_id = "0-0"
@@ -58,7 +58,9 @@ async def follow_job(
                 return
             attempt = int(ev.get("attempt", 0))
             text = ev.get("text", "")
-            start = produced.get(attempt, 0)
+            # Workers send the delta's character offset in the whole output; a resumed
+            # attempt starts after its checkpoint, a re-run from zero.
+            start = int(ev["offset"]) if "offset" in ev else produced.get(attempt, 0)
             end = start + len(text)
             produced[attempt] = end
             if end > sent:

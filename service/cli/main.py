@@ -20,10 +20,12 @@ def cmd_api(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.api.app import create_app
+    from service.logs import configure_logging
 
     settings = _settings(api_port=args.port)
+    configure_logging(settings.log_level)  # uvicorn's own loggers then log JSON lines too
     uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port,
-                log_level=settings.log_level.lower(), access_log=False)
+                log_level=settings.log_level.lower(), access_log=False, log_config=None)
     return 0
 
 
@@ -124,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     kc.add_argument("tenant")
     kc.add_argument("--name", default="default")
     kc.set_defaults(func=cmd_key_create)
+
+    from service.cli.batch import add_parser as add_batch_parser
+
+    add_batch_parser(sub)
 
     model = sub.add_parser("model", help="models").add_subparsers(dest="sub", required=True)
     model.add_parser("prepare", help="convert the default model once").set_defaults(

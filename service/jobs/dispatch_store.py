@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, select, text, update
+from sqlalchemy import Row, func, select, text, update
 from sqlalchemy.orm import Session
 
 from service.jobs.models import Job, JobStatus
@@ -33,10 +33,13 @@ class QueuedJob:
     max_tokens: int
     prompt_tokens_estimate: int
     prefix_key: str | None
+    generated_tokens: int  # checkpointed output of a preempted job
 
 
 _QUEUED_COLUMNS = (Job.id, Job.seq, Job.tenant_id, Tenant.weight, Job.kind, Job.priority,
-                   Job.model, Job.queued_at, Job.deadline_at, Job.max_tokens, Job.request)
+                   Job.model, Job.created_at, Job.deadline_at, Job.max_tokens, Job.request,
+                   func.coalesce(func.jsonb_array_length(Job.checkpoint_token_ids), 0)
+                   .label("generated"))
 
 
 def _to_queued(row: Row[Any]) -> QueuedJob:
@@ -47,8 +50,8 @@ def _to_queued(row: Row[Any]) -> QueuedJob:
     if messages and len(messages) > 1 and messages[0].get("role") in ("system", "developer"):
         prefix_key = hashlib.sha1(json.dumps(messages[0]).encode()).hexdigest()[:16]
     return QueuedJob(row.id, row.seq, row.tenant_id, row.weight, row.kind, row.priority,
-                     row.model, row.queued_at, row.deadline_at, row.max_tokens,
-                     max(1, len(body_text) // 4), prefix_key)
+                     row.model, row.created_at, row.deadline_at, row.max_tokens,
+                     max(1, len(body_text) // 4), prefix_key, row.generated)
 
 
 def fetch_queued(session: Session, *, job_ids: Iterable[uuid.UUID] | None = None,

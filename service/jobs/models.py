@@ -45,6 +45,7 @@ class Job(Base):
     __table_args__ = (
         Index("ix_jobs_status_seq", "status", "seq"),
         Index("ix_jobs_tenant_created", "tenant_id", "created_at"),
+        Index("ix_jobs_batch_status", "batch_id", "status"),
         Index(
             "ix_jobs_lease_active",
             "lease_expires_at",
@@ -79,6 +80,16 @@ class Job(Base):
     cached_tokens: Mapped[int | None] = mapped_column(Integer)
     # Generated token ids so far; a resumed attempt continues from prompt + these.
     checkpoint_token_ids: Mapped[list[int] | None] = mapped_column(JSONB)
+    # Preemption record: how often, prefill paid again on resume, and time spent parked.
+    preemptions: Mapped[int] = mapped_column(Integer, server_default="0", default=0)
+    recomputed_tokens: Mapped[int] = mapped_column(Integer, server_default="0", default=0)
+    parked_seconds: Mapped[float] = mapped_column(server_default="0", default=0.0)
+    preempted_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    # Batch lines only: the batch, the line's custom_id and its 1-based line in the input file.
+    batch_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("batches.id", ondelete="CASCADE"))
+    custom_id: Mapped[str | None] = mapped_column(String(512))
+    line_no: Mapped[int | None] = mapped_column(Integer)
 
     created_at: Mapped[dt.datetime] = utcnow_column()
     queued_at: Mapped[dt.datetime] = utcnow_column()

@@ -48,6 +48,8 @@ class _GenerationParams(BaseModel):
     user: str | None = None
     # Fairway extension (send with the SDK's extra_body): finish within this many ms.
     deadline_ms: int | None = Field(default=None, gt=0, le=7 * 24 * 3600 * 1000)
+    # vLLM-compatible extension: keep generating past EOS up to max_tokens (benchmarks).
+    ignore_eos: bool = False
 
     @field_validator("stop")
     @classmethod

@@ -16,8 +16,10 @@ class Tenant(Base):
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
     name: Mapped[str] = mapped_column(String(128), unique=True)
-    tier: Mapped[str] = mapped_column(String(32), default="standard")
-    # Fair-share weight; the tiers issue moves this into a tiers table.
+    tier: Mapped[str] = mapped_column(
+        String(32), ForeignKey("tiers.name", onupdate="CASCADE"), default="standard")
+    # Effective fair-share weight, read by the dispatcher. service.tiers keeps it equal to the
+    # tier's weight (set on tier change and when a tier's weight is edited).
     weight: Mapped[float] = mapped_column(default=1.0)
     suspended_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[dt.datetime] = utcnow_column()

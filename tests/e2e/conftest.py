@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
-from redis import Redis
 
-from tests.support.services import create_database, drop_database, redis_url
+from tests.support.services import (
+    claim_redis_db,
+    create_database,
+    drop_database,
+    release_redis_db,
+)
 from tests.support.stack import Stack
 
 E2E_ENV = {
@@ -23,9 +29,9 @@ E2E_ENV = {
 def vllm_stack() -> Iterator[Stack]:
     pytest.importorskip("vllm", reason="the real engine is not installed (FAIRWAY_ENGINE_EXTRA)")
     db = create_database("fairway_e2e")
-    url = redis_url(13)
-    Redis.from_url(url).flushdb()
-    stack = Stack(db, url, env_overrides=dict(E2E_ENV))
+    url = claim_redis_db()
+    files = tempfile.mkdtemp(prefix="fairway-files-")
+    stack = Stack(db, url, env_overrides={**E2E_ENV, "FAIRWAY_FILES_DIR": files})
     try:
         stack.start_api()
         stack.start_dispatcher()
@@ -34,3 +40,5 @@ def vllm_stack() -> Iterator[Stack]:
     finally:
         stack.stop()
         drop_database(db)
+        release_redis_db(url)
+        shutil.rmtree(files, ignore_errors=True)

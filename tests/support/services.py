@@ -38,3 +38,31 @@ def drop_database(url: str) -> None:
 
 def redis_url(db: int) -> str:
     return f"{REDIS_BASE_URL}/{db}"
+
+
+_LEASE_KEY = "fairway:test-redis-db:{}"
+
+
+def claim_redis_db(ttl_s: int = 4 * 3600) -> str:
+    """A Redis db number no other stack (in this run or a concurrent one) is using, flushed.
+
+    Stacks share Celery queue names (worker "sim-1"), so two stacks on one db would take
+    each other's tasks. Leases live in db 0; release_redis_db gives one back.
+    """
+    from redis import Redis
+
+    admin = Redis.from_url(redis_url(0))
+    for db in range(1, 16):
+        if admin.set(_LEASE_KEY.format(db), os.getpid(), nx=True, ex=ttl_s):
+            url = redis_url(db)
+            Redis.from_url(url).flushdb()
+            return url
+    raise RuntimeError("no free Redis db for a test stack (all 15 leased)")
+
+
+def release_redis_db(url: str) -> None:
+    from redis import Redis
+
+    db = int(url.rsplit("/", 1)[1])
+    Redis.from_url(url).flushdb()
+    Redis.from_url(redis_url(0)).delete(_LEASE_KEY.format(db))

@@ -72,7 +72,7 @@ class Stack:
         self.spawn("api", ["api", "--port", str(self.port)])
         wait_until(lambda: _http_ok(self.base_url + "/healthz"), 60, "api", self)
 
-    def start_dispatcher(self, name: str = "scheduler", policy: str = "priority") -> Proc:
+    def start_dispatcher(self, name: str = "scheduler", policy: str = "fairway") -> Proc:
         return self.spawn(name, ["scheduler", "--policy", policy])
 
     def start_worker(self, worker_id: str, engine: str = "sim", timeout_s: float = 120,

@@ -6,7 +6,7 @@ from sched_helpers import assigns, batch, order, rt, worker
 
 from scheduler.interface import PolicyKind
 from scheduler.policies import FairwayConfig, FairwayPolicy, make_policy
-from scheduler.types import Reject
+from scheduler.types import Reject, WorkerView
 
 NO_HEADROOM = FairwayConfig(headroom_enabled=False)
 
@@ -131,13 +131,16 @@ def test_unreachable_slo_is_rejected_and_flex_goes_first() -> None:
     assert [d.job_id for d in policy.schedule(1.0) if isinstance(d, Reject)] == ["flex2"]
 
 
-def test_job_for_unserved_model_is_rejected_if_realtime_and_kept_if_batch() -> None:
+def test_job_for_unserved_model_waits_and_runs_once_a_worker_serves_it() -> None:
     policy = one_slot_policy()
     policy.on_job_arrived(rt("r1", model="other"))
     policy.on_job_arrived(batch("b1", model="other"))
-    decisions = policy.schedule(0.0)
-    assert [(type(d).__name__, d.job_id) for d in decisions] == [("Reject", "r1")]
-    assert policy.num_queued() == 1
+    assert policy.schedule(0.0) == []  # a worker may be starting: wait, don't refuse
+    assert policy.num_queued() == 2
+    policy.on_worker_heartbeat(WorkerView(
+        worker_id="w-other", models=("other",), max_slots=1, running=0,
+        kv_capacity_tokens=100_000, kv_used_tokens=0, last_seen=0.0))
+    assert [(type(d).__name__, d.job_id) for d in policy.schedule(1.0)] == [("Assign", "r1")]
 
 
 def test_cancelled_job_is_never_assigned() -> None:
