@@ -89,6 +89,12 @@ def cmd_model_prepare(_: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sim(args: argparse.Namespace) -> int:
+    from scheduler.sim.cli import main as sim_main
+
+    return sim_main(args.sim_args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fairway", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -130,6 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
     from service.cli.batch import add_parser as add_batch_parser
 
     add_batch_parser(sub)
+
+    sim = sub.add_parser("sim", help="run a scheduling scenario in simulated time "
+                                     "(same as python -m scheduler.sim)")
+    sim.add_argument("sim_args", nargs=argparse.REMAINDER)
+    sim.set_defaults(func=cmd_sim)
 
     model = sub.add_parser("model", help="models").add_subparsers(dest="sub", required=True)
     model.add_parser("prepare", help="convert the default model once").set_defaults(
