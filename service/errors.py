@@ -36,6 +36,7 @@ class APIError(Exception):
         param: str | None = None,
         type_: str | None = None,
         headers: dict[str, str] | None = None,
+        reason: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -44,6 +45,8 @@ class APIError(Exception):
         self.param = param
         self.type = type_ or _TYPES.get(status, "api_error")
         self.headers = headers
+        # Machine-readable cause for metrics (e.g. the quota limit that refused); not sent.
+        self.reason = reason
 
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.type, self.code, self.param)

@@ -3,9 +3,11 @@ commits together with its audit entry. Everything here needs the admin credentia
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Depends
+from redis.exceptions import RedisError
 
 from service.admin import tenant_ops as ops
 from service.admin.audit import record
@@ -16,6 +18,7 @@ from service.quotas.limits import effective_limits
 from service.quotas.store import QuotaStore
 from service.tiers import service as tiers
 
+log = logging.getLogger("fairway.admin")
 router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
 
 
@@ -45,11 +48,16 @@ async def read_tenant(tenant_id: str, session: SessionDep) -> dict[str, Any]:
 
 @router.patch("/tenants/{tenant_id}")
 async def update_tenant(tenant_id: str, body: TenantUpdate, actor: AdminDep,
-                        session: SessionDep) -> dict[str, Any]:
-    tenant = await ops.update_tenant(session, actor=actor,
-                                     tenant=await ops.require_tenant(session, tenant_id),
-                                     tier=body.tier, suspended=body.suspended)
+                        session: SessionDep, redis: RedisDep,
+                        settings: SettingsDep) -> dict[str, Any]:
+    tenant, cancelled = await ops.update_tenant(
+        session, actor=actor, tenant=await ops.require_tenant(session, tenant_id),
+        tier=body.tier, suspended=body.suspended)
     await session.commit()
+    try:
+        await ops.tell_cancelled(redis, cancelled, ttl_s=settings.stream_ttl_seconds)
+    except RedisError:  # the waiting requests then end at their timeout
+        log.warning("could not notify cancelled requests", extra={"tenant_id": tenant_id})
     return ops.tenant_view(tenant)
 
 

@@ -7,11 +7,16 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from sqlalchemy import func, select
+from redis.asyncio import Redis
+from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.admin import audit
+from service.batches.models import BATCH_PREFIX
+from service.batches.service import cancel_tenant_batches
 from service.errors import APIError
+from service.jobs.events import JOBS_CHANNEL, stream_key
+from service.jobs.models import Job, JobStatus
 from service.quotas.models import TenantQuota
 from service.tenants.keys import display_prefix, generate_key, hash_key
 from service.tenants.models import ApiKey, Tenant
@@ -72,8 +77,16 @@ async def create_tenant(session: AsyncSession, *, actor: str, name: str, tier: s
     return tenant
 
 
+SUSPENDED_ERROR = {"code": "tenant_suspended", "status": 403,
+                   "message": "The request was cancelled: its tenant was suspended."}
+
+
 async def update_tenant(session: AsyncSession, *, actor: str, tenant: Tenant,
-                        tier: str | None, suspended: bool | None) -> Tenant:
+                        tier: str | None, suspended: bool | None
+                        ) -> tuple[Tenant, list[uuid.UUID]]:
+    """Returns the tenant and the realtime jobs a suspension cancelled (the route tells their
+    waiting requests after the commit, see `tell_cancelled`)."""
+    cancelled_jobs: list[uuid.UUID] = []
     if tier is not None and tier != tenant.tier:
         tier_row = await _tier(session, tier)
         audit.record(session, actor=actor, action="tenant.tier_change", target_type="tenant",
@@ -82,11 +95,54 @@ async def update_tenant(session: AsyncSession, *, actor: str, tenant: Tenant,
     if suspended is not None and suspended != (tenant.suspended_at is not None):
         # Takes effect on the next request: authentication reads suspended_at every time.
         tenant.suspended_at = dt.datetime.now(dt.UTC) if suspended else None
+        details: dict[str, Any] = {}
+        if suspended:
+            cancelled_jobs, batches = await stop_queued_work(session, tenant_id=tenant.id)
+            details = {"cancelled_jobs": len(cancelled_jobs),
+                       "cancelled_batches": [BATCH_PREFIX + b.hex for b in batches]}
         audit.record(session, actor=actor,
                      action="tenant.suspend" if suspended else "tenant.unsuspend",
-                     target_type="tenant", target_id=str(tenant.id))
+                     target_type="tenant", target_id=str(tenant.id), details=details)
     await session.flush()
-    return tenant
+    return tenant, cancelled_jobs
+
+
+async def stop_queued_work(session: AsyncSession, *, tenant_id: uuid.UUID
+                           ) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+    """A suspension stops what has not started: queued requests of the realtime API (every
+    job outside a batch file: realtime, and flex, which runs at batch class) are cancelled
+    (the dispatcher hears `cancel:<id>` for each and drops them), and open batches are cancelled
+    as POST /v1/batches/{id}/cancel does (queued lines stop, running lines finish, the batch
+    ends `cancelled` with its partial results). Jobs already on a worker run to their end.
+    No commit: it lands with the suspension and its audit entry."""
+    now = dt.datetime.now(dt.UTC)
+    jobs = list((await session.scalars(
+        update(Job).where(Job.tenant_id == tenant_id, Job.batch_id.is_(None),
+                          Job.status == JobStatus.QUEUED)
+        .values(status=JobStatus.CANCELLED, cancelled_at=now, finished_at=now, updated_at=now,
+                lease_expires_at=None, error=SUSPENDED_ERROR)
+        .returning(Job.id))).all())
+    if jobs:  # delivered on commit, like every NOTIFY
+        await session.execute(
+            text("SELECT pg_notify(:c, 'cancel:' || j) FROM unnest(CAST(:ids AS text[])) AS j"),
+            {"c": JOBS_CHANNEL, "ids": [str(j) for j in jobs]})
+    batches = await cancel_tenant_batches(session, tenant_id=tenant_id)
+    return jobs, batches
+
+
+async def tell_cancelled(redis: Redis, job_ids: list[uuid.UUID], *, ttl_s: int) -> None:
+    """After the commit: end the HTTP requests still waiting on the cancelled jobs with the
+    error (their event streams get the final `error` event a worker would have sent)."""
+    if not job_ids:
+        return
+    async with redis.pipeline(transaction=False) as pipe:
+        for job_id in job_ids:
+            key = stream_key(job_id)
+            pipe.xadd(key, {"type": "error", "attempt": 0, "status": SUSPENDED_ERROR["status"],
+                            "code": SUSPENDED_ERROR["code"],
+                            "message": SUSPENDED_ERROR["message"]})
+            pipe.expire(key, ttl_s)
+        await pipe.execute()
 
 
 async def delete_tenant(session: AsyncSession, *, actor: str, tenant: Tenant) -> None:

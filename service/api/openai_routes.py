@@ -78,7 +78,7 @@ async def _submit(request: Request, session: Any, settings: Settings, tenant: Te
                                         body=payload, max_tokens=max_tokens,
                                         slot_ttl_s=settings.request_timeout_seconds + 60)
     except APIError as exc:
-        record_refusal(tenant.id, exc.code, exc.message)
+        record_refusal(tenant.id, exc)
         raise
     now = dt.datetime.now(dt.UTC)
     classification = classify(admission.service_tier, body.deadline_ms, now=now,

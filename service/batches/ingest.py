@@ -8,6 +8,12 @@ API died mid-way). Why it is safe to run twice, or to die half-way:
   the lock and every uncommitted job row with it, and the batch is still `validating`.
 * Jobs are written with COPY inside the same transaction that moves the batch to
   `in_progress`: either every valid line is a job, or none is.
+* Quota: once the lines are counted, the batch's estimate (prompt estimate + max_tokens,
+  summed over valid lines) is reserved against the tenant's enqueued-token limit and monthly
+  budget (service/quotas/batch.py), keyed by the batch id. A refusal rolls the COPY back and
+  fails the batch (`token_limit_exceeded` / `insufficient_quota`). A reservation left by an
+  attempt that never committed is given back first (a batch still `validating`, whose lock
+  we hold, has no committed jobs), so a retried validation never reserves twice.
 
 Memory stays flat: the file is read line by line and rows stream into COPY; the only
 per-line state is the set of custom_ids (needed to find duplicates).
@@ -22,6 +28,7 @@ import uuid
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from redis import Redis
 from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
@@ -33,7 +40,11 @@ from service.files.storage import FileStorage, StorageWriter
 from service.jobs.events import JOBS_CHANNEL
 from service.jobs.models import JobKind, JobStatus
 from service.jobs.tiers import BATCH_PRIORITY
+from service.observability.requests import record_rejection
+from service.quotas.batch import admit_batch_sync, settle_batch_sync
+from service.quotas.store import SyncQuotaStore
 from service.settings import Settings
+from service.tenants.models import Tenant
 
 log = logging.getLogger("fairway.batches")
 
@@ -64,14 +75,20 @@ def iter_lines(reader: BinaryIO, max_len: int = MAX_LINE_BYTES
 
 
 def validate_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorage,
-                   settings: Settings, known_models: set[str] | None = None) -> str | None:
-    """Validate and ingest one batch; returns its new status, or None if not ours to do."""
+                   settings: Settings, redis: Redis,
+                   known_models: set[str] | None = None) -> str | None:
+    """Validate and ingest one batch; returns its new status, or None if not ours to do.
+    `redis` is a synchronous client (quota admission); a Redis outage raises, leaving the
+    batch `validating` for the dispatcher's retry."""
     batch = session.scalar(select(Batch).where(
         Batch.id == batch_id, Batch.status == BatchStatus.VALIDATING)
         .with_for_update(skip_locked=True))
     if batch is None:
         session.rollback()
         return None
+    quotas = SyncQuotaStore(redis)
+    # Before reading the file: gives back a stale reservation, and fails fast without Redis.
+    settle_batch_sync(quotas, tenant_id=batch.tenant_id, batch_id=batch.id, actual_tokens=0)
     source = session.get(StoredFile, batch.input_file_id) if batch.input_file_id else None
     if source is None or not storage.exists(source.storage_key):
         return _fail(session, batch, "input_file_missing", "The input file no longer exists.")
@@ -87,7 +104,13 @@ def validate_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorag
     except BaseException:
         run.abort()
         raise
-    failure = run.whole_file_failure(validator, settings, known_models)
+    try:
+        failure = run.whole_file_failure(validator, settings, known_models)
+        if failure is None:
+            failure = _admit(session, quotas, batch, run.tokens)
+    except BaseException:
+        run.abort()
+        raise
     if failure is not None:
         savepoint.rollback()
         run.abort()
@@ -112,6 +135,7 @@ class _Run:
     def __init__(self, batch: Batch, storage: FileStorage) -> None:
         self.batch, self.storage = batch, storage
         self.total = self.valid = self.invalid = 0
+        self.tokens = 0  # sum of valid lines' prompt estimate + max_tokens (for admission)
         self.sample: list[dict[str, object]] = []
         self.errors: StorageWriter | None = None
 
@@ -130,6 +154,7 @@ class _Run:
                     self._error(result)
                     continue
                 self.valid += 1
+                self.tokens += result.estimated_tokens
                 copy.write_row((
                     uuid.uuid4(), b.tenant_id, JobKind.BATCH.value, "default", BATCH_PRIORITY,
                     endpoint, result.model, result.request_json,
@@ -164,6 +189,28 @@ class _Run:
         if self.errors is not None:
             self.errors.abort()
             self.errors = None
+
+
+def _admit(session: Session, quotas: SyncQuotaStore, batch: Batch,
+           tokens: int) -> tuple[str, str] | None:
+    """Reserve the batch's estimate; (code, message) for the batch's errors when refused."""
+    tier = session.scalar(select(Tenant.tier).where(Tenant.id == batch.tenant_id))
+    decision, limits = admit_batch_sync(session, quotas, tenant_id=batch.tenant_id,
+                                        tier=tier or "", batch_id=batch.id, tokens=tokens)
+    if decision.admitted:
+        return None
+    log.info("batch refused by quota", extra={"batch_id": str(batch.id),
+                                               "reason": decision.reason, "tokens": tokens})
+    record_rejection(batch.tenant_id, decision.reason)
+    if decision.reason == "monthly_tokens":
+        return ("insufficient_quota",
+                f"The batch needs up to {tokens} tokens, more than is left of the monthly "
+                f"token budget ({limits.monthly_tokens}).")
+    return ("token_limit_exceeded",
+            f"Enqueued token limit reached: the batch needs up to {tokens} tokens (prompt "
+            f"estimates plus max_tokens), which with the tenant's other unfinished batches "
+            f"exceeds the limit of {limits.batch_enqueued_tokens} enqueued tokens. Retry "
+            f"when they finish, or submit fewer tokens.")
 
 
 def _prefer_lz4(session: Session) -> None:

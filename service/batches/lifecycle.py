@@ -4,6 +4,12 @@ Called from the dispatcher's maintenance tick through service/batches/maintenanc
 step locks the batch row `FOR UPDATE SKIP LOCKED` and re-checks its status, so a step that
 two processes (an old and a new dispatcher leader) both attempt happens once, and a step
 interrupted by a crash is simply found again on the next tick.
+
+Quota: every step that ends a batch (completed, expired, cancelled) settles its reservation
+(service/quotas/batch.py) under the row lock and before anything is written: the enqueued
+tokens are released and the month corrected to the tokens its jobs really used. Settling
+deletes the reservation, so a repeated or retried step settles nothing twice; a Redis outage
+fails the step before the result files are written, and the next tick retries it.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 
 from redis import Redis
-from sqlalchemy import exists, select, text, update
+from sqlalchemy import exists, func, select, text, update
 from sqlalchemy.orm import Session
 
 from service.batches.ingest import validate_batch, validation_errors_key
@@ -24,6 +30,8 @@ from service.batches.results import EXPIRED, Assembled, assemble_results
 from service.files.storage import FileStorage
 from service.jobs.events import JOBS_CHANNEL, control_channel
 from service.jobs.models import ACTIVE_STATUSES, Job, JobStatus
+from service.quotas.batch import settle_batch_sync
+from service.quotas.store import SyncQuotaStore
 from service.settings import Settings
 
 log = logging.getLogger("fairway.batches")
@@ -61,16 +69,18 @@ def run_step(session: Session, *, due: Due, storage: FileStorage, settings: Sett
              redis: Redis) -> str | None:
     """Carry out one step; returns the batch's new status, or None if nothing was done."""
     if due.action == "validate":
-        return validate_batch(session, batch_id=due.batch_id, storage=storage, settings=settings)
+        return validate_batch(session, batch_id=due.batch_id, storage=storage, settings=settings,
+                              redis=redis)
     if due.action == "expire":
         return expire_batch(session, batch_id=due.batch_id, storage=storage, redis=redis)
     if due.action == "cancel":
         return _close(session, due.batch_id, storage, BatchStatus.CANCELLING,
-                      BatchStatus.CANCELLED)
-    return finalize_batch(session, batch_id=due.batch_id, storage=storage)
+                      BatchStatus.CANCELLED, redis)
+    return finalize_batch(session, batch_id=due.batch_id, storage=storage, redis=redis)
 
 
-def finalize_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorage) -> str | None:
+def finalize_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorage,
+                   redis: Redis) -> str | None:
     """in_progress -> finalizing (committed, so clients see it) -> completed with files."""
     now = dt.datetime.now(dt.UTC)
     moved = session.execute(
@@ -82,7 +92,8 @@ def finalize_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorag
             BatchStatus.FINALIZING):
         session.rollback()
         return None
-    return _close(session, batch_id, storage, BatchStatus.FINALIZING, BatchStatus.COMPLETED)
+    return _close(session, batch_id, storage, BatchStatus.FINALIZING, BatchStatus.COMPLETED,
+                  redis)
 
 
 def expire_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorage,
@@ -101,6 +112,7 @@ def expire_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorage,
     for row in placed:  # the dispatcher frees their slots, as for any cancelled job
         session.execute(text("SELECT pg_notify(:c, :p)"),
                         {"c": JOBS_CHANNEL, "p": f"cancel:{row.id}"})
+    settle_quota(session, batch, redis)
     assembled = assemble_results(session, batch=batch, storage=storage)
     _apply(batch, assembled)
     batch.status, batch.expired_at = BatchStatus.EXPIRED, now
@@ -114,10 +126,11 @@ def expire_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorage,
 
 
 def _close(session: Session, batch_id: uuid.UUID, storage: FileStorage, from_status: str,
-           to_status: BatchStatus) -> str | None:
+           to_status: BatchStatus, redis: Redis) -> str | None:
     batch = _lock(session, batch_id, from_status)
     if batch is None:
         return None
+    settle_quota(session, batch, redis)
     _apply(batch, assemble_results(session, batch=batch, storage=storage))
     now = dt.datetime.now(dt.UTC)
     batch.status = to_status
@@ -129,6 +142,22 @@ def _close(session: Session, batch_id: uuid.UUID, storage: FileStorage, from_sta
     storage.delete(validation_errors_key(batch_id))  # now part of the error file
     log.info("batch closed", extra={"batch_id": str(batch_id), "status": to_status.value})
     return to_status
+
+
+def settle_quota(session: Session, batch: Batch, redis: Redis) -> int | None:
+    """Release the batch's quota reservation, correcting the month to its jobs' real tokens
+    (prompt + completion of every line, as usage_daily counts them). Call with the batch row
+    locked, before the commit that makes the batch final. Idempotent: None once settled."""
+    used = session.scalar(
+        select(func.coalesce(func.sum(func.coalesce(Job.prompt_tokens, 0)
+                                      + func.coalesce(Job.completion_tokens, 0)), 0))
+        .where(Job.batch_id == batch.id))
+    reserved = settle_batch_sync(SyncQuotaStore(redis), tenant_id=batch.tenant_id,
+                                 batch_id=batch.id, actual_tokens=int(used or 0))
+    if reserved is not None:
+        log.info("batch quota settled", extra={"batch_id": str(batch.id),
+                                               "reserved": reserved, "used": int(used or 0)})
+    return reserved
 
 
 def _lock(session: Session, batch_id: uuid.UUID, status: str) -> Batch | None:

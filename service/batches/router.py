@@ -8,6 +8,7 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
+from redis import Redis
 
 from service.api.deps import CurrentTenant, SessionDep, SettingsDep
 from service.batches.ingest import validate_batch
@@ -24,6 +25,9 @@ from service.batches.service import (
 from service.db.session import sync_session
 from service.errors import APIError
 from service.files.storage import storage_for
+from service.observability.requests import record_refusal
+from service.quotas.admission import quota_store
+from service.quotas.batch import check_batch_create
 from service.settings import Settings
 
 log = logging.getLogger("fairway.batches")
@@ -38,6 +42,11 @@ async def create(body: BatchCreate, request: Request, tenant: CurrentTenant,
     if body.completion_window not in windows:
         raise APIError(400, f"completion_window must be one of {sorted(windows)}.",
                        code="invalid_value", param="completion_window")
+    try:
+        await check_batch_create(session, quota_store(request.app.state), tenant=tenant)
+    except APIError as exc:
+        record_refusal(tenant.id, exc)
+        raise
     batch = await create_batch(session, tenant_id=tenant.id, body=body,
                                window=windows[body.completion_window])
     known = set(await request.app.state.catalog.models())
@@ -84,10 +93,13 @@ async def _owned(session: SessionDep, tenant_id: uuid.UUID, batch_id: str) -> Ba
 
 
 def _validate(settings: Settings, batch_id: uuid.UUID, known_models: set[str]) -> None:
+    redis = Redis.from_url(settings.redis_url)  # sync client: this runs in a thread
     try:
         with sync_session(settings.database_url) as session:
             validate_batch(session, batch_id=batch_id, storage=storage_for(settings.files_root),
-                           settings=settings, known_models=known_models)
+                           settings=settings, redis=redis, known_models=known_models)
     except Exception:
         log.exception("batch validation crashed; the dispatcher retries it",
                       extra={"batch_id": str(batch_id)})
+    finally:
+        redis.close()

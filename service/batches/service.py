@@ -80,13 +80,34 @@ async def cancel_batch(session: AsyncSession, *, batch: Batch) -> Batch:
             return batch
         raise APIError(409, f"Cannot cancel a batch with status '{batch.status}'.",
                        code="invalid_state")
-    await session.execute(
-        update(Job).where(Job.batch_id == batch.id, Job.status == JobStatus.QUEUED)
-        .values(status=JobStatus.CANCELLED, cancelled_at=now, finished_at=now, updated_at=now,
-                error={**CANCELLED, "status": 499}))
+    await _cancel_queued_lines(session, [batch.id], now)
     await session.commit()
     await session.refresh(batch)
     return batch
+
+
+async def cancel_tenant_batches(session: AsyncSession, *, tenant_id: uuid.UUID
+                                ) -> list[uuid.UUID]:
+    """The cancel above for every open (validating or in_progress) batch of a tenant, e.g. when
+    it is suspended. Does not commit: the caller's transaction (and its audit entry) does.
+    Like cancel_batch, a batch being validated is waited for (the validator's row lock)."""
+    now = dt.datetime.now(dt.UTC)
+    ids = list((await session.scalars(
+        update(Batch).where(Batch.tenant_id == tenant_id, Batch.status.in_(CANCELLABLE))
+        .values(status=BatchStatus.CANCELLING, cancelling_at=now)
+        .returning(Batch.id))).all())
+    if ids:
+        await _cancel_queued_lines(session, ids, now)
+    return ids
+
+
+async def _cancel_queued_lines(session: AsyncSession, batch_ids: list[uuid.UUID],
+                               now: dt.datetime) -> None:
+    """Queued lines stop now; the dispatcher drops them when it tries to place them."""
+    await session.execute(
+        update(Job).where(Job.batch_id.in_(batch_ids), Job.status == JobStatus.QUEUED)
+        .values(status=JobStatus.CANCELLED, cancelled_at=now, finished_at=now, updated_at=now,
+                error={**CANCELLED, "status": 499}))
 
 
 async def live_counts(session: AsyncSession, batches: list[Batch]) -> dict[uuid.UUID, dict[str,

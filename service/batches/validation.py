@@ -66,6 +66,12 @@ class ValidLine:
     model: str
     request_json: str  # the normalised body, as the realtime path stores it
     max_tokens: int
+    prompt_estimate: int = 0  # characters / 4, the estimate the over-long check used
+
+    @property
+    def estimated_tokens(self) -> int:
+        """What the line may cost at most: what batch admission reserves for it."""
+        return self.prompt_estimate + self.max_tokens
 
     @property
     def request(self) -> dict[str, Any]:
@@ -183,7 +189,7 @@ class LineValidator:
                        f"exceeds the model's context of {limits.max_model_len} tokens.",
                        "body")
         request = parsed.model_dump_json(exclude_none=True, exclude=_DROP)
-        return ValidLine(line, custom_id, parsed.model, request, max_tokens)
+        return ValidLine(line, custom_id, parsed.model, request, max_tokens, estimate)
 
 
 def _prompt_chars(parsed: ChatCompletionRequest | CompletionRequest) -> int:

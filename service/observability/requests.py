@@ -7,6 +7,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
+from service.errors import APIError
 from service.observability import metrics as m
 from service.observability.labels import class_label, tenant_label, tier_label
 from service.observability.state import SLO_WINDOWS, enabled
@@ -102,22 +103,12 @@ def observe_request(*, model: str, tenant: object, job_class: object, tier: obje
                            slo_s=slo_s, started=started)
 
 
-# Quota refusals reach the route as APIErrors; their message names the limit.
-_REASON_BY_CODE = {"insufficient_quota": "monthly_tokens",
-                   "service_tier_not_allowed": "service_tier_not_allowed",
-                   "quota_unavailable": "quota_unavailable"}
-
-
 def record_rejection(tenant: object, reason: str) -> None:
     if enabled():
         m.REJECTIONS.labels(tenant_label(tenant), reason).inc()
 
 
-def record_refusal(tenant: object, code: str | None, message: str) -> None:
-    """Count an admission APIError by its quota reason (message -> reason, else its code)."""
-    if not enabled():
-        return
-    from service.quotas.admission import _MESSAGES  # the quota reasons and their messages
-
-    reason = next((r for r, text in _MESSAGES.items() if text == message), None)
-    record_rejection(tenant, reason or _REASON_BY_CODE.get(code or "", code or "refused"))
+def record_refusal(tenant: object, error: APIError) -> None:
+    """Count an admission APIError by the machine-readable reason the quota code put on it
+    (the limit that refused, e.g. "requests_per_minute"), else by its error code."""
+    record_rejection(tenant, error.reason or error.code or "refused")

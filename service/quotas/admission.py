@@ -53,15 +53,17 @@ def refusal(decision: Decision) -> APIError:
     headers = {"Retry-After": str(decision.retry_after_s)}
     if decision.reason == "monthly_tokens":
         return APIError(429, "You exceeded your monthly token budget.",
-                        code="insufficient_quota", type_="insufficient_quota", headers=headers)
+                        code="insufficient_quota", type_="insufficient_quota", headers=headers,
+                        reason=decision.reason)
     return APIError(429, _MESSAGES.get(decision.reason, "Rate limit reached."),
-                    code="rate_limit_exceeded", headers=headers)
+                    code="rate_limit_exceeded", headers=headers,
+                    reason=decision.reason or "refused")
 
 
 def unavailable() -> APIError:
     # Fail closed: without Redis we can't count, and an uncounted door is an open door.
     return APIError(503, "Quota service unavailable; retry shortly.", code="quota_unavailable",
-                    headers={"Retry-After": "1"})
+                    headers={"Retry-After": "1"}, reason="quota_unavailable")
 
 
 async def reserve(store: QuotaStore, session: AsyncSession, *, tenant_id: uuid.UUID,
@@ -153,7 +155,7 @@ async def admit_request(session: AsyncSession, store: QuotaStore, *, tenant: Any
         if service_tier is None:
             raise APIError(403, f"service_tier '{body.get('service_tier')}' is not available "
                            f"on the '{policy.tier}' tier.", code="service_tier_not_allowed",
-                           param="service_tier")
+                           param="service_tier", reason="service_tier_not_allowed")
         prompt = estimate_prompt_tokens(body)
         ticket = uuid.uuid4()
         decision = await reserve(store, session, tenant_id=tenant.id, policy=policy,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Row, Select, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from service.quotas.limits import QuotaLimits, effective_limits
 from service.quotas.models import TenantQuota
@@ -22,20 +24,30 @@ class TenantPolicy:
     tpot_slo_ms: int
 
 
-async def load_policy(session: AsyncSession, *, tenant_id: uuid.UUID, tier: str) -> TenantPolicy:
-    # Read per request, not cached: an admin's change must bind the tenant's very next call,
-    # on every API process. It is one primary-key lookup.
-    row = (await session.execute(
-        select(Tier.quotas, Tier.allowed_service_tiers, Tier.ttft_slo_ms, Tier.tpot_slo_ms,
-               TenantQuota.overrides)
-        .select_from(Tier)
-        .outerjoin(TenantQuota, TenantQuota.tenant_id == tenant_id)
-        .where(Tier.name == tier)
-    )).first()
+def _policy_query(tenant_id: uuid.UUID, tier: str) -> Select[Any]:
+    return (select(Tier.quotas, Tier.allowed_service_tiers, Tier.ttft_slo_ms, Tier.tpot_slo_ms,
+                   TenantQuota.overrides)
+            .select_from(Tier)
+            .outerjoin(TenantQuota, TenantQuota.tenant_id == tenant_id)
+            .where(Tier.name == tier))
+
+
+def _policy(tier: str, row: Row[Any] | None) -> TenantPolicy:
     if row is None:  # the FK makes this unreachable; refuse rather than run unlimited
         return TenantPolicy(tier, QuotaLimits(0, 0, 0, 0, 0), (), 0, 0)
     return TenantPolicy(tier, effective_limits(row.quotas, row.overrides),
                         tuple(row.allowed_service_tiers), row.ttft_slo_ms, row.tpot_slo_ms)
+
+
+async def load_policy(session: AsyncSession, *, tenant_id: uuid.UUID, tier: str) -> TenantPolicy:
+    # Read per request, not cached: an admin's change must bind the tenant's very next call,
+    # on every API process. It is one primary-key lookup.
+    return _policy(tier, (await session.execute(_policy_query(tenant_id, tier))).first())
+
+
+def load_policy_sync(session: Session, *, tenant_id: uuid.UUID, tier: str) -> TenantPolicy:
+    """The same lookup on a synchronous session (batch ingest runs in a thread)."""
+    return _policy(tier, session.execute(_policy_query(tenant_id, tier)).first())
 
 
 def resolve_service_tier(requested: str | None, allowed: tuple[str, ...]) -> str | None:

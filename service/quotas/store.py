@@ -10,6 +10,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 
 from service.quotas import scripts
@@ -74,6 +75,43 @@ class Decision:
     needs_seed: bool = False  # the month counter is missing (new month, or Redis lost it)
 
 
+def _admit_call(*, tenant_id: uuid.UUID, limits: QuotaLimits, tokens: int, ticket: uuid.UUID,
+                batch: bool, hold_slot: bool, slot_ttl_s: float, now: dt.datetime
+                ) -> tuple[list[str], list[Any]]:
+    """KEYS and ARGV of the ADMIT script (shared by the async and sync stores)."""
+    keys = TenantKeys(str(tenant_id))
+    t = time.time()
+    res_ttl = BATCH_RESERVATION_TTL_S if batch else REALTIME_RESERVATION_TTL_S
+    return ([keys.rpm, keys.tpm, keys.conc, keys.month(month_tag(now)), keys.batch,
+             keys.reservation(ticket)],
+            [repr(t), _n(limits.requests_per_minute), _n(limits.tokens_per_minute),
+             _n(limits.concurrent_requests), _n(limits.monthly_tokens),
+             _n(limits.batch_enqueued_tokens), int(tokens), str(ticket), repr(t + slot_ttl_s),
+             int(batch), int(hold_slot), res_ttl, MONTH_TTL_S, _n(limits.monthly_alert_tokens)])
+
+
+def _decision(out: list[Any], now: dt.datetime) -> Decision:
+    code = int(out[0])
+    if code == -1:
+        return Decision(False, needs_seed=True)
+    if code == 1:
+        return Decision(True, alert_crossed=bool(int(out[1])))
+    reason = out[1].decode() if isinstance(out[1], bytes) else str(out[1])
+    retry_ms = int(out[2])
+    if reason == "monthly_tokens":
+        return Decision(False, reason, seconds_to_next_month(now))
+    return Decision(False, reason, max(1, math.ceil(retry_ms / 1000)))
+
+
+def _settle_call(*, tenant_id: uuid.UUID, ref: uuid.UUID | str, actual_tokens: int,
+                 free_slot: uuid.UUID | None) -> tuple[list[str], list[Any]]:
+    keys = TenantKeys(str(tenant_id))
+    args: list[Any] = [repr(time.time()), int(actual_tokens)]
+    if free_slot is not None:
+        args.append(str(free_slot))
+    return [keys.reservation(ref), keys.tpm, keys.conc, keys.batch], args
+
+
 class QuotaStore:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
@@ -85,34 +123,23 @@ class QuotaStore:
                     ticket: uuid.UUID, batch: bool, hold_slot: bool, slot_ttl_s: float,
                     now: dt.datetime | None = None) -> Decision:
         now = now or dt.datetime.now(dt.UTC)
-        keys = TenantKeys(str(tenant_id))
-        t = time.time()
-        alert = limits.monthly_alert_tokens
-        res_ttl = BATCH_RESERVATION_TTL_S if batch else REALTIME_RESERVATION_TTL_S
-        out = await self._admit(
-            keys=[keys.rpm, keys.tpm, keys.conc, keys.month(month_tag(now)), keys.batch,
-                  keys.reservation(ticket)],
-            args=[repr(t), _n(limits.requests_per_minute), _n(limits.tokens_per_minute),
-                  _n(limits.concurrent_requests), _n(limits.monthly_tokens),
-                  _n(limits.batch_enqueued_tokens), int(tokens), str(ticket),
-                  repr(t + slot_ttl_s), int(batch), int(hold_slot), res_ttl, MONTH_TTL_S,
-                  _n(alert)])
-        code = int(out[0])
-        if code == -1:
-            return Decision(False, needs_seed=True)
-        if code == 1:
-            return Decision(True, alert_crossed=bool(int(out[1])))
-        reason = out[1].decode() if isinstance(out[1], bytes) else str(out[1])
-        retry_ms = int(out[2])
-        if reason == "monthly_tokens":
-            return Decision(False, reason, seconds_to_next_month(now))
-        return Decision(False, reason, max(1, math.ceil(retry_ms / 1000)))
+        keys, args = _admit_call(tenant_id=tenant_id, limits=limits, tokens=tokens,
+                                 ticket=ticket, batch=batch, hold_slot=hold_slot,
+                                 slot_ttl_s=slot_ttl_s, now=now)
+        return _decision(await self._admit(keys=keys, args=args), now)
 
     async def seed_month(self, *, tenant_id: uuid.UUID, used_tokens: int,
                          now: dt.datetime | None = None) -> None:
         """Start the month counter from Postgres' usage; NX so a racing seed can't double it."""
         key = TenantKeys(str(tenant_id)).month(month_tag(now or dt.datetime.now(dt.UTC)))
         await self.redis.set(key, int(used_tokens), nx=True, ex=MONTH_TTL_S)
+
+    async def month_used(self, *, tenant_id: uuid.UUID, now: dt.datetime | None = None
+                         ) -> int | None:
+        """Tokens charged this month, or None when the counter is missing (needs a seed)."""
+        key = TenantKeys(str(tenant_id)).month(month_tag(now or dt.datetime.now(dt.UTC)))
+        raw = await self.redis.get(key)
+        return None if raw is None else int(raw)
 
     async def bind(self, *, tenant_id: uuid.UUID, ticket: uuid.UUID, job_id: uuid.UUID) -> bool:
         keys = TenantKeys(str(tenant_id))
@@ -123,12 +150,9 @@ class QuotaStore:
                      free_slot: uuid.UUID | None = None) -> int | None:
         """Correct the reservation `ref` to the real token count; None if already settled.
         `free_slot` also frees that concurrency slot, settled or not (one round trip)."""
-        keys = TenantKeys(str(tenant_id))
-        args: list[Any] = [repr(time.time()), int(actual_tokens)]
-        if free_slot is not None:
-            args.append(str(free_slot))
-        out = int(await self._settle(keys=[keys.reservation(ref), keys.tpm, keys.conc,
-                                           keys.batch], args=args))
+        keys, args = _settle_call(tenant_id=tenant_id, ref=ref, actual_tokens=actual_tokens,
+                                  free_slot=free_slot)
+        out = int(await self._settle(keys=keys, args=args))
         return None if out < 0 else out
 
     async def release_slot(self, *, tenant_id: uuid.UUID, ticket: uuid.UUID) -> None:
@@ -161,3 +185,33 @@ class QuotaStore:
                 "monthly_tokens_used": used,
                 "monthly_alert": alert is not None and used >= alert,
                 "batch_enqueued_tokens": int(batch or 0)}
+
+
+class SyncQuotaStore:
+    """The same scripts over a synchronous Redis client, for code that runs in threads (batch
+    ingest, the dispatcher's batch maintenance). Only what batches need."""
+
+    def __init__(self, redis: SyncRedis) -> None:
+        self.redis = redis
+        self._admit = redis.register_script(scripts.ADMIT)
+        self._settle = redis.register_script(scripts.SETTLE)
+
+    def admit(self, *, tenant_id: uuid.UUID, limits: QuotaLimits, tokens: int,
+              ticket: uuid.UUID, batch: bool, now: dt.datetime | None = None) -> Decision:
+        now = now or dt.datetime.now(dt.UTC)
+        keys, args = _admit_call(tenant_id=tenant_id, limits=limits, tokens=tokens,
+                                 ticket=ticket, batch=batch, hold_slot=False,
+                                 slot_ttl_s=BATCH_RESERVATION_TTL_S, now=now)
+        return _decision(self._admit(keys=keys, args=args), now)
+
+    def seed_month(self, *, tenant_id: uuid.UUID, used_tokens: int,
+                   now: dt.datetime | None = None) -> None:
+        key = TenantKeys(str(tenant_id)).month(month_tag(now or dt.datetime.now(dt.UTC)))
+        self.redis.set(key, int(used_tokens), nx=True, ex=MONTH_TTL_S)
+
+    def settle(self, *, tenant_id: uuid.UUID, ref: uuid.UUID | str,
+               actual_tokens: int) -> int | None:
+        keys, args = _settle_call(tenant_id=tenant_id, ref=ref, actual_tokens=actual_tokens,
+                                  free_slot=None)
+        out = int(self._settle(keys=keys, args=args))
+        return None if out < 0 else out
