@@ -10,6 +10,11 @@ linear in the work it does:
            + prefill_per_token_s * prefill tokens in the step
 
 The linear form is what makes the simulator's multi-step jumps exact (see ``decode_run_s``).
+
+Preemption costs (docs/preemption.md, "Preemption modes"): a ``recompute`` victim's resume pays
+the prefill of prompt + generated tokens again (``prefill_s``); a ``swap`` victim's KV goes to
+CPU memory and back instead, at ``swap_per_token_s`` per token each way (``swap_s``). A profile
+with ``swap_per_token_s=None`` cannot offload, and swap falls back to recompute there.
 """
 
 from __future__ import annotations
@@ -27,6 +32,19 @@ class CostModel:
     max_slots: int = 64  # concurrent sequences (vLLM max_num_seqs)
     token_budget: int = 2048  # tokens per step (vLLM max_num_batched_tokens)
     kv_capacity_tokens: int = 1_000_000
+    # Seconds to move one token's KV between GPU and CPU memory, one way (KV bytes per token
+    # / host link bandwidth). None: this engine cannot offload KV ("swap" -> recompute).
+    swap_per_token_s: float | None = None
+
+    @property
+    def can_swap(self) -> bool:
+        return self.swap_per_token_s is not None
+
+    def swap_s(self, tokens: int) -> float:
+        """One direction (swap-out or swap-in) of ``tokens`` tokens' KV."""
+        if self.swap_per_token_s is None:
+            raise ValueError("this profile cannot offload KV (swap_per_token_s is None)")
+        return max(0, tokens) * self.swap_per_token_s
 
     def step_s(self, num_decode: int, ctx_tokens: int, prefill_tokens: int) -> float:
         return (
@@ -82,6 +100,12 @@ DEFAULT_COST = CostModel(
     max_slots=256,
     token_budget=8192,
     kv_capacity_tokens=800_000,
+    # Llama-3.1-8B KV is 128 KiB per token (BF16, 32 layers x 8 KV heads x 128 dims x K and
+    # V). The H200's host link is PCIe Gen5 x16, 128 GB/s both ways together, so 64 GB/s one
+    # way (NVIDIA H200 datasheet, https://www.nvidia.com/en-us/data-center/h200/):
+    # 131072 B / 64e9 B/s = 2.05 us per token. A peak figure: pinned-memory copies usually
+    # reach ~80% of it, so this is the optimistic end for swap.
+    swap_per_token_s=2.05e-6,
 )
 """A GPU-class default (the H200 profile's numbers); the simulator's profiles module explains
 where they come from. Workers should report their own."""

@@ -56,6 +56,12 @@ class Settings(BaseSettings):
     # reaches the engine while the victims are still draining (see docs/preemption.md).
     realtime_headroom_slots: int = 4
     cost_profile: str = ""  # scheduler cost model for this worker; empty: chosen by device
+    # What a preempted job's KV becomes (docs/preemption.md, "Preemption modes"): "recompute"
+    # drops it (the resume re-prefills prompt + checkpoint); "swap" keeps it in CPU memory via
+    # vLLM's KV offloading connector, where the engine can (CUDA builds only). Elsewhere swap
+    # falls back to recompute, and the job's events say so.
+    preemption_mode: Literal["recompute", "swap"] = "recompute"
+    kv_offload_gib: float = 8.0  # swap mode: CPU memory for offloaded KV, per worker
 
     # Timing
     lease_seconds: float = 30.0

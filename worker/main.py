@@ -30,7 +30,9 @@ def engine_from_settings(settings: Settings):  # type: ignore[no-untyped-def]
     model_path = settings.model_path or str(ensure_default_model())
     return build_engine("vllm", model_path=model_path, model_name=settings.served_model_name,
                         kv_cache_gib=settings.kv_cache_gib, max_num_seqs=settings.max_num_seqs,
-                        max_model_len=settings.max_model_len)
+                        max_model_len=settings.max_model_len,
+                        kv_offload_gib=(settings.kv_offload_gib
+                                        if settings.preemption_mode == "swap" else None))
 
 
 def run_worker(settings: Settings) -> None:

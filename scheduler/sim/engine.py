@@ -6,6 +6,19 @@ engine jumps straight to the next sequence finishing (``CostModel.decode_run_s``
 the linear step model), so a job costs O(1) events however long its output. An arrival or an
 abort during such a run cuts it at the step boundary after "now", as a real engine would pick
 new work up at its next iteration.
+
+Preemption modes (``preemption_mode``, docs/preemption.md). A victim (of the engine's own
+preemption for realtime, or of the policy's Preempt, which aborts it here) either:
+
+- ``recompute``: drops its KV; its resume prefills prompt + generated tokens again, less the
+  prefix cache (its ``prefix_key``) or ``prefix_hit_fraction`` of that context, whichever saves
+  more. The prefill paid again adds up in ``recomputed_tokens``.
+- ``swap``: moves its KV to CPU memory (swap-out) and back when it is admitted here again
+  (swap-in), each at ``CostModel.swap_s``, and skips that prefill. The transfer time is added
+  to this engine's next step (conservative: vLLM's offloading connector overlaps its copies
+  with compute). A job the policy resumes on another worker finds no KV there and recomputes.
+  A profile that cannot offload (``swap_per_token_s=None``, the CPU one) falls back to
+  recompute, and ``mode_fallback`` says why.
 """
 
 from __future__ import annotations
@@ -14,6 +27,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from scheduler.cost_model import CostModel
+
+RECOMPUTE, SWAP = "recompute", "swap"
 
 
 @dataclass(slots=True)
@@ -31,6 +46,8 @@ class Seq:
     generated: int = 0  # output tokens of this run (since the last prefill)
     done_before: int = 0  # output tokens from runs an engine-side preemption ended
     first_token: bool = False
+    resumed: bool = False  # prompt includes a preempted run's context: its prefill is re-paid
+    swapped_kv: int = 0  # tokens of KV waiting in this engine's CPU memory (swap mode)
 
     @property
     def total_output(self) -> int:
@@ -63,8 +80,26 @@ class SimEngine:
         preempt_for_realtime: bool = True,
         prefix_cache_entries: int = 64,
         isolate_realtime_prefill: bool = False,
+        preemption_mode: str = RECOMPUTE,
+        prefix_hit_fraction: float = 0.0,
     ) -> None:
+        if preemption_mode not in (RECOMPUTE, SWAP):
+            raise ValueError(f"preemption_mode must be {RECOMPUTE!r} or {SWAP!r}")
+        if not 0.0 <= prefix_hit_fraction < 1.0:
+            raise ValueError("prefix_hit_fraction must be in [0, 1)")
         self.cost = cost
+        self.requested_mode = preemption_mode
+        self.mode, self.mode_fallback = preemption_mode, None
+        if preemption_mode == SWAP and not cost.can_swap:
+            self.mode = RECOMPUTE
+            self.mode_fallback = "profile cannot offload KV (swap_per_token_s=None)"
+        self.prefix_hit_fraction = prefix_hit_fraction
+        self.recomputed_tokens = 0  # prefill re-paid by resumed sequences
+        self.swapped_tokens = 0  # KV tokens moved between GPU and CPU, both ways
+        self.swap_s = 0.0  # time those transfers took
+        self.swapped_out: dict[str, int] = {}  # job id -> KV tokens parked in CPU memory
+        self._transfer_s = 0.0  # swap time charged to the next step
+        self._plan_transfer_s = 0.0  # ... and to the planned one
         self.priority = priority  # realtime first in the waiting queue (vLLM priority)
         self.preempt_for_realtime = preempt_for_realtime  # vLLM V1 alone: False
         # Fairway's engine-side fix: while a realtime prompt is prefilling, batch prompts get
@@ -96,6 +131,9 @@ class SimEngine:
         for i, seq in enumerate(self.waiting):
             if seq.job_id == job_id:
                 del self.waiting[i]
+                if seq.swapped_kv:  # its KV stays in CPU memory for a resume here
+                    self.swapped_out[job_id] = seq.swapped_kv
+                    seq.swapped_kv = 0
                 return seq, False
         if any(s.job_id == job_id for s in self.running):
             self._abort.add(job_id)
@@ -107,6 +145,10 @@ class SimEngine:
 
     def progress(self) -> dict[str, int]:
         return {s.job_id: s.generated for s in self.running}
+
+    def forget(self, job_id: str) -> None:
+        """The job resumed elsewhere or finished: free its swapped KV here."""
+        self.swapped_out.pop(job_id, None)
 
     # -- stepping ------------------------------------------------------------------------
 
@@ -121,6 +163,7 @@ class SimEngine:
             prefill = [s for s in prefill if s.is_realtime]
         if not self.running:
             self.step_end, self._plan = None, None
+            self._transfer_s = 0.0  # a swap-out on an engine going idle overlaps the idle time
             return None
         ctx = sum(s.prompt + s.generated for s in decode)
         if prefill:
@@ -138,6 +181,9 @@ class SimEngine:
             steps = min(s.target - s.generated for s in decode)
             duration = self.cost.decode_run_s(len(decode), ctx, steps)
             self._plan = (now, len(decode), steps, {})
+        # Swap transfers queued since the last step hold this one up.
+        self._plan_transfer_s, self._transfer_s = self._transfer_s, 0.0
+        duration += self._plan_transfer_s
         self.epoch += 1
         self.step_end = now + duration
         return self.step_end
@@ -166,6 +212,8 @@ class SimEngine:
         for seq in self.running:
             if seq.job_id in self._abort:
                 result.aborted.append(seq)
+                if self.mode == SWAP:  # the policy took it back: its KV goes to CPU memory
+                    self.swapped_out[seq.job_id] = self._swap_out(seq)
             elif seq.generated >= seq.target:
                 result.finished.append(seq)
             else:
@@ -175,6 +223,7 @@ class SimEngine:
         self.running = keep
         self._abort.clear()
         self._plan, self.step_end = None, None
+        self._plan_transfer_s = 0.0
         return result
 
     # -- internals -----------------------------------------------------------------------
@@ -187,12 +236,13 @@ class SimEngine:
         if chunks or steps <= 1:
             return False  # a single step: the change applies when it ends
         ctx = sum(s.prompt + s.generated for s in self.running if s.decoding)
-        done = self.cost.decode_steps_within(n, ctx, now - start)
+        lead = self._plan_transfer_s  # swap transfers run before the decode steps
+        done = self.cost.decode_steps_within(n, ctx, now - start - lead)
         cut = min(steps, done + 1)
         if cut == steps:
             return False
         self._plan = (start, n, cut, chunks)
-        self.step_end = start + self.cost.decode_run_s(n, ctx, cut)
+        self.step_end = start + lead + self.cost.decode_run_s(n, ctx, cut)
         self.epoch += 1
         return True
 
@@ -204,7 +254,7 @@ class SimEngine:
             if not self._fits(seq) and not self._make_room(seq):
                 break
             self.waiting.pop(0)
-            self._cached_prefix(seq)
+            self._restore(seq)
             self.running.append(seq)
             self.kv_used += seq.kv_need
 
@@ -225,6 +275,9 @@ class SimEngine:
             victim = min(victims, key=lambda s: (s.generated, -s.arrival))
             self.running.remove(victim)
             self.kv_used -= victim.kv_need
+            if self.mode == SWAP:
+                victim.swapped_kv = self._swap_out(victim)
+            victim.resumed = True
             victim.prompt += victim.generated
             victim.target -= victim.generated
             victim.done_before += victim.generated
@@ -232,6 +285,34 @@ class SimEngine:
             self.waiting.append(victim)
             self._pending_preemptions += 1
         return True
+
+    def _swap_out(self, seq: Seq) -> int:
+        """Charge moving ``seq``'s KV (what it has computed) to CPU memory; returns its tokens."""
+        kv = min(seq.prefilled, seq.prompt) + seq.generated
+        self._charge_swap(kv)
+        return kv
+
+    def _charge_swap(self, tokens: int) -> None:
+        t = self.cost.swap_s(tokens)
+        self._transfer_s += t
+        self.swap_s += t
+        self.swapped_tokens += tokens
+
+    def _restore(self, seq: Seq) -> None:
+        """On admission: swap a parked KV back in, or find what the prefix cache saves."""
+        kv = seq.swapped_kv or self.swapped_out.pop(seq.job_id, 0)
+        seq.swapped_kv = 0
+        if kv and self.mode == SWAP:
+            seq.prefilled = min(kv, seq.prompt)
+            self._charge_swap(seq.prefilled)
+        else:
+            self._cached_prefix(seq)
+            if seq.resumed and self.prefix_hit_fraction > 0:
+                hit = min(int(self.prefix_hit_fraction * seq.prompt), seq.prompt - 1)
+                seq.prefilled = max(seq.prefilled, hit)
+        if seq.resumed:
+            self.recomputed_tokens += seq.prompt - seq.prefilled
+            seq.resumed = False
 
     def _cached_prefix(self, seq: Seq) -> None:
         if seq.prefix_key is None:

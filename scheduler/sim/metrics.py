@@ -82,7 +82,14 @@ class Metrics:
     max_request_cost: float = 0.0  # largest (w_in * prompt + w_out * max_tokens) / weight
     preemptions: int = 0
     engine_preemptions: int = 0
+    # KV tokens dropped by policy preemptions (a swapped victim's KV is kept: 0 for it).
     work_lost_tokens: int = 0
+    recomputed_tokens: int = 0  # prefill re-paid by resumes, engine and policy preemptions
+    swapped_tokens: int = 0  # KV tokens moved to CPU memory and back (swap mode)
+    swap_s: float = 0.0  # engine time those transfers took
+    preemption_mode: str = "recompute"  # what the scenario asked for
+    modes_used: dict[str, str] = field(default_factory=dict)  # worker -> mode it ran
+    mode_fallbacks: dict[str, str] = field(default_factory=dict)  # worker -> why not swap
     decisions: int = 0
     schedule_calls: int = 0
     schedule_wall_s: float = 0.0

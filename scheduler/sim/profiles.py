@@ -24,6 +24,8 @@ token. The simulator gives 146 tok/s, TTFT p50 4.1 s, TPOT p50 0.34 s on that wo
   = 27 ns; ~50 us per sequence for the per-token compute and sampling.
 - Prefill is compute bound: 2 * 8e9 FLOP per token at ~50% of 989 TFLOPS = 32 us per token.
 - KV room: ~0.9 * 141 GB - 16 GB weights - ~12 GB activations ≈ 100 GB, / 128 KiB ≈ 800k tokens.
+- Swap (KV to CPU memory and back): 128 KiB per token over PCIe Gen5 x16 at 64 GB/s one way
+  (H200 datasheet) = 2.05 us per token each way; see ``DEFAULT_COST``.
 - vLLM defaults on H100/H200 class GPUs: max_num_seqs 256 (1024 in recent releases for
   large GPUs), max_num_batched_tokens 8192 with chunked prefill.
 """
@@ -40,6 +42,9 @@ CPU_SMOLLM2_135M = CostModel(
     max_slots=64,
     token_budget=2048,
     kv_capacity_tokens=250_000,
+    # Not available: vLLM's CPU build cannot offload KV (its CPU offloading spec runs only on
+    # CUDA-alike and XPU GPUs), so a "swap" preemption falls back to recompute on this profile.
+    swap_per_token_s=None,
 )
 
 H200_LLAMA3_8B = DEFAULT_COST

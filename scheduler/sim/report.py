@@ -70,6 +70,12 @@ def summarize(result: SimResult, default_slo: float) -> dict[str, Any]:
         "preemptions": m.preemptions,
         "engine_preemptions": m.engine_preemptions,
         "work_lost_tokens": m.work_lost_tokens,
+        "preemption_mode": m.preemption_mode,
+        "preemption_mode_used": "/".join(sorted(set(m.modes_used.values()))) or m.preemption_mode,
+        "preemption_fallbacks": dict(m.mode_fallbacks),
+        "recomputed_tokens": m.recomputed_tokens,
+        "swapped_tokens": m.swapped_tokens,
+        "swap_s": m.swap_s,
         "busy_fraction": result.busy_fraction,
         "sim_end_s": result.end_s,
         "wall_s": result.wall_s,
@@ -84,6 +90,13 @@ def _f(value: float, digits: int = 2) -> str:
         if value is None or (isinstance(value, float) and math.isnan(value))
         else (f"{value:.{digits}f}")
     )
+
+
+def _mode(s: dict[str, Any]) -> str:
+    used = str(s["preemption_mode_used"])
+    if s["preemption_mode"] != used:  # asked for swap, some workers cannot offload
+        return f"{s['preemption_mode']}->{used}(fallback)"
+    return used
 
 
 def table(summaries: list[dict[str, Any]]) -> str:
@@ -106,7 +119,9 @@ def table(summaries: list[dict[str, Any]]) -> str:
         lines.append(
             f"{'':<14}jain={_f(s['jain'], 3)} busy={_f(100 * s['busy_fraction'], 1)}% "
             f"preempt={s['preemptions']}+{s['engine_preemptions']}(engine) "
-            f"lost_tok={s['work_lost_tokens']} goodput={_f(s['all']['goodput_rps'], 3)}rps "
+            f"mode={_mode(s)} lost_tok={s['work_lost_tokens']} "
+            f"recomp_tok={s['recomputed_tokens']} swap_tok={s['swapped_tokens']} "
+            f"goodput={_f(s['all']['goodput_rps'], 3)}rps "
             f"sim={_f(s['sim_end_s'], 0)}s wall={_f(s['wall_s'], 1)}s"
         )
     return "\n".join(lines)

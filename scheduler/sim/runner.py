@@ -71,13 +71,25 @@ class Simulation:
         for g, group in enumerate(scenario.workers):
             for i in range(group.count):
                 worker_id = f"g{g}w{i}"
-                self.engines[worker_id] = SimEngine(group.cost(), **engine_options)
+                engine = SimEngine(
+                    group.cost(),
+                    preemption_mode=scenario.preemption_mode,
+                    prefix_hit_fraction=scenario.prefix_hit_fraction,
+                    **engine_options,
+                )
+                self.engines[worker_id] = engine
                 self.models[worker_id] = group.models
+                self.metrics.modes_used[worker_id] = engine.mode
+                if engine.mode_fallback is not None:
+                    self.metrics.mode_fallbacks[worker_id] = engine.mode_fallback
+        self.metrics.preemption_mode = scenario.preemption_mode
         self._events: list[tuple[float, int, int, str, int]] = []
         self._seq = 0
         self._next_arrival = 0
         self._schedule_pending = False
         self._done_before: dict[str, int] = {}  # output kept across policy preemptions
+        self._preempted: set[str] = set()  # jobs whose next run is a resume
+        self._swapped_on: dict[str, str] = {}  # job -> worker holding its swapped-out KV
         self._where: dict[str, str] = {}
         self.now = 0.0
 
@@ -105,6 +117,11 @@ class Simulation:
             elif kind == TICK and self._busy():
                 self._schedule()
                 self._push(at + self.scenario.tick_s, TICK, "")
+        m = self.metrics
+        for engine in self.engines.values():
+            m.recomputed_tokens += engine.recomputed_tokens
+            m.swapped_tokens += engine.swapped_tokens
+            m.swap_s += engine.swap_s
         busy = sum(e.busy_s for e in self.engines.values())
         span = max(self.now, 1e-9) * len(self.engines)
         return SimResult(
@@ -183,7 +200,12 @@ class Simulation:
                     job.prompt_tokens + job.max_tokens,
                     job.prefix_key,
                     job.prefix_tokens,
+                    resumed=job.job_id in self._preempted,
                 )
+                self._preempted.discard(job.job_id)
+                holder = self._swapped_on.pop(job.job_id, None)
+                if holder is not None and holder != d.worker_id:
+                    self.engines[holder].forget(job.job_id)  # resumes elsewhere: recompute
                 self._where[job.job_id] = d.worker_id
                 if self.engines[d.worker_id].add(seq, self.now):
                     self._start(d.worker_id)
@@ -230,7 +252,11 @@ class Simulation:
         """A policy preemption took effect: report usage, come back with the checkpoint."""
         m = self.metrics
         m.preemptions += 1
-        m.work_lost_tokens += seq.prompt + seq.total_output
+        if seq.job_id in self.engines[worker_id].swapped_out:
+            self._swapped_on[seq.job_id] = worker_id  # its KV waits in that worker's CPU memory
+        else:
+            m.work_lost_tokens += seq.prompt + seq.total_output
+        self._preempted.add(seq.job_id)
         m.records[seq.job_id].preemptions += 1
         m.note_backlog(seq.tenant, +1)
         self._correct_charge(self.by_id[seq.job_id], seq)

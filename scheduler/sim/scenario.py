@@ -12,6 +12,11 @@ Example::
         "prompt": {"dist": "lognormal", "median": 256, "sigma": 0.8, "max": 2048},
         "output": {"dist": "lognormal", "median": 96, "sigma": 0.8}, "max_tokens": 256}],
      "policies": ["fairway", "fcfs", "vllm-priority"]}
+
+``preemption_mode`` ("recompute", the default, or "swap") says what a preempted job's KV
+becomes; ``prefix_hit_fraction`` is the share of a recompute resume's context the prefix cache
+is assumed to still hold (0 by default: only a traffic ``prefix`` is cached). See
+``scheduler.sim.engine`` for both costs.
 """
 
 from __future__ import annotations
@@ -54,6 +59,16 @@ class Scenario:
     tick_s: float = 1.0
     heartbeat_progress: bool = True
     fairway: dict[str, Any] = field(default_factory=dict)  # FairwayConfig overrides
+    preemption_mode: str = "recompute"  # "recompute" | "swap" (falls back where no offload)
+    prefix_hit_fraction: float = 0.0  # recompute: share of a resume's context still cached
+
+    def __post_init__(self) -> None:
+        if self.preemption_mode not in ("recompute", "swap"):
+            raise ValueError(
+                f"preemption_mode must be 'recompute' or 'swap', got {self.preemption_mode!r}"
+            )
+        if not 0.0 <= self.prefix_hit_fraction < 1.0:
+            raise ValueError("prefix_hit_fraction must be in [0, 1)")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Scenario:

@@ -85,6 +85,10 @@ class Job(Base):
     recomputed_tokens: Mapped[int] = mapped_column(Integer, server_default="0", default=0)
     parked_seconds: Mapped[float] = mapped_column(server_default="0", default=0.0)
     preempted_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    # What happened to the job beyond its status, oldest first: [{"at": iso ts, "type":
+    # "preempted" | "resumed", ...}]. Appended in SQL (worker.checkpoint.append_event), never
+    # rewritten from Python, so concurrent writers cannot lose each other's entries.
+    events: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
     # Batch lines only: the batch, the line's custom_id and its 1-based line in the input file.
     batch_id: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("batches.id", ondelete="CASCADE"))

@@ -125,4 +125,12 @@ def job_public_view(job: Job) -> dict[str, Any]:
         "first_token_at": ts(job.first_token_at),
         "finished_at": ts(job.finished_at),
         "cancelled_at": ts(job.cancelled_at),
+        # Preemption record (docs/preemption.md): how often the job was taken back, the
+        # prefill its resumes paid again, and the time it spent parked in the queue.
+        "preemption": {
+            "preemptions": job.preemptions or 0,
+            "recomputed_tokens": job.recomputed_tokens or 0,
+            "parked_seconds": round(float(job.parked_seconds or 0.0), 3),
+        },
+        "events": list(job.events or []),
     }

@@ -127,6 +127,16 @@ class Engine(Protocol):
     async def shutdown(self) -> None: ...
 
 
+def supports_kv_offload(engine: object) -> bool:
+    """Optional capability: can this engine keep a preempted request's KV in CPU memory and
+    load it back on resume (the "swap" preemption mode, docs/preemption.md)?
+
+    Engines say so with a ``supports_kv_offload`` attribute or property; one without it
+    cannot (the worker then falls back to "recompute" and records why in the job's events).
+    """
+    return bool(getattr(engine, "supports_kv_offload", False))
+
+
 def validate_request(request: EngineRequest, max_model_len: int) -> None:
     """Raise the `EngineError` both engines agree on for a request that cannot run."""
     n = len(request.prompt_token_ids)

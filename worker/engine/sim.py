@@ -88,6 +88,10 @@ class _Req:
 class SimEngine:
     """See the module docstring. Constructor defaults are roughly the CPU reference box."""
 
+    # No KV offloading: a preemption always drops the KV (recompute), so the worker's "swap"
+    # mode falls back to recompute here (`worker.engine.base.supports_kv_offload`).
+    supports_kv_offload = False
+
     def __init__(
         self,
         model_name: str = "sim-model",

@@ -17,6 +17,17 @@ Layer 1 of "realtime preempts batch" (docs/preemption.md): with ``preempt_for_pr
 `worker.engine.vllm_preempt`'s subclass, so a waiting request whose priority beats a running
 one's by ``preempt_priority_gap`` preempts it (recompute) within one engine step.
 
+"swap" preemption mode (docs/preemption.md, "Preemption modes"): with ``kv_offload_gib`` set
+and a CUDA platform, the engine args get vLLM's KV offloading connector
+(``kv_transfer_config=KVTransferConfig(kv_connector="OffloadingConnector", kv_role="kv_both",
+kv_connector_extra_config={"cpu_bytes_to_use": ...})``, what ``--kv-offloading-size`` expands to
+in vLLM 0.32, but naming the connector so ``VLLM_USE_SIMPLE_KV_OFFLOAD`` cannot swap it). It
+writes each full KV block to pinned CPU memory as it is computed, and a later request with the
+same prefix (the resumed request, on this engine) loads those blocks back instead of
+re-prefilling them. vLLM's CPU offloading runs only on CUDA-alike and XPU GPUs, so on the CPU
+build nothing is added and ``supports_kv_offload`` stays False: the worker falls back to
+recompute. The GPU path is untested here (no GPU in CI).
+
 The engine core runs in child processes, so the program that starts this engine needs an
 ``if __name__ == "__main__":`` guard.
 """
@@ -97,6 +108,9 @@ class VllmEngine:
         # False leaves vLLM's own scheduler ("vLLM priority alone", issue #40004 included).
         preempt_for_priority: bool = True,
         preempt_priority_gap: int = 1,
+        # "swap" preemption mode: CPU memory (GiB) for vLLM's KV offloading connector. None or
+        # 0: off. Only CUDA platforms can offload; elsewhere this is ignored with a warning.
+        kv_offload_gib: float | None = None,
     ) -> None:
         self.model_path = str(model_path)
         self.model_name = model_name
@@ -114,6 +128,8 @@ class VllmEngine:
             raise ValueError(f"preempt_priority_gap must be >= 1, got {preempt_priority_gap}")
         self.preempt_for_priority = preempt_for_priority
         self.preempt_priority_gap = preempt_priority_gap
+        self.kv_offload_gib = kv_offload_gib
+        self.kv_connector: str | None = None  # the KV connector vLLM runs, once started
         self.scheduler_cls: str | None = None  # the class vLLM runs, once started
         self._num_preemptions = 0
         self.start_seconds: float | None = None  # how long start() took
@@ -177,6 +193,17 @@ class VllmEngine:
         }
         if self.max_num_batched_tokens is not None:
             kwargs["max_num_batched_tokens"] = self.max_num_batched_tokens
+        if self.kv_offload_gib:
+            offload = _kv_offload_config(self.kv_offload_gib, current_platform)
+            if offload is not None:
+                kwargs["kv_transfer_config"] = offload
+            else:
+                log.warning(
+                    "kv_offload_gib=%s ignored: vLLM's KV offloading needs a CUDA GPU "
+                    "(platform %s); preemptions fall back to recompute",
+                    self.kv_offload_gib,
+                    current_platform.device_name,
+                )
         kwargs.update(self.engine_kwargs)
         return AsyncEngineArgs(**kwargs)
 
@@ -188,6 +215,8 @@ class VllmEngine:
         # must match the *resolved* async_scheduling (the platform hook decides it while the
         # config is created; the CPU platform turns it off).
         vllm_config = args.create_engine_config(UsageContext.ENGINE_CONTEXT)
+        transfer = vllm_config.kv_transfer_config
+        self.kv_connector = getattr(transfer, "kv_connector", None) if transfer else None
         self.scheduler_cls = self._plug_scheduler(vllm_config)
         return AsyncLLM.from_vllm_config(
             vllm_config,
@@ -211,6 +240,12 @@ class VllmEngine:
         from worker.engine.vllm_preempt import install
 
         return install(vllm_config, self.preempt_priority_gap)
+
+    @property
+    def supports_kv_offload(self) -> bool:
+        """True once started with a CPU offloading connector (CUDA builds, kv_offload_gib set,
+        or one passed in engine_kwargs): preempted requests' KV stays in CPU memory."""
+        return self.kv_connector in _OFFLOAD_CONNECTORS
 
     def _on_stats(self, sched: Any) -> None:
         self._last_sched = sched
@@ -340,6 +375,24 @@ class VllmEngine:
 
     def decode(self, token_ids: list[int]) -> str:
         return str(self.tokenizer.decode(token_ids, skip_special_tokens=True))
+
+
+_OFFLOAD_CONNECTORS = ("OffloadingConnector", "SimpleCPUOffloadConnector")
+
+
+def _kv_offload_config(gib: float, platform: Any) -> Any:
+    """vLLM's KV offloading connector to CPU memory, or None where the platform cannot run it
+    (vLLM 0.32's CPUOffloadingSpec refuses anything but CUDA-alike and XPU GPUs; we wire CUDA,
+    the only GPU we ship for)."""
+    if not platform.is_cuda():
+        return None
+    from vllm.config import KVTransferConfig
+
+    return KVTransferConfig(
+        kv_connector="OffloadingConnector",
+        kv_role="kv_both",
+        kv_connector_extra_config={"cpu_bytes_to_use": int(gib * _GIB)},
+    )
 
 
 def _qualname(cls: Any) -> str | None:
