@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 
 import pytest
 
-from tests.support.services import (
-    claim_redis_db,
-    create_database,
-    drop_database,
-    release_redis_db,
-)
-from tests.support.stack import Stack
+from tests.support.stack import Stack, own_stack
 
 E2E_ENV = {
     "FAIRWAY_SERVED_MODEL_NAME": "SmolLM2-135M-Instruct",
@@ -28,17 +20,6 @@ E2E_ENV = {
 @pytest.fixture(scope="session")
 def vllm_stack() -> Iterator[Stack]:
     pytest.importorskip("vllm", reason="the real engine is not installed (FAIRWAY_ENGINE_EXTRA)")
-    db = create_database("fairway_e2e")
-    url = claim_redis_db()
-    files = tempfile.mkdtemp(prefix="fairway-files-")
-    stack = Stack(db, url, env_overrides={**E2E_ENV, "FAIRWAY_FILES_DIR": files})
-    try:
-        stack.start_api()
-        stack.start_dispatcher()
-        stack.start_worker("vllm-1", engine="vllm", timeout_s=900)
+    with own_stack("e2e", E2E_ENV, workers=("vllm-1",), engine="vllm",
+                   worker_timeout_s=900) as stack:
         yield stack
-    finally:
-        stack.stop()
-        drop_database(db)
-        release_redis_db(url)
-        shutil.rmtree(files, ignore_errors=True)

@@ -28,13 +28,7 @@ from service.quotas.batch import settle_batch_sync
 from service.quotas.store import SyncQuotaStore
 from service.settings import Settings
 from tests.support.admin import Admin
-from tests.support.services import (
-    claim_redis_db,
-    create_database,
-    drop_database,
-    release_redis_db,
-)
-from tests.support.stack import Stack
+from tests.support.stack import Stack, own_stack
 
 MODEL = "sim-model"
 CHAT = "/v1/chat/completions"
@@ -43,30 +37,18 @@ PROMPT_ESTIMATE = (len("hello") + 8) // 4
 
 
 @pytest.fixture(scope="module")
-def quota_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    db = create_database("fairway_bquota")
-    url = claim_redis_db()
-    files = tmp_path_factory.mktemp("files")
+def quota_stack() -> Iterator[Stack]:
     env = {
         "FAIRWAY_SERVED_MODEL_NAME": MODEL,
         "FAIRWAY_LEASE_SECONDS": "3",
         "FAIRWAY_HEARTBEAT_SECONDS": "0.5",
         "FAIRWAY_MAX_NUM_SEQS": "8",
-        "FAIRWAY_FILES_DIR": str(files),
         "FAIRWAY_BATCH_MAX_LINES": "300",
         "FAIRWAY_BATCH_VALIDATION_GRACE_SECONDS": "2",
         "FAIRWAY_BATCH_MAINTENANCE_SECONDS": "0.3",
     }
-    stack = Stack(db, url, env_overrides=env)
-    try:
-        stack.start_api()
-        stack.start_dispatcher()
-        stack.start_worker("bq-1")
+    with own_stack("bquota", env, workers=("bq-1",)) as stack:
         yield stack
-    finally:
-        stack.stop()
-        drop_database(db)
-        release_redis_db(url)
 
 
 @pytest.fixture(scope="module")

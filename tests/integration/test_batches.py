@@ -23,44 +23,27 @@ from service.batches.models import Batch
 from service.db.session import sync_session
 from service.files.models import StoredFile
 from service.jobs.models import Job
-from tests.support.services import (
-    claim_redis_db,
-    create_database,
-    drop_database,
-    release_redis_db,
-)
-from tests.support.stack import Stack, wait_until
+from tests.support.stack import Stack, own_stack, wait_until
 
 MODEL = "sim-model"
 CHAT = "/v1/chat/completions"
 
 
 @pytest.fixture(scope="module")
-def batch_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    db = create_database("fairway_batch")
-    url = claim_redis_db()
+def batch_stack() -> Iterator[Stack]:
     env = {
         "FAIRWAY_SERVED_MODEL_NAME": MODEL,
         "FAIRWAY_LEASE_SECONDS": "3",
         "FAIRWAY_HEARTBEAT_SECONDS": "0.5",
         "FAIRWAY_MAX_NUM_SEQS": "8",
-        "FAIRWAY_FILES_DIR": str(tmp_path_factory.mktemp("files")),
         "FAIRWAY_BATCH_COMPLETION_WINDOWS": "24h,6s",
         "FAIRWAY_BATCH_MAX_LINES": "300",
         "FAIRWAY_BATCH_MAX_FILE_BYTES": "300000",
         "FAIRWAY_BATCH_VALIDATION_GRACE_SECONDS": "2",
         "FAIRWAY_BATCH_MAINTENANCE_SECONDS": "0.3",
     }
-    stack = Stack(db, url, env_overrides=env)
-    try:
-        stack.start_api()
-        stack.start_dispatcher()
-        stack.start_worker("bsim-1")
+    with own_stack("batch", env, workers=("bsim-1",)) as stack:
         yield stack
-    finally:
-        stack.stop()
-        drop_database(db)
-        release_redis_db(url)
 
 
 def client(stack: Stack, key: str) -> openai.OpenAI:

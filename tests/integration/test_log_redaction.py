@@ -14,13 +14,7 @@ import pytest
 
 from service.cli.bootstrap import create_tenant_with_key
 from service.settings import Settings
-from tests.support.services import (
-    claim_redis_db,
-    create_database,
-    drop_database,
-    release_redis_db,
-)
-from tests.support.stack import Stack
+from tests.support.stack import Stack, own_stack
 
 MODEL = "sim-redact"
 ENV = {"FAIRWAY_SERVED_MODEL_NAME": MODEL, "FAIRWAY_LOG_LEVEL": "DEBUG",
@@ -33,18 +27,8 @@ PROCESSES = ("api", "scheduler", "worker-redact-1")
 def debug_stack() -> Iterator[Stack]:
     """A stack of its own (database and Redis db), so its logs hold only this module's traffic
     and its dispatcher is the active one."""
-    database = create_database("fairway_redact")
-    redis = claim_redis_db()
-    stack = Stack(database, redis, env_overrides=dict(ENV))
-    try:
-        stack.start_api()
-        stack.start_dispatcher()
-        stack.start_worker("redact-1")
+    with own_stack("redact", ENV, workers=("redact-1",)) as stack:
         yield stack
-    finally:
-        stack.stop()
-        drop_database(database)
-        release_redis_db(redis)
 
 
 def _logs(stack: Stack) -> dict[str, str]:

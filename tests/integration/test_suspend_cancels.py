@@ -25,39 +25,23 @@ from service.batches.models import Batch
 from service.db.session import sync_session
 from service.jobs.models import Job
 from tests.support.admin import Admin
-from tests.support.services import (
-    claim_redis_db,
-    create_database,
-    drop_database,
-    release_redis_db,
-)
-from tests.support.stack import Stack, wait_until
+from tests.support.stack import Stack, own_stack, wait_until
 
 MODEL = "sim-model"
 CHAT = "/v1/chat/completions"
 
 
 @pytest.fixture(scope="module")
-def idle_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    db = create_database("fairway_suspend")
-    url = claim_redis_db()
+def idle_stack() -> Iterator[Stack]:
     env = {
         "FAIRWAY_SERVED_MODEL_NAME": MODEL,
         "FAIRWAY_HEARTBEAT_SECONDS": "0.5",
-        "FAIRWAY_FILES_DIR": str(tmp_path_factory.mktemp("files")),
         "FAIRWAY_BATCH_VALIDATION_GRACE_SECONDS": "2",
         "FAIRWAY_BATCH_MAINTENANCE_SECONDS": "0.3",
         "FAIRWAY_REQUEST_TIMEOUT_SECONDS": "90",
     }
-    stack = Stack(db, url, env_overrides=env)
-    try:
-        stack.start_api()
-        stack.start_dispatcher()
+    with own_stack("suspend", env, workers=()) as stack:
         yield stack
-    finally:
-        stack.stop()
-        drop_database(db)
-        release_redis_db(url)
 
 
 def chat(stack: Stack, key: str, **extra: object) -> httpx.Response:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +20,12 @@ from redis import Redis
 
 from service.cli.embedded import free_port
 from service.jobs.events import worker_key
+from tests.support.services import (
+    claim_redis_db,
+    create_database,
+    drop_database,
+    release_redis_db,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -129,3 +138,27 @@ def wait_until(check, timeout_s: float, what: str, stack: Stack | None = None,  
                                        f"{proc.tail()}")
         time.sleep(interval)
     raise TimeoutError(f"timed out waiting for {what}\n{stack.logs() if stack else ''}")
+
+
+@contextmanager
+def own_stack(name: str, env: dict[str, str], *, workers: tuple[str, ...] = (),
+              engine: str = "sim", worker_timeout_s: float = 120) -> Iterator[Stack]:
+    """A whole stack with its own database, Redis db and files dir, torn down afterwards.
+
+    For modules whose settings (windows, limits, log level) differ from the shared stack's.
+    """
+    database = create_database(f"fairway_{name}")
+    redis = claim_redis_db()
+    files = tempfile.mkdtemp(prefix=f"fairway-{name}-files-")
+    stack = Stack(database, redis, env_overrides={"FAIRWAY_FILES_DIR": files, **env})
+    try:
+        stack.start_api()
+        stack.start_dispatcher()
+        for worker_id in workers:
+            stack.start_worker(worker_id, engine=engine, timeout_s=worker_timeout_s)
+        yield stack
+    finally:
+        stack.stop()
+        drop_database(database)
+        release_redis_db(redis)
+        shutil.rmtree(files, ignore_errors=True)

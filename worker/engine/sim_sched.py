@@ -1,0 +1,231 @@
+"""The simulated engine's scheduling half: one step's plan (continuous batching with a token
+budget, chunked prefill), KV block accounting with prefix caching, and preemption by recompute,
+including the priority preemption Fairway adds to vLLM (see `worker.engine.sim`).
+
+A mixin: `SimEngine` owns the state these methods read (queues, block pool, budgets).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from dataclasses import dataclass, field
+from typing import Any
+
+from worker.engine.base import EngineRequest, TokenDelta
+from worker.engine.sim_kv import BlockPool
+
+_MASK = (1 << 64) - 1
+
+
+def _mix(x: int) -> int:
+    """splitmix64 finalizer: a cheap, well-spread 64-bit hash that is stable across runs."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+@dataclass(eq=False)
+class _Req:
+    req: EngineRequest
+    arrival: int
+    queue: asyncio.Queue[TokenDelta]
+    tokens: list[int]  # prompt + output: what must be in KV to sample the next token
+    num_prompt: int
+    num_computed: int = 0
+    num_cached: int = 0
+    blocks: list[int | None] = field(default_factory=list)  # hash for shared full blocks
+    block_hashes: list[int] = field(default_factory=list)  # chained hash per full block
+    num_published: int = 0  # leading blocks already offered to the prefix cache
+    text: str = ""
+    sent_text: int = 0
+    sent_tokens: int = 0
+    hash: int = 0  # rolling hash of `tokens`
+    decoder: Any = None
+    finished: bool = False
+
+    @property
+    def num_output(self) -> int:
+        return len(self.tokens) - self.num_prompt
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.req.priority, self.arrival)
+
+
+class SimScheduling:
+    """Scheduling methods of `SimEngine`; attributes are set by its constructor."""
+
+    _running: list[_Req]
+    _waiting: list[tuple[int, int, _Req]]
+    _pool: BlockPool
+
+    def _is_decode(self, r: _Req, n: int) -> bool:
+        return n == 1 and r.num_output > 0 and r.num_computed == len(r.tokens) - 1
+
+    def _schedule(self) -> list[tuple[_Req, int]]:
+        if self.preempt_for_priority:
+            for victim in self._plan_priority_victims():
+                self._preempt(victim)
+                self.num_priority_preemptions += 1
+        budget = self.token_budget
+        scheduled: dict[_Req, int] = {}
+        preempted = False
+        for r in list(self._running):
+            if budget == 0:
+                break
+            if r not in self._running:  # preempted below to make room for an earlier one
+                continue
+            n = min(len(r.tokens) - r.num_computed, budget)
+            while not self._grow(r, n):
+                victim = max(self._running, key=lambda x: x.key)
+                self._preempt(victim)
+                preempted = True
+                budget += scheduled.pop(victim, 0)
+                if victim is r:
+                    break
+            if r in self._running:
+                scheduled[r] = n
+                budget -= n
+        if preempted:
+            # Like vLLM: no admissions in a step that had to preempt (KV is the bottleneck).
+            return list(scheduled.items())
+        # Admit waiting requests in priority order; stop at the first that does not fit.
+        while self._waiting and budget > 0 and len(self._running) < self.max_num_seqs:
+            r = self._waiting[0][2]
+            self._match_prefix(r)
+            n = min(len(r.tokens) - r.num_computed, budget)
+            if not self._grow(r, n):
+                self._pool.release(r.blocks)
+                r.blocks, r.num_computed = [], 0
+                break
+            heapq.heappop(self._waiting)
+            self._running.append(r)
+            scheduled[r] = n
+            budget -= n
+        return list(scheduled.items())
+
+    def _plan_priority_victims(self) -> list[_Req]:
+        """Running requests to preempt so that better waiting ones are admitted this step.
+
+        The rule of `worker.engine.vllm_preempt`: walk the waiting queue in priority order
+        while a request beats the worst running one by the gap; for each, take victims
+        worst-first (only ones at least the gap worse) until a slot and the blocks for its
+        full context plus one token are free, after the running requests' growth this step.
+        One that cannot fit even so stops the walk and costs nobody their KV.
+        """
+        gap = self.preempt_priority_gap
+        if not self._running or not self._waiting:
+            return []
+        order = sorted(self._running, key=lambda x: x.key, reverse=True)
+        if order[0].req.priority - self._waiting[0][0] < gap:
+            return []
+        # Replay the running half of _schedule: what each running request takes this step.
+        budget, growth = self.token_budget, {}
+        for r in self._running:
+            n = min(len(r.tokens) - r.num_computed, budget)
+            budget -= n
+            growth[r] = (n, max(0, self._blocks_for(r.num_computed + n) - len(r.blocks)))
+        free_slots = self.max_num_seqs - len(self._running)
+        free_blocks = self._pool.free - sum(b for _, b in growth.values())
+        planned: list[_Req] = []
+        for _, _, head in sorted(self._waiting, key=lambda w: w[:2]):
+            if budget <= 0 or not order or order[0].req.priority - head.req.priority < gap:
+                break
+            cached, shared = self._prefix_hits(head)
+            need = self._blocks_for(len(head.tokens) + 1) - shared
+            extra: list[_Req] = []
+            slots, blocks, tokens = free_slots, free_blocks, budget
+            while (slots < 1 or blocks < need) and len(extra) < len(order):
+                victim = order[len(extra)]
+                if victim.req.priority - head.req.priority < gap:
+                    break
+                vt, vb = growth[victim]
+                slots, blocks, tokens = slots + 1, blocks + vb + self._freed(victim), tokens + vt
+                extra.append(victim)
+            if slots < 1 or blocks < need:
+                break
+            planned += extra
+            del order[: len(extra)]
+            free_slots, free_blocks = slots - 1, blocks - need
+            budget = tokens - (len(head.tokens) - cached)
+        return planned
+
+    def _blocks_for(self, num_tokens: int) -> int:
+        return -(-num_tokens // self.block_size)
+
+    def _prefix_hits(self, r: _Req) -> tuple[int, int]:
+        """(cached tokens, blocks among them held by a running request) -- no side effects."""
+        if not self.enable_prefix_caching:
+            return 0, 0
+        self._hash_blocks(r, len(r.tokens))
+        hits = shared = 0
+        for h in r.block_hashes[: (len(r.tokens) - 1) // self.block_size]:
+            if h in self._pool.refs:
+                shared += 1  # in use: costs no free block
+            elif h not in self._pool.evictable:
+                break
+            hits += 1
+        return hits * self.block_size, shared
+
+    def _freed(self, r: _Req) -> int:
+        """Blocks that go back to the free pool when `r` releases its own."""
+        return sum(1 for h in r.blocks if h is None or self._pool.refs.get(h) == 1)
+
+    def _match_prefix(self, r: _Req) -> None:
+        """Take cached full blocks of the context; at least one token is left to compute."""
+        if not self.enable_prefix_caching:
+            return
+        bs = self.block_size
+        self._hash_blocks(r, len(r.tokens))
+        for h in r.block_hashes[: (len(r.tokens) - 1) // bs]:
+            if not self._pool.touch(h):
+                break
+            r.blocks.append(h)
+        r.num_computed = len(r.blocks) * bs
+        if r.num_output == 0:
+            r.num_cached = r.num_computed
+
+    def _hash_blocks(self, r: _Req, upto: int) -> None:
+        bs = self.block_size
+        for i in range(len(r.block_hashes), upto // bs):
+            parent = r.block_hashes[-1] if r.block_hashes else 0
+            r.block_hashes.append(hash((parent, *r.tokens[i * bs : (i + 1) * bs])))
+
+    def _grow(self, r: _Req, n: int) -> bool:
+        need = -(-(r.num_computed + n) // self.block_size) - len(r.blocks)
+        if need <= 0:
+            return True
+        if not self._pool.allocate(need):
+            return False
+        r.blocks.extend([None] * need)
+        return True
+
+    def _preempt(self, r: _Req) -> None:
+        """Recompute preemption: free its KV, keep its output, back to the waiting queue."""
+        self._running.remove(r)
+        self._pool.release(r.blocks)
+        r.blocks, r.num_computed, r.num_published = [], 0, 0
+        heapq.heappush(self._waiting, (*r.key, r))
+        self.num_preemptions += 1
+
+    def _apply(self, scheduled: list[tuple[_Req, int]]) -> None:
+        for r, n in scheduled:
+            if r.finished or r not in self._running:
+                continue
+            r.num_computed += n
+            if self.enable_prefix_caching:
+                self._publish_full_blocks(r)
+            if r.num_computed < len(r.tokens):
+                continue  # a prefill chunk; no token until the whole context is in KV
+            self._sample(r)
+
+    def _publish_full_blocks(self, r: _Req) -> None:
+        self._hash_blocks(r, r.num_computed)
+        full = r.num_computed // self.block_size
+        for i in range(r.num_published, full):
+            if r.blocks[i] is None and self._pool.publish(r.block_hashes[i]):
+                r.blocks[i] = r.block_hashes[i]
+        r.num_published = max(r.num_published, full)
+
