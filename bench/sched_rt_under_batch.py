@@ -1,6 +1,14 @@
 """Realtime under a batch flood: realtime p99 TTFT against realtime alone (target <= 1.1x),
 and batch throughput as a fraction of the capacity realtime leaves (target >= 90%), for
-Fairway, FCFS and "vLLM priority" (realtime first, but waiting never preempts running batch).
+Fairway, Fairway with the realtime lane (``--lane JSON``: FairwayConfig overrides), FCFS and
+"vLLM priority" (realtime first, but waiting never preempts running batch).
+
+"Capacity realtime leaves" is printed two ways (docs/scheduler.md, "Realtime lane"):
+
+- ``of left (tok)``: batch-alone output tok/s minus realtime-alone output tok/s, i.e. a
+  realtime token costs what a batch token costs (realtime co-batched with batch);
+- ``of left (busy)``: batch-alone output tok/s times (1 - realtime-alone busy fraction), i.e.
+  realtime keeps the engine time it needs when it runs alone (the price of alone latency).
 
     python bench/sched_rt_under_batch.py [--scenario FILE] [--token-budget N] [--duration S]
 """
@@ -8,6 +16,7 @@ Fairway, FCFS and "vLLM priority" (realtime first, but waiting never preempts ru
 from __future__ import annotations
 
 import argparse
+import json
 
 from sched_common import SCENARIOS, ratio
 
@@ -17,7 +26,8 @@ from scheduler.sim.scenario import Scenario, WorkerGroup
 from scheduler.sim.traffic import generate
 from scheduler.types import JobClass
 
-VARIANTS = ["fairway", "fcfs", "vllm-priority"]
+VARIANTS = ["fairway", "fairway+lane", "fcfs", "vllm-priority"]
+LANE = '{"rt_lane": true, "lane_min_workers": 1}'
 
 
 def main() -> None:
@@ -26,6 +36,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float)
     parser.add_argument("--profile", help="override every worker group's engine profile")
     parser.add_argument("--token-budget", type=int, help="override the per-step token budget")
+    parser.add_argument("--lane", default=LANE, help="FairwayConfig overrides of fairway+lane")
     args = parser.parse_args()
     scenario = Scenario.load(args.scenario)
     if args.duration:
@@ -49,6 +60,7 @@ def main() -> None:
     batch_capacity = flood["class"]["batch"]["out_tok_s"]
     # Realtime's share of capacity, in output tokens: what it produced alone.
     left = batch_capacity - alone["class"]["realtime"]["out_tok_s"]
+    left_busy = batch_capacity * (1 - rt_busy)
     print(
         f"scenario {scenario.name}: {len(rt_jobs)} realtime, {len(batch_jobs)} batch jobs, "
         f"{sum(g.count for g in scenario.workers)} x {scenario.workers[0].profile}, "
@@ -58,20 +70,27 @@ def main() -> None:
         f"realtime alone: TTFT p50 {alone['class']['realtime']['ttft_p50']:.3f} s, "
         f"p99 {rt_alone_p99:.3f} s, busy {100 * rt_busy:.1f}%"
     )
-    print(f"batch alone: {batch_capacity:.1f} out tok/s; capacity realtime leaves {left:.1f} tok/s")
+    print(
+        f"batch alone: {batch_capacity:.1f} out tok/s; capacity realtime leaves {left:.1f} tok/s"
+        f" (tok) or {left_busy:.1f} tok/s (busy)"
+    )
+    print(f"fairway+lane: {args.lane}")
     print()
     print(
         f"{'policy':<14}{'rt p50':>8}{'rt p99':>8}{'p99/alone':>11}{'rt slo%':>9}"
-        f"{'rt rej':>8}{'batch tok/s':>13}{'of left':>9}{'preempt':>9}"
+        f"{'rt rej':>8}{'batch tok/s':>13}{'left(tok)':>11}{'left(busy)':>12}{'preempt':>9}"
     )
+    base = dict(scenario.fairway)
     for variant in VARIANTS:
-        s = summarize(run_variant(scenario, variant, jobs), slo)
+        scenario.fairway = {**base, **json.loads(args.lane)} if variant.endswith("+lane") else base
+        s = summarize(run_variant(scenario, variant.removesuffix("+lane"), jobs), slo)
         rt, batch = s["class"]["realtime"], s["class"]["batch"]
         print(
             f"{variant:<14}{rt['ttft_p50']:>8.3f}{rt['ttft_p99']:>8.3f}"
             f"{ratio(rt['ttft_p99'], rt_alone_p99):>10.2f}x{100 * rt['slo_attainment']:>8.1f}%"
             f"{rt['rejected']:>8}{batch['out_tok_s']:>13.1f}"
-            f"{100 * ratio(batch['out_tok_s'], left):>8.1f}%{s['preemptions']:>9}"
+            f"{100 * ratio(batch['out_tok_s'], left):>10.1f}%"
+            f"{100 * ratio(batch['out_tok_s'], left_busy):>11.1f}%{s['preemptions']:>9}"
         )
     print("\ntargets: p99/alone <= 1.10x, batch >= 90% of the capacity realtime leaves")
 

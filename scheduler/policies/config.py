@@ -51,6 +51,15 @@ class FairwayConfig:
     headroom_min_slots: int = 0
     headroom_max_frac: float = 0.5
     headroom_enabled: bool = True
+    # Realtime lane (lane.py): serve realtime on workers batch may barely use, so its steps
+    # are not slowed by a full batch. Off by default: see docs/scheduler.md for the trade-off.
+    rt_lane: bool = False
+    lane_rt_per_worker: float = 16.0  # realtime jobs one lane worker carries (mean + k sd)
+    lane_max_frac: float = 0.5  # of the pool's workers; a one-worker pool gets no lane
+    lane_hold_s: float = 30.0  # the lane stays this long after realtime was last seen
+    lane_min_workers: int = 0  # kept even before/without realtime (a pool known to serve it)
+    lane_batch_slots: int = 0  # batch jobs a lane worker may hold (short steps only)
+    lane_batch_max_prompt: int = 512  # ... and only with prompts up to this many tokens
     # Preemption: how many workers of the model are examined for victims per realtime job.
     victim_scan_limit: int = 32
     preemption_enabled: bool = True

@@ -11,7 +11,9 @@ Ordering, per ``schedule(now)`` pass:
    that still have room); within a tenant, the earliest deadline.
 
 A level-0 realtime job that finds no room takes it from batch (``victims``); an escalated flex
-job that finds none is refused rather than run late. See docs/scheduler.md for the bounds.
+job that finds none is refused rather than run late. With ``rt_lane`` (off by default),
+realtime is served on workers kept clear of batch (``lane``, ``fairway_place``). See
+docs/scheduler.md for the bounds.
 """
 
 from __future__ import annotations
@@ -22,16 +24,17 @@ from scheduler.interface import SchedulingPolicy
 from scheduler.policies import admission
 from scheduler.policies.config import FairwayConfig
 from scheduler.policies.fairqueue import EdfKey, FairQueue
+from scheduler.policies.fairway_place import PlacementMixin
+from scheduler.policies.lane import LaneConfig, RealtimeLanes
 from scheduler.policies.placement import Pool
-from scheduler.policies.victims import choose_victims
 from scheduler.policies.vtc import VirtualCounters
 from scheduler.policies.workers import AssignedJob, Headroom, WorkerState, kv_need
-from scheduler.types import Assign, Decision, JobClass, JobView, Preempt, Reject, WorkerView
+from scheduler.types import Assign, Decision, JobClass, JobView, Reject, WorkerView
 
 LEVELS = (0, 1)
 
 
-class FairwayPolicy(SchedulingPolicy):
+class FairwayPolicy(PlacementMixin, SchedulingPolicy):
     def __init__(self, config: FairwayConfig | None = None) -> None:
         self.config = cfg = config or FairwayConfig()
         self.counters = [VirtualCounters(cfg.w_in, cfg.w_out) for _ in LEVELS]
@@ -55,6 +58,20 @@ class FairwayPolicy(SchedulingPolicy):
             cfg.headroom_enabled,
         )
         self._rt_size = admission.ServiceEstimate()
+        self._lanes: RealtimeLanes | None = None
+        if cfg.rt_lane:
+            self._lanes = RealtimeLanes(
+                LaneConfig(
+                    cfg.lane_rt_per_worker,
+                    cfg.headroom_k,
+                    cfg.lane_max_frac,
+                    cfg.lane_hold_s,
+                    cfg.headroom_tau_s,
+                    cfg.lane_batch_slots,
+                    cfg.lane_batch_max_prompt,
+                    cfg.lane_min_workers,
+                )
+            )
         self._now = 0.0
 
     # -- notifications -----------------------------------------------------------------
@@ -69,6 +86,8 @@ class FairwayPolicy(SchedulingPolicy):
         if level == 0:
             self._new_realtime.append(job.job_id)
             self._headroom.note_realtime(job)
+            if self._lanes is not None:
+                self._lanes.note_realtime(job.model, self._now)
         else:
             heapq.heappush(self._escalation, (self._escalate_at(job), job.job_id))
             if job.priority == self.config.flex_priority:
@@ -145,6 +164,8 @@ class FairwayPolicy(SchedulingPolicy):
         decisions: list[Decision] = []
         self._escalate_due(now)
         self._admit(now, decisions)
+        if self._lanes is not None:
+            self._resize_lanes(self._lanes, now, decisions)
         for level in LEVELS:
             self._fill(level, now, decisions)
         return decisions
@@ -182,69 +203,6 @@ class FairwayPolicy(SchedulingPolicy):
             if counter is not None and (best is None or counter < best_counter):
                 best, best_counter = fq, counter
         return best
-
-    def _try_place(self, job: JobView, level: int, now: float, out: list[Decision]) -> bool:
-        ws = self._place(job, level, now)
-        if ws is not None:
-            self._assign(job, ws, level, now, out)
-            return True
-        pool = self._pools.get(job.model)
-        if job.job_class is JobClass.REALTIME and self.config.preemption_enabled and pool:
-            plan = choose_victims(
-                list(pool.workers.values())[: self.config.victim_scan_limit],
-                kv_need(job),
-                now,
-                self.config.default_batch_window_s,
-                self.config.escalation_margin_s,
-            )
-            if plan is not None:
-                for victim in plan.victims:
-                    out.append(Preempt(victim.job.job_id, plan.worker.worker_id, "realtime"))
-                    self._unassign(victim.job.job_id, refund=False)
-                self._assign(job, plan.worker, level, now, out)
-                return True
-        if job.job_id in self._escalated and job.priority == self.config.flex_priority:
-            self._escalated.discard(job.job_id)
-            out.append(Reject(job.job_id, "flex_deadline", self.config.min_retry_after_s))
-            return True
-        return False
-
-    def _place(self, job: JobView, level: int, now: float) -> WorkerState | None:
-        pool = self._pools.get(job.model)
-        if pool is None or not pool.workers:
-            return None
-        need = kv_need(job)
-        cfg = self.config
-
-        def fits(ws: WorkerState) -> bool:
-            if level == 0:
-                return ws.fits(need)
-            slots, kv = self._headroom.reserve(ws, now)
-            return ws.fits(need, slots, kv)
-
-        if job.prefix_key is not None:
-            ws = pool.affinity(
-                job.prefix_key,
-                fits,
-                cfg.affinity_load_factor,
-                cfg.affinity_slack,
-                cfg.affinity_walk_limit,
-                cfg.ring_vnodes,
-            )
-            if ws is not None:
-                return ws
-        return pool.least_loaded(fits, cfg.placement_scan_limit)
-
-    def _room_left(self, model: str, level: int, now: float) -> bool:
-        pool = self._pools.get(model)
-        if pool is None:
-            return False
-
-        def any_slot(ws: WorkerState) -> bool:
-            reserve = 0 if level == 0 else self._headroom.reserve(ws, now)[0]
-            return ws.free_slots() - 1 >= reserve
-
-        return pool.least_loaded(any_slot, self.config.placement_scan_limit) is not None
 
     def _assign(
         self, job: JobView, ws: WorkerState, level: int, now: float, out: list[Decision]

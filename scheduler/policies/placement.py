@@ -48,9 +48,11 @@ class Pool:
     cost: CostModel | None = None
 
     def push(self, ws: WorkerState) -> None:
-        heapq.heappush(self.heap, (ws.load(), ws.load_version, ws.worker_id))
+        heapq.heappush(self.heap, (ws.heap_key(), ws.load_version, ws.worker_id))
         if len(self.heap) > 4 * len(self.workers) + 64:
-            self.heap = [(w.load(), w.load_version, w.worker_id) for w in self.workers.values()]
+            self.heap = [
+                (w.heap_key(), w.load_version, w.worker_id) for w in self.workers.values()
+            ]
             heapq.heapify(self.heap)
 
     def join(self, ws: WorkerState) -> None:

@@ -42,6 +42,10 @@ class WorkerState:
     # Realtime load seen here, as an exponentially weighted mean over time.
     rt_ewma: float = 0.0
     ewma_at: float = 0.0
+    lane: bool = False  # in a realtime lane (lane.py): sorts after every other worker
+
+    def heap_key(self) -> float:
+        return self.load() + (1.0 if self.lane else 0.0)
 
     @property
     def worker_id(self) -> str:

@@ -88,6 +88,17 @@ def test_fairway_keeps_realtime_fast_under_a_flood_where_vllm_priority_does_not(
     assert fairway["batch"]["out_tok_s"] > 0.9 * vllm["batch"]["out_tok_s"]
 
 
+def test_realtime_lane_brings_realtime_near_alone_at_a_batch_cost() -> None:
+    scenario = Scenario.load(SCENARIOS / "sched_rt_under_batch.json")
+    scenario.duration_s = 200
+    shared = summarize(run_variant(scenario, "fairway"), 2.0)["class"]
+    scenario.fairway = {"rt_lane": True, "lane_min_workers": 1}
+    lane = summarize(run_variant(scenario, "fairway"), 2.0)["class"]
+    assert lane["realtime"]["ttft_p99"] < shared["realtime"]["ttft_p99"] / 2
+    # The trade-off, pinned: one of the two workers is realtime's, so batch gets about half.
+    assert 0.4 < lane["batch"]["out_tok_s"] / shared["batch"]["out_tok_s"] < 0.7
+
+
 def test_weighted_shares_follow_the_weights() -> None:
     scenario = Scenario.load(SCENARIOS / "sched_fairness.json")
     scenario.duration_s = 300
