@@ -10,6 +10,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -137,14 +138,19 @@ class EngineHost:
         await self._renew_leases()
 
     async def _renew_leases(self) -> None:
-        """A live worker keeps its jobs; a dead one stops renewing and the dispatcher re-queues."""
+        """A live worker keeps the jobs it is running; a dead one stops renewing and the
+        dispatcher re-queues. Only jobs the runner holds are renewed: an assigned job whose task
+        never started here (lost message, failed claim) must expire and be re-dispatched."""
         assert self.runner is not None
+        held = [uuid.UUID(job_id) for job_id in self.runner.active]
+        if not held:
+            return
         now = dt.datetime.now(dt.UTC)
         async with self.runner.sessionmaker() as session:
             await session.execute(
                 update(Job)
-                .where(Job.worker_id == self.worker_id,
-                       Job.status.in_([JobStatus.ASSIGNED, JobStatus.RUNNING]))
+                .where(Job.worker_id == self.worker_id, Job.id.in_(held),
+                       Job.status == JobStatus.RUNNING)
                 .values(lease_expires_at=now + dt.timedelta(seconds=self.settings.lease_seconds))
             )
             await session.commit()

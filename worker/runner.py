@@ -182,8 +182,7 @@ class JobRunner:
             if delta.token_ids or delta.text:
                 if job.obs is not None:
                     job.obs.output()
-                if not progress.new_ids and not job.checkpoint:
-                    await self._mark_first_token(job)
+                first = not progress.new_ids and not job.checkpoint
                 if job.resume_of is not None and not job.resume_logged:
                     await self._mark_resumed(job, request, delta.num_cached_tokens)
                 progress.new_ids.extend(delta.token_ids)
@@ -192,6 +191,8 @@ class JobRunner:
                     await self.redis.xadd(key, {"type": "delta", "attempt": job.attempt,
                                                 "offset": offset, "text": delta.text,
                                                 "tokens": len(delta.token_ids)})
+                if first:  # after the token is on its way: the stamp is not on the hot path
+                    await self._mark_first_token(job)
                 offset += len(delta.text)
             if delta.finished:
                 progress.finish_reason = delta.finish_reason

@@ -139,16 +139,21 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
                   obs: Any = NULL_OBSERVER) -> AsyncIterator[bytes]:
     state = request.app.state
     done = False
+    # The role rides on the first content chunk, as in vLLM and OpenAI, so "first chunk" means
+    # "first token" to clients and benchmarks alike.
+    role_pending = builder.chat
     try:
-        if builder.chat:
-            yield sse(builder.chunk("", first=True, with_usage_field=include_usage))
         async for ev in follow_job(state.redis, job_id, timeout_s=settings.request_timeout_seconds):
             if ev.type == "delta":
                 obs.first_token()
-                yield sse(builder.chunk(ev.text, with_usage_field=include_usage))
+                yield sse(builder.chunk(ev.text, first=role_pending,
+                                        with_usage_field=include_usage))
+                role_pending = False
             elif ev.type == "final":
                 f = ev.fields
                 obs.finished(ok=True, completion_tokens=int(f.get("completion_tokens", 0)))
+                if role_pending:
+                    yield sse(builder.chunk("", first=True, with_usage_field=include_usage))
                 yield sse(builder.chunk(None if builder.chat else "",
                                         finish_reason=f.get("finish_reason"),
                                         with_usage_field=include_usage))

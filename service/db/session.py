@@ -25,7 +25,10 @@ def sync_engine(url: str) -> Engine:
 
 @functools.lru_cache(maxsize=8)
 def async_engine(url: str) -> AsyncEngine:
-    return create_async_engine(to_sqlalchemy_url(url), pool_pre_ping=True, pool_size=20)
+    # One stack opens an API, a dispatcher and a worker pool per worker: keep each modest so a
+    # default Postgres (100 connections) holds several stacks.
+    return create_async_engine(to_sqlalchemy_url(url), pool_pre_ping=True, pool_size=10,
+                               max_overflow=10)
 
 
 def async_sessionmaker_for(url: str) -> async_sessionmaker[AsyncSession]:

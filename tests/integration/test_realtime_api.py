@@ -96,6 +96,7 @@ def test_bad_or_missing_key_gets_401_in_openai_shape(sim_stack: Stack):
     {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "stop": ["a"] * 9},
     {"model": MODEL, "messages": "not a list"},
     {"messages": [{"role": "user", "content": "x"}]},
+    {"model": MODEL, "messages": [{"role": "user", "content": "nul \u0000 inside"}]},
     [1, 2, 3],
 ])
 def test_malformed_input_gets_400_never_500(sim_stack: Stack, make_tenant, body):

@@ -1,0 +1,569 @@
+"""Realtime under a batch flood: bare vLLM (FCFS, priority alone) against Fairway, side by side.
+
+Run from the repository root (Postgres on 127.0.0.1:5432 and Redis on 127.0.0.1:6379 must be
+up, as for the test suite; the vLLM engine must be installed):
+
+    OMP_NUM_THREADS=2 .venv/bin/python bench/preemption_vs_vllm.py \\
+        [--batch 12] [--realtime 6] [--batch-tokens 192] [--out FILE]
+
+Not a test: nothing is asserted, it prints a table. Three setups, one after the other, never two
+engines at once, all with the model Fairway serves (worker.model_prep.ensure_default_model())
+and the same engine settings (float32, enforce_eager, max_num_seqs 8, KV cache 1 GiB,
+max_model_len 2048, OMP_NUM_THREADS from the environment, 2 by default):
+
+(a) `python -m vllm.entrypoints.openai.api_server --scheduling-policy fcfs`; every request is
+    equal, realtime queues behind batch;
+(b) the same server with `--scheduling-policy priority`: realtime is sent with body field
+    "priority": 0, batch with "priority": 3. A waiting request never preempts running ones
+    (vLLM issue #40004), so realtime waits for a batch request to end;
+(c) Fairway as separate processes (API, scheduler with the default "fairway" policy, one
+    Celery worker hosting vLLM's AsyncLLM with the preemptive scheduler) on a throwaway Postgres
+    database and a leased Redis db. Batch is sent as service_tier="flex" (batch class,
+    priority 2), realtime with the default tier (realtime class).
+
+The workload, the same for each setup:
+
+1. one warm-up request, then --idle-probes (3) sequential streaming realtime requests on the
+   idle server: the realtime-alone TTFT;
+2. the flood: --batch (12) streaming batch requests at once (greedy, ignore_eos,
+   --batch-tokens 192 each, more than the engine's 8 slots);
+3. once the first batch tokens stream, plus --settle (2 s), --realtime (6) streaming realtime
+   requests (greedy, 16 tokens) as a Poisson stream (mean gap --rt-gap, 2 s, fixed seed).
+
+TTFT is from send to the first SSE chunk that carries text (Fairway sends a role-only chunk as
+soon as the job is accepted, so the first chunk alone would flatter it). Batch tokens/s is all
+batch output tokens over the flood's wall time (first batch sent to last batch done).
+Preemptions: bare vLLM's /metrics counter `vllm:num_preemptions_total`, before and after; for
+Fairway, the worker's /metrics (`vllm:num_preemptions_total`: the engine's recompute
+preemptions plus jobs parked; `fairway_job_preemptions_total{class="batch"}`: jobs parked with
+a checkpoint for realtime, so the difference is what happened inside the engine) and the jobs
+table (`preemptions`, `recomputed_tokens`, `parked_seconds`, `events`). Recomputed tokens are
+what Fairway's resumes re-prefilled, net of prefix-cache hits; a preemption inside one engine
+(recompute) re-prefills too, but no engine reports by how much, so that part is not in the
+figure. The script also checks that every batch request finished with all its tokens, and
+compares each setup's batch texts with those of (b) (greedy; informative only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import math
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, cast
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # allow `python bench/preemption_vs_vllm.py` without installing
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import psycopg  # noqa: E402
+from psycopg.rows import dict_row  # noqa: E402
+
+from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
+from service.cli.embedded import free_port  # noqa: E402
+from service.settings import Settings  # noqa: E402
+from tests.support.services import (  # noqa: E402
+    claim_redis_db,
+    create_database,
+    drop_database,
+    release_redis_db,
+)
+from tests.support.stack import Stack  # noqa: E402
+
+SERVED = "SmolLM2-135M-Instruct"
+MAX_NUM_SEQS = 8
+KV_GIB = 1
+MAX_MODEL_LEN = 2048
+REALTIME_TOKENS = 16
+WORKER_ID = "bench-vllm-1"
+START_TIMEOUT_S = 900.0
+REQUEST_TIMEOUT_S = 1800.0
+SETUPS = {"a": "vLLM FCFS", "b": "vLLM priority", "c": "Fairway"}
+TOPICS = ["a lighthouse", "a desert city", "a clockmaker", "a river barge", "an orchard",
+          "a night train", "a mountain pass", "a tide pool", "a glass factory", "a beekeeper"]
+QUESTIONS = ["What is the capital of France?", "Name three primary colors.",
+             "How many legs does a spider have?", "What is two plus two?",
+             "Which planet is closest to the sun?", "What language is spoken in Brazil?"]
+
+
+# -- one streaming request -------------------------------------------------------------------
+@dataclass
+class Call:
+    """One streaming chat request as the client saw it (times are time.perf_counter())."""
+
+    label: str
+    sent: float = math.nan
+    first: float = math.nan
+    done: float = math.nan
+    status: int = 0
+    text: str = ""
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    response_id: str | None = None
+    error: str | None = None
+
+    @property
+    def ttft_s(self) -> float:
+        return self.first - self.sent
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200 and self.error is None and self.finish_reason is not None
+
+
+def stream_chat(base_url: str, api_key: str | None, body: dict[str, Any], call: Call) -> None:
+    """POST a streaming chat completion and fill `call` in; never raises."""
+    url = urllib.parse.urlsplit(base_url)
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port,
+                                      timeout=REQUEST_TIMEOUT_S)
+    try:
+        call.sent = time.perf_counter()
+        conn.request("POST", "/v1/chat/completions", json.dumps(body), headers)
+        resp = conn.getresponse()
+        call.status = resp.status
+        if resp.status != 200:
+            call.error = f"HTTP {resp.status}: {resp.read()[:300]!r}"
+            return
+        for line in resp:  # SSE lines; http.client undoes the chunked encoding
+            data = line.strip().removeprefix(b"data: ")
+            if not data.startswith(b"{"):
+                continue
+            chunk = json.loads(data)
+            if "error" in chunk:
+                call.error = json.dumps(chunk["error"])[:300]
+                continue
+            call.response_id = call.response_id or chunk.get("id")
+            for choice in chunk.get("choices") or []:
+                content = (choice.get("delta") or {}).get("content")
+                if content:
+                    if call.first != call.first:  # still NaN: the first text
+                        call.first = time.perf_counter()
+                    call.text += content
+                call.finish_reason = choice.get("finish_reason") or call.finish_reason
+            if chunk.get("usage"):
+                call.completion_tokens = chunk["usage"].get("completion_tokens")
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        call.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        call.done = time.perf_counter()
+        conn.close()
+
+
+def in_thread(fn: Callable[..., None], *args: Any) -> threading.Thread:
+    thread = threading.Thread(target=fn, args=args, daemon=True)
+    thread.start()
+    return thread
+
+
+# -- what each setup sends -------------------------------------------------------------------
+def batch_body(setup: str, i: int, max_tokens: int) -> dict[str, Any]:
+    topic = TOPICS[i % len(TOPICS)]
+    body: dict[str, Any] = {
+        "model": SERVED, "stream": True, "stream_options": {"include_usage": True},
+        "temperature": 0, "max_tokens": max_tokens, "ignore_eos": True,
+        "messages": [{"role": "user", "content": f"Write a long, detailed story (part {i}) "
+                                                 f"about {topic}, chapter by chapter."}]}
+    if setup == "b":
+        body["priority"] = 3
+    elif setup == "c":
+        body["service_tier"] = "flex"
+    return body
+
+
+def realtime_body(setup: str, i: int) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": SERVED, "stream": True, "stream_options": {"include_usage": True},
+        "temperature": 0, "max_tokens": REALTIME_TOKENS,
+        "messages": [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}]}
+    if setup == "b":
+        body["priority"] = 0
+    return body  # (a): vLLM's FCFS server refuses a non-zero priority; (c): default tier
+
+
+# -- processes -------------------------------------------------------------------------------
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.HTTPError):
+        return False
+
+
+def log_tail(path: Path, n: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+
+
+def stop_group(popen: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group we started, then SIGKILL it if it lingers."""
+    if popen.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(popen.pid, signal.SIGTERM)
+    try:
+        popen.wait(30)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(popen.pid, signal.SIGKILL)
+        popen.wait(30)
+
+
+@dataclass
+class Server:
+    """A started setup: where to send requests, and where its engine counters are."""
+
+    base_url: str
+    api_key: str | None
+    metrics_url: str
+    stack: Stack | None = None
+
+
+@contextlib.contextmanager
+def vllm_server(model_dir: Path, policy: str, log_dir: Path) -> Iterator[Server]:
+    port = free_port()
+    log = log_dir / f"vllm-{policy}.log"
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+           "--served-model-name", SERVED, "--dtype", "float32", "--enforce-eager",
+           "--max-num-seqs", str(MAX_NUM_SEQS), "--max-model-len", str(MAX_MODEL_LEN),
+           "--scheduling-policy", policy, "--host", "127.0.0.1", "--port", str(port)]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(KV_GIB)}
+    with open(log, "ab") as out:
+        popen = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not http_ok(base + "/health"):
+            if popen.poll() is not None:
+                raise RuntimeError(f"vLLM server exited with {popen.returncode}:\n"
+                                   f"{log_tail(log)}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"vLLM server not ready:\n{log_tail(log)}")
+            time.sleep(0.5)
+        yield Server(base, None, base + "/metrics")
+    finally:
+        stop_group(popen)
+
+
+def fairway_env(model_dir: Path, files_dir: Path) -> dict[str, str]:
+    return {"FAIRWAY_KV_CACHE_GIB": str(KV_GIB), "FAIRWAY_MAX_NUM_SEQS": str(MAX_NUM_SEQS),
+            "FAIRWAY_MAX_MODEL_LEN": str(MAX_MODEL_LEN), "FAIRWAY_SERVED_MODEL_NAME": SERVED,
+            "FAIRWAY_MODEL_PATH": str(model_dir), "FAIRWAY_FILES_DIR": str(files_dir),
+            "VLLM_CPU_KVCACHE_SPACE": str(KV_GIB)}
+
+
+@contextlib.contextmanager
+def fairway_stack(model_dir: Path, policy: str, log_dir: Path) -> Iterator[Server]:
+    """API + scheduler + one vLLM worker on a fresh database and Redis db, torn down after."""
+    database = create_database("fairway_pvv")
+    redis: str | None = None
+    files = Path(tempfile.mkdtemp(prefix="fairway-pvv-files-"))
+    stack: Stack | None = None
+    try:
+        redis = claim_redis_db()
+        _, api_key = create_tenant_with_key(Settings(database_url=database, redis_url=redis),
+                                            "bench")
+        log_dir.mkdir(parents=True, exist_ok=True)
+        stack = Stack(database, redis, env_overrides=fairway_env(model_dir, files),
+                      log_dir=log_dir)
+        stack.start_api()
+        stack.start_dispatcher(policy=policy)
+        stack.start_worker(WORKER_ID, engine="vllm", timeout_s=START_TIMEOUT_S)
+        beat = stack.heartbeat(WORKER_ID) or {}
+        metrics = f"http://127.0.0.1:{beat.get('metrics_port')}/metrics"
+        yield Server(stack.base_url, api_key, metrics, stack)
+    finally:
+        if stack is not None:
+            stack.stop()
+        drop_database(database)
+        if redis is not None:
+            release_redis_db(redis)  # flushes it too
+        shutil.rmtree(files, ignore_errors=True)
+
+
+# -- counters --------------------------------------------------------------------------------
+def scrape(url: str, name: str, **labels: str) -> float | None:
+    """Sum of the samples called `name` (with these labels) on a Prometheus endpoint."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            text = resp.read().decode()
+    except (OSError, urllib.error.HTTPError):
+        return None
+    values = [s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+              if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
+    return float(sum(values)) if values else None
+
+
+def counters(server: Server) -> dict[str, float | None]:
+    out = {"engine_preemptions": scrape(server.metrics_url, "vllm:num_preemptions_total")}
+    if server.stack is not None:
+        out["parked_batch"] = scrape(server.metrics_url, "fairway_job_preemptions_total",
+                                     **{"class": "batch"})
+    return out
+
+
+def fairway_jobs(database_url: str) -> list[dict[str, Any]]:
+    with psycopg.connect(database_url, row_factory=dict_row) as conn:
+        return conn.execute(
+            "SELECT id, kind, service_tier, priority, status, completion_tokens, preemptions,"
+            " recomputed_tokens, parked_seconds, events, result->>'text' AS text"
+            " FROM jobs ORDER BY created_at").fetchall()
+
+
+def job_id_of(response_id: str | None) -> uuid.UUID | None:
+    with contextlib.suppress(ValueError, AttributeError, IndexError):
+        return uuid.UUID(str(response_id).split("-", 1)[1])
+    return None
+
+
+# -- one setup -------------------------------------------------------------------------------
+def run_workload(setup: str, server: Server, opts: argparse.Namespace) -> dict[str, Any]:
+    key = server.api_key
+    warm = Call("warm-up")
+    stream_chat(server.base_url, key, realtime_body(setup, 0), warm)
+    if not warm.ok:
+        raise RuntimeError(f"warm-up failed: {warm.error}")
+    idle = []
+    for i in range(opts.idle_probes):
+        idle.append(Call(f"idle-{i}"))
+        stream_chat(server.base_url, key, realtime_body(setup, i), idle[-1])
+        time.sleep(0.3)
+    before = counters(server)
+
+    batch = [Call(f"batch-{i}") for i in range(opts.batch)]
+    threads = [in_thread(stream_chat, server.base_url, key,
+                         batch_body(setup, i, opts.batch_tokens), c) for i, c in enumerate(batch)]
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while all(c.first != c.first for c in batch):  # no batch text yet
+        if time.monotonic() > deadline or all(not t.is_alive() for t in threads):
+            raise RuntimeError(f"the batch flood never started: {[c.error for c in batch]}")
+        time.sleep(0.05)
+    time.sleep(opts.settle)
+    streaming_at_rt = sum(1 for c in batch if c.first == c.first and c.done != c.done)
+
+    rng = random.Random(opts.seed)
+    realtime = [Call(f"realtime-{i}") for i in range(opts.realtime)]
+    rt_threads = []
+    for i, c in enumerate(realtime):
+        if i:
+            time.sleep(rng.expovariate(1.0 / opts.rt_gap))
+        rt_threads.append(in_thread(stream_chat, server.base_url, key,
+                                    realtime_body(setup, i), c))
+    for t in threads + rt_threads:
+        t.join(REQUEST_TIMEOUT_S)
+    time.sleep(3.0 if server.stack is not None else 0.5)  # the worker's counters follow heartbeats
+    after = counters(server)
+    jobs = fairway_jobs(server.stack.database_url) if server.stack is not None else None
+    return summarize(setup, opts, idle, batch, realtime, before, after, jobs, streaming_at_rt)
+
+
+def pct(values: list[float], q: float) -> float:
+    vals = [v for v in values if v == v]
+    return float(np.percentile(vals, q)) if vals else math.nan
+
+
+def delta(after: float | None, before: float | None) -> float | None:
+    return None if after is None or before is None else after - before
+
+
+def summarize(setup: str, opts: argparse.Namespace, idle: list[Call], batch: list[Call],
+              realtime: list[Call], before: dict[str, float | None],
+              after: dict[str, float | None], jobs: list[dict[str, Any]] | None,
+              streaming_at_rt: int) -> dict[str, Any]:
+    idle_ms = [c.ttft_s * 1000 for c in idle if c.ok]
+    busy_ms = [c.ttft_s * 1000 for c in realtime if c.ok]
+    tokens = sum(c.completion_tokens or 0 for c in batch)
+    wall = max(c.done for c in batch) - min(c.sent for c in batch)
+    out: dict[str, Any] = {
+        "setup": setup, "name": SETUPS[setup],
+        "idle_ttft_p50_ms": pct(idle_ms, 50), "idle_ttft_p99_ms": pct(idle_ms, 99),
+        "busy_ttft_p50_ms": pct(busy_ms, 50), "busy_ttft_p99_ms": pct(busy_ms, 99),
+        "busy_ttft_max_ms": pct(busy_ms, 100),
+        "batch_tok_s": tokens / wall, "batch_wall_s": wall, "batch_tokens": tokens,
+        "batch_streaming_when_realtime_began": streaming_at_rt,
+        "batch_finished": sum(1 for c in batch
+                              if c.ok and c.completion_tokens == opts.batch_tokens),
+        "realtime_failed": sum(1 for c in realtime + idle if not c.ok),
+        "engine_preemptions": delta(after["engine_preemptions"], before["engine_preemptions"]),
+        "errors": [f"{c.label}: {c.error}" for c in idle + batch + realtime if c.error],
+        "idle": [asdict(c) for c in idle], "batch": [asdict(c) for c in batch],
+        "realtime": [asdict(c) for c in realtime],
+    }
+    out["busy_over_idle_p50"] = out["busy_ttft_p50_ms"] / out["idle_ttft_p50_ms"]
+    out["busy_over_idle_p99"] = out["busy_ttft_p99_ms"] / out["idle_ttft_p99_ms"]
+    if jobs is None:
+        # No preemption, no recompute; vLLM does not count recomputed prefill otherwise.
+        out["recomputed_tokens"] = 0 if out["engine_preemptions"] == 0 else None
+        return out
+    ids = {job_id_of(c.response_id) for c in batch}
+    mine = [j for j in jobs if j["id"] in ids]
+    out.update(
+        parked_preemptions_metric=delta(after.get("parked_batch"), before.get("parked_batch")),
+        job_preemptions=sum(j["preemptions"] for j in jobs),
+        recomputed_tokens=sum(j["recomputed_tokens"] for j in jobs),
+        parked_seconds=sum(j["parked_seconds"] for j in jobs),
+        batch_jobs_succeeded=sum(1 for j in mine if j["status"] == "succeeded"
+                                 and j["completion_tokens"] == opts.batch_tokens),
+        batch_jobs_matched=len(mine),
+        job_events=dict(Counter(e.get("type", "?")
+                                for j in jobs for e in j["events"] or [])),
+        job_status=dict(Counter(f"{j['kind']}/{j['status']}" for j in jobs)))
+    texts = {j["id"]: j["text"] for j in mine}
+    out["db_text_matches_stream"] = sum(
+        1 for c in batch if texts.get(job_id_of(c.response_id)) == c.text and c.text)
+    return out
+
+
+def measure(setup: str, model_dir: Path, work: Path, opts: argparse.Namespace) -> dict[str, Any]:
+    print(f"\n=== ({setup}) {SETUPS[setup]} ===", flush=True)
+    started = time.monotonic()
+    server_cm = (fairway_stack(model_dir, opts.policy, work / "fairway") if setup == "c" else
+                 vllm_server(model_dir, "fcfs" if setup == "a" else "priority", work))
+    with server_cm as server:
+        print(f"  up after {time.monotonic() - started:.0f} s", flush=True)
+        result = run_workload(setup, server, opts)
+    print(f"  idle TTFT p50 {result['idle_ttft_p50_ms']:.0f} ms, flood TTFT p50 "
+          f"{result['busy_ttft_p50_ms']:.0f} ms / max {result['busy_ttft_max_ms']:.0f} ms, "
+          f"batch {result['batch_tok_s']:.1f} tok/s, "
+          f"{result['batch_finished']}/{opts.batch} batch finished", flush=True)
+    return result
+
+
+# -- report ----------------------------------------------------------------------------------
+def same_outputs(results: dict[str, dict[str, Any]], setup: str, ref: str = "b") -> str:
+    if setup == ref or ref not in results or setup not in results:
+        return "(ref)" if setup == ref else "-"
+    mine = [c["text"] for c in results[setup]["batch"]]
+    theirs = [c["text"] for c in results[ref]["batch"]]
+    return f"{sum(1 for x, y in zip(mine, theirs, strict=True) if x and x == y)}/{len(mine)}"
+
+
+def fmt(value: Any, spec: str) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "n/a"
+    return format(value, spec)
+
+
+def in_engine(r: dict[str, Any]) -> float | None:
+    """Fairway's worker counts parked jobs into vllm:num_preemptions as well: take them out."""
+    if r["setup"] != "c":
+        return cast(float | None, r["engine_preemptions"])
+    return delta(r["engine_preemptions"], r["parked_preemptions_metric"])
+
+
+def print_table(results: dict[str, dict[str, Any]], opts: argparse.Namespace) -> None:
+    order = [s for s in SETUPS if s in results]
+    rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+        ("realtime TTFT idle p50 ms", lambda r: fmt(r["idle_ttft_p50_ms"], ".0f")),
+        ("realtime TTFT idle p99 ms", lambda r: fmt(r["idle_ttft_p99_ms"], ".0f")),
+        ("realtime TTFT flood p50 ms", lambda r: fmt(r["busy_ttft_p50_ms"], ".0f")),
+        ("realtime TTFT flood p99 ms", lambda r: fmt(r["busy_ttft_p99_ms"], ".0f")),
+        ("flood / idle, p50", lambda r: fmt(r["busy_over_idle_p50"], ".1f") + "x"),
+        ("flood / idle, p99", lambda r: fmt(r["busy_over_idle_p99"], ".1f") + "x"),
+        ("realtime requests failed", lambda r: str(r["realtime_failed"])),
+        ("batch output tok/s (flood wall)", lambda r: fmt(r["batch_tok_s"], ".1f")),
+        ("batch flood wall s", lambda r: fmt(r["batch_wall_s"], ".1f")),
+        ("batch finished, all tokens", lambda r: f"{r['batch_finished']}/{opts.batch}"),
+        ("batch streaming at 1st realtime",
+         lambda r: str(r["batch_streaming_when_realtime_began"])),
+        ("preemptions: vllm:num_preemptions", lambda r: fmt(r["engine_preemptions"], ".0f")),
+        ("  jobs parked, checkpoint (table)", lambda r: fmt(r.get("job_preemptions"), "d")),
+        ("  inside the engine (recompute)", lambda r: fmt(in_engine(r), ".0f")),
+        ("recomputed tokens (jobs table)", lambda r: fmt(r["recomputed_tokens"], "d")),
+        ("batch texts equal to (b)", lambda r: same_outputs(results, r["setup"])),
+    ]
+    width = 36
+    print(f"\n{opts.batch} batch x {opts.batch_tokens} tokens (greedy, ignore_eos) flooding "
+          f"{MAX_NUM_SEQS} slots; {opts.realtime} realtime x {REALTIME_TOKENS} tokens, Poisson "
+          f"mean gap {opts.rt_gap:g} s; idle = {opts.idle_probes} sequential before the flood")
+    print(f"{'':<{width}}" + "".join(f"{f'({s}) {SETUPS[s]}':>18}" for s in order))
+    for label, cell in rows:
+        print(f"{label:<{width}}" + "".join(f"{cell(results[s]):>18}" for s in order))
+    fairway = results.get("c")
+    if fairway is not None:
+        print(f"\nFairway jobs: {fairway['job_status']}; events {fairway['job_events']}; "
+              f"parked {fairway['parked_seconds']:.1f} s in all; worker /metrics parked batch "
+              f"{fmt(fairway['parked_preemptions_metric'], '.0f')}; batch jobs succeeded with all "
+              f"tokens (table) {fairway['batch_jobs_succeeded']}/{fairway['batch_jobs_matched']};"
+              f" streamed text = stored text {fairway['db_text_matches_stream']}/{opts.batch}")
+    for s in order:
+        for err in results[s]["errors"][:5]:
+            print(f"  ({s}) error: {err}")
+
+
+# -- main ------------------------------------------------------------------------------------
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--batch", type=int, default=12, help="batch requests in the flood")
+    p.add_argument("--realtime", type=int, default=6, help="realtime requests during the flood")
+    p.add_argument("--batch-tokens", type=int, default=192, help="max_tokens of each batch job")
+    p.add_argument("--idle-probes", type=int, default=3, help="realtime requests before it")
+    p.add_argument("--rt-gap", type=float, default=2.0, help="mean realtime gap, seconds")
+    p.add_argument("--settle", type=float, default=2.0,
+                   help="seconds after the first batch tokens before realtime starts")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--setups", default="abc", help="which setups to run (default abc)")
+    p.add_argument("--policy", default="fairway", help="Fairway scheduler policy")
+    p.add_argument("--out", type=Path, default=None, help="raw results JSON")
+    return p.parse_args()
+
+
+def raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main() -> int:
+    opts = parse_args()
+    signal.signal(signal.SIGTERM, raise_interrupt)  # clean up on kill as on Ctrl-C
+    os.environ.setdefault("OMP_NUM_THREADS", "2")
+    from worker.model_prep import ensure_default_model
+
+    model_dir = ensure_default_model()
+    work = Path(tempfile.mkdtemp(prefix="fairway-pvv-bench-"))
+    print(f"model {model_dir.name}, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}, "
+          f"KV {KV_GIB} GiB, max_num_seqs {MAX_NUM_SEQS}, logs in {work}", flush=True)
+    results: dict[str, dict[str, Any]] = {}
+    ok = False
+    try:
+        for setup in opts.setups:
+            results[setup] = measure(setup, model_dir, work, opts)
+            if opts.out:
+                opts.out.write_text(json.dumps({"config": vars(opts), "results": results},
+                                               indent=1, default=str))
+        print_table(results, opts)
+        ok = True
+    finally:
+        if ok:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"\nfailed or interrupted; logs kept in {work}", file=sys.stderr)
+    if opts.out:
+        print(f"\nraw results: {opts.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

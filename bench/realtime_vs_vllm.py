@@ -1,0 +1,702 @@
+"""Fairway's realtime path against a bare vLLM OpenAI server: same model, engine, load, machine.
+
+Run from the repository root (Postgres on 127.0.0.1:5432 and Redis on 127.0.0.1:6379 must be
+up; the vLLM engine must be installed):
+
+    OMP_NUM_THREADS=2 .venv/bin/python bench/realtime_vs_vllm.py [--repeat N] [--out FILE]
+
+What it measures, in one run and one process tree:
+
+(a) `python -m vllm.entrypoints.openai.api_server` with the model Fairway serves (float32,
+    enforce_eager, max_num_seqs 64, max_model_len 2048, the same VLLM_CPU_KVCACHE_SPACE);
+(b) Fairway as separate processes (API, dispatcher, Celery worker hosting vLLM's AsyncLLM with
+    the same settings) on a throwaway Postgres database and a leased, flushed Redis db. The
+    dispatcher runs --policy priority by default: the "fairway" policy refuses (429) realtime
+    jobs whose predicted TTFT misses the tier's SLO, which a burst on a small CPU can trigger,
+    and bare vLLM refuses nothing, so only a non-shedding policy compares like with like.
+
+Each gets one short warm-up request, then ten sequential streaming requests on the idle server
+(the fixed per-request TTFT cost, without queueing), then vLLM's own load generator
+(`vllm.benchmarks.serve`): openai-chat backend, random dataset, 128 input / 64 output tokens
+(ignore_eos), all prompts at once, same seed. The two systems never run at the same time; with
+--repeat N the pair runs N times, the order alternating, and the table shows medians. On a
+shared machine the figures move with everyone else's load: the per-round lines show how much
+CPU other processes took during each load.
+
+Two TTFTs are reported. vllm bench counts the first SSE chunk that has `choices`. vLLM's server
+sends its role-only chunk together with the first token, but Fairway's API sends the role chunk
+as soon as the job row is committed, so for Fairway that "TTFT" is only time-to-accepted. The
+"first content" TTFT (first chunk that carries text: ttft + first inter-chunk gap) measures
+the same event on both, and TPOT is recomputed from it. For Fairway it also reads the jobs table
+and splits each request's first-content latency into API ingest, dispatch, Celery delivery,
+engine (queue + prefill) and relay (worker -> Redis Stream -> API -> SSE -> client), and it
+reports the CPU seconds each process used during the load: on a small CPU box the service's
+own processes compete with the engine for the same cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # allow `python bench/realtime_vs_vllm.py` without installing
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import psutil  # noqa: E402
+import psycopg  # noqa: E402
+from psycopg.rows import dict_row  # noqa: E402
+from redis import Redis  # noqa: E402
+
+from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
+from service.cli.embedded import free_port  # noqa: E402
+from service.settings import Settings  # noqa: E402
+from tests.support.services import (  # noqa: E402
+    claim_redis_db,
+    create_database,
+    drop_database,
+    redis_url,
+    release_redis_db,
+)
+from tests.support.stack import Stack  # noqa: E402
+
+SERVED = "SmolLM2-135M-Instruct"
+MAX_NUM_SEQS = 64
+MAX_MODEL_LEN = 2048
+INPUT_LEN = 128
+OUTPUT_LEN = 64
+WORKER_ID = "bench-1"
+START_TIMEOUT_S = 900.0
+TARGET_RATIO = 0.97
+TARGET_TTFT_MS = 5.0
+PROBES = 10  # sequential single requests on the idle server: the fixed per-request cost
+PROBE_PROMPT = "Count from one to twenty in words, separated by commas."
+SEGMENTS = ("api_ingest", "dispatch", "delivery", "engine_first_token", "relay",
+            "server_ttft", "client_ttft")
+
+
+# -- processes -------------------------------------------------------------------------------
+def engine_env(kv_gib: int) -> dict[str, str]:
+    """The environment both engines see: same KV cache size and OMP threads."""
+    env = dict(os.environ)
+    env["VLLM_CPU_KVCACHE_SPACE"] = str(kv_gib)
+    env["OMP_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"]
+    return env
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.HTTPError):
+        return False
+
+
+def log_tail(path: Path, n: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+
+
+def wait_http(url: str, popen: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if popen.poll() is not None:
+            raise RuntimeError(f"server exited with {popen.returncode}:\n{log_tail(log)}")
+        if http_ok(url):
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"server not ready after {timeout_s:.0f}s:\n{log_tail(log)}")
+
+
+def stop_group(popen: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group we started, then SIGKILL it if it lingers."""
+    if popen.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(popen.pid, signal.SIGTERM)
+    try:
+        popen.wait(30)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(popen.pid, signal.SIGKILL)
+        popen.wait(30)
+
+
+@contextlib.contextmanager
+def vllm_server(model_dir: Path, kv_gib: int, log_dir: Path
+                ) -> Iterator[tuple[str, dict[str, int]]]:
+    port = free_port()
+    log = log_dir / "vllm-server.log"
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+           "--served-model-name", SERVED, "--dtype", "float32", "--enforce-eager",
+           "--max-num-seqs", str(MAX_NUM_SEQS), "--max-model-len", str(MAX_MODEL_LEN),
+           "--host", "127.0.0.1", "--port", str(port)]
+    with open(log, "ab") as out:
+        popen = subprocess.Popen(cmd, env=engine_env(kv_gib), stdout=out,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_http(base + "/health", popen, log, START_TIMEOUT_S)
+        yield base, {"vllm-server": popen.pid}
+    finally:
+        stop_group(popen)
+
+
+def fairway_env(kv_gib: int, model_dir: Path) -> dict[str, str]:
+    return {"FAIRWAY_KV_CACHE_GIB": str(kv_gib), "FAIRWAY_MAX_NUM_SEQS": str(MAX_NUM_SEQS),
+            "FAIRWAY_MAX_MODEL_LEN": str(MAX_MODEL_LEN), "FAIRWAY_SERVED_MODEL_NAME": SERVED,
+            "FAIRWAY_MODEL_PATH": str(model_dir),
+            "VLLM_CPU_KVCACHE_SPACE": str(kv_gib),
+            "OMP_NUM_THREADS": os.environ["OMP_NUM_THREADS"]}
+
+
+@dataclass(frozen=True)
+class Run:
+    """What every measurement needs: options, model, scratch dir, and Fairway's backing stores."""
+
+    opts: argparse.Namespace
+    out: Path
+    model_dir: Path
+    work: Path
+    db_url: str
+    redis_url: str
+    api_key: str
+
+
+@contextlib.contextmanager
+def fairway_stack(run: Run, log_dir: Path) -> Iterator[tuple[str, dict[str, int]]]:
+    Redis.from_url(run.redis_url).flushdb()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    stack = Stack(run.db_url, run.redis_url, log_dir=log_dir,
+                  env_overrides=fairway_env(run.opts.kv_gib, run.model_dir))
+    try:
+        stack.start_api()
+        stack.start_dispatcher(policy=run.opts.policy)
+        stack.start_worker(WORKER_ID, engine="vllm", timeout_s=START_TIMEOUT_S)
+        yield stack.base_url, {name: p.popen.pid for name, p in stack.procs.items()}
+    finally:
+        stack.stop()
+        Redis.from_url(run.redis_url).flushdb()
+
+
+# -- load --------------------------------------------------------------------------------------
+def warm_up(base_url: str, api_key: str | None) -> None:
+    """One short chat request; also proves the key works and ignore_eos reaches the engine."""
+    body = {"model": SERVED, "messages": [{"role": "user", "content": "Say hello."}],
+            "max_tokens": 8, "temperature": 0, "ignore_eos": True}
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    req = urllib.request.Request(base_url + "/v1/chat/completions", json.dumps(body).encode(),
+                                 headers)
+    try:
+        with urllib.request.urlopen(req, timeout=300) as resp:
+            usage = json.load(resp)["usage"]
+    except urllib.error.HTTPError as exc:
+        raise RuntimeError(f"warm-up got HTTP {exc.code}: {exc.read()[:500]!r}") from exc
+    if usage["completion_tokens"] != 8:
+        raise RuntimeError(f"warm-up produced {usage} (ignore_eos not honoured?)")
+
+
+@contextlib.contextmanager
+def api_key_env(api_key: str | None) -> Iterator[None]:
+    """vllm bench reads the bearer token from OPENAI_API_KEY."""
+    saved = os.environ.pop("OPENAI_API_KEY", None)
+    if api_key:
+        os.environ["OPENAI_API_KEY"] = api_key
+    try:
+        yield
+    finally:
+        os.environ.pop("OPENAI_API_KEY", None)
+        if saved is not None:
+            os.environ["OPENAI_API_KEY"] = saved
+
+
+def bench_argv(base_url: str, model_dir: Path, opts: argparse.Namespace, result_dir: Path,
+               label: str) -> list[str]:
+    return ["--backend", "openai-chat", "--base-url", base_url,
+            "--endpoint", "/v1/chat/completions", "--model", str(model_dir),
+            "--served-model-name", SERVED, "--dataset-name", "random",
+            "--random-input-len", str(INPUT_LEN), "--random-output-len", str(OUTPUT_LEN),
+            "--num-prompts", str(opts.num_prompts), "--request-rate", "inf", "--ignore-eos",
+            "--seed", str(opts.seed), "--percentile-metrics", "ttft,tpot,itl,e2el",
+            "--metric-percentiles", "50,99", "--disable-tqdm", "--label", label,
+            "--save-result", "--save-detailed", "--result-dir", str(result_dir),
+            "--result-filename", f"{label}.json"]
+
+
+def run_load(base_url: str, api_key: str | None, model_dir: Path, opts: argparse.Namespace,
+             result_dir: Path, label: str, roots: Mapping[str, int]) -> dict[str, Any]:
+    """vllm bench serve, in-process; returns its saved JSON, the wall-clock offset and the CPU
+    seconds each server process (and the rest of the machine) used during the load."""
+    from vllm.benchmarks import serve
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser()
+    serve.add_cli_args(parser)
+    args = parser.parse_args(bench_argv(base_url, model_dir, opts, result_dir, label))
+    wall_offset = time.time() - time.perf_counter()  # start_times are perf_counter values
+    since = dt.datetime.now(dt.UTC)
+    before = cpu_snapshot(roots)
+    with api_key_env(api_key):
+        serve.main(args)
+    after = cpu_snapshot(roots)
+    until = dt.datetime.now(dt.UTC)
+    result: dict[str, Any] = json.loads((result_dir / f"{label}.json").read_text())
+    result.update(wall_offset=wall_offset, since=since.isoformat(), until=until.isoformat(),
+                  cpu_s={k: round(after[k] - before.get(k, 0.0), 2) for k in after})
+    return result
+
+
+# -- idle probe ----------------------------------------------------------------------------------
+def stream_first_content(base_url: str, api_key: str | None) -> tuple[float, float]:
+    """One streaming chat request; returns (wall time sent, seconds to the first text chunk)."""
+    url = urllib.parse.urlsplit(base_url)
+    body = {"model": SERVED, "messages": [{"role": "user", "content": PROBE_PROMPT}],
+            "max_tokens": 4, "ignore_eos": True, "stream": True}
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=120)
+    try:
+        sent, t0 = time.time(), time.perf_counter()
+        conn.request("POST", "/v1/chat/completions", json.dumps(body), headers)
+        resp = conn.getresponse()
+        if resp.status != 200:
+            raise RuntimeError(f"probe got HTTP {resp.status}: {resp.read()[:300]!r}")
+        first = float("nan")
+        for line in resp:  # SSE lines; http.client undoes the chunked encoding
+            data = line.strip().removeprefix(b"data: ")
+            if first != first and data.startswith(b"{"):  # still NaN: no text yet
+                choices = json.loads(data).get("choices") or [{}]
+                if (choices[0].get("delta") or {}).get("content"):
+                    first = time.perf_counter() - t0
+        return sent, first
+    finally:
+        conn.close()
+
+
+def probe_idle(base_url: str, api_key: str | None) -> dict[str, Any]:
+    """Sequential requests, nothing else running: TTFT without queueing behind a burst."""
+    since = dt.datetime.now(dt.UTC)
+    samples = []
+    for _ in range(PROBES):
+        samples.append(stream_first_content(base_url, api_key))
+        time.sleep(0.2)
+    ttfts = [f * 1000 for _, f in samples]
+    return {"since": since.isoformat(), "until": dt.datetime.now(dt.UTC).isoformat(),
+            "samples": samples, "ttft_p50_ms": pct(ttfts, 50), "ttft_min_ms": min(ttfts),
+            "ttft_max_ms": max(ttfts)}
+
+
+def probe_lag(db_url: str, probe: dict[str, Any]) -> dict[str, float]:
+    """The probe's jobs, matched to its requests by order (they ran one at a time)."""
+    jobs = sorted(fetch_jobs(db_url, probe), key=lambda j: j["created_at"])
+    rows = [job_segments(j, sent, sent + first)
+            for j, (sent, first) in zip(jobs, probe["samples"], strict=False)]
+    return {seg: pct([r[seg] * 1000 for r in rows], 50) for seg in SEGMENTS}
+
+
+# -- CPU accounting (2 cores shared by engine, service and client) -----------------------------
+def proc_label(root: str, top: psutil.Process, proc: psutil.Process) -> str:
+    """The root process by its role; children by their title (vLLM names its processes,
+    e.g. VLLM::EngineCore and the CPU model-runner worker)."""
+    if proc.pid == top.pid:
+        return root
+    with contextlib.suppress(psutil.Error):
+        return f"{root}/{proc.name()}"
+    return f"{root}/child"
+
+
+def cpu_snapshot(roots: Mapping[str, int]) -> dict[str, float]:
+    """User+system CPU seconds per server process (and its children), this client process,
+    and the whole machine (busy time of all cores)."""
+    out: dict[str, float] = {}
+    for root, pid in roots.items():
+        with contextlib.suppress(psutil.Error):
+            top = psutil.Process(pid)
+            for proc in [top, *top.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    t = proc.cpu_times()
+                    label = proc_label(root, top, proc)
+                    out[label] = out.get(label, 0.0) + t.user + t.system
+    me = psutil.Process().cpu_times()
+    out["bench-client"] = me.user + me.system
+    total = psutil.cpu_times()
+    out["machine-busy"] = total.user + total.system + total.nice + total.irq + total.softirq
+    return out
+
+
+# -- metrics -----------------------------------------------------------------------------------
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def content_ttfts(result: dict[str, Any]) -> list[float]:
+    """Seconds to the first chunk with text: the role-only chunk comes first on both servers."""
+    return [t + (itl[0] if itl else 0.0) for t, itl in zip(result["ttfts"], result["itls"],
+                                                           strict=True)]
+
+
+def summarize(result: dict[str, Any]) -> dict[str, float]:
+    ok = [not e for e in result["errors"]]
+    first = [t for t, good in zip(content_ttfts(result), ok, strict=True) if good]
+    tpots = [(lat - f) / (n - 1) for lat, f, n, good in
+             zip(result["latencies"], content_ttfts(result), result["output_lens"], ok,
+                 strict=True) if good and n > 1]
+    return {
+        "output_tok_s": result["output_throughput"],
+        "req_s": result["request_throughput"],
+        "ttft_p50_ms": result["median_ttft_ms"], "ttft_p99_ms": result["p99_ttft_ms"],
+        "ttft_content_p50_ms": pct(first, 50) * 1000,
+        "ttft_content_p99_ms": pct(first, 99) * 1000,
+        "tpot_p50_ms": result["median_tpot_ms"],
+        "tpot_content_p50_ms": pct(tpots, 50) * 1000,
+        "e2e_p50_ms": result["median_e2el_ms"],
+        "completed": result["completed"], "failed": result["failed"],
+        "all_output_lens_ok": float(all(n == OUTPUT_LEN for n in result["output_lens"])),
+        "mean_prompt_tokens": float(np.mean(result["input_lens"])),
+        "duration_s": result["duration"],
+    }
+
+
+JOB_SQL = """
+SELECT created_at, assigned_at, started_at, first_token_at, finished_at, attempt,
+       result->>'text' AS text
+  FROM jobs WHERE created_at >= %s AND created_at <= %s AND status = 'succeeded'
+"""
+
+
+def fetch_jobs(db_url: str, result: dict[str, Any]) -> list[dict[str, Any]]:
+    with psycopg.connect(db_url) as conn, conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(JOB_SQL, (dt.datetime.fromisoformat(result["since"]),
+                              dt.datetime.fromisoformat(result["until"])))
+        return list(cur.fetchall())
+
+
+def client_times(result: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """Generated text -> (wall time sent, wall time of the first content chunk)."""
+    out: dict[str, tuple[float, float]] = {}
+    for text, start, first in zip(result["generated_texts"], result["start_times"],
+                                  content_ttfts(result), strict=True):
+        sent = start + result["wall_offset"]
+        out[text] = (sent, sent + first)
+    return out
+
+
+def job_segments(job: dict[str, Any], sent: float, first_seen: float) -> dict[str, float]:
+    ts = {k: job[k].timestamp() for k in ("created_at", "assigned_at", "started_at",
+                                          "first_token_at")}
+    return {"api_ingest": ts["created_at"] - sent,
+            "dispatch": ts["assigned_at"] - ts["created_at"],
+            "delivery": ts["started_at"] - ts["assigned_at"],
+            "engine_first_token": ts["first_token_at"] - ts["started_at"],
+            "relay": first_seen - ts["first_token_at"],
+            "server_ttft": ts["first_token_at"] - ts["created_at"],
+            "client_ttft": first_seen - sent}
+
+
+def dispatch_lag(db_url: str, result: dict[str, Any]) -> dict[str, Any]:
+    """Per-request timeline from the jobs table, matched to the client by generated text."""
+    jobs = fetch_jobs(db_url, result)
+    seen = client_times(result)
+    rows = [job_segments(j, *seen[j["text"]]) for j in jobs if j["text"] in seen]
+    out: dict[str, Any] = {"jobs": len(jobs), "matched": len(rows),
+                           "retried": sum(1 for j in jobs if j["attempt"] > 1)}
+    for seg in SEGMENTS:
+        vals = [r[seg] * 1000 for r in rows]
+        out[seg] = {"p50_ms": pct(vals, 50), "p90_ms": pct(vals, 90), "max_ms": pct(vals, 100)}
+    spread = [j["assigned_at"].timestamp() for j in jobs]
+    out["assign_spread_ms"] = (max(spread) - min(spread)) * 1000 if spread else float("nan")
+    return out
+
+
+# -- one round ---------------------------------------------------------------------------------
+def measure_vllm(run: Run, n: int) -> dict[str, Any]:
+    print(f"\n=== round {n}: bare vLLM server ===", flush=True)
+    with vllm_server(run.model_dir, run.opts.kv_gib, run.work) as (base, roots):
+        warm_up(base, None)
+        probe = probe_idle(base, None)
+        raw = run_load(base, None, run.model_dir, run.opts, run.work, f"vllm-{n}", roots)
+    return {"summary": summarize(raw), "raw": raw, "probe": probe}
+
+
+def first_traceback(log_dir: Path, max_chars: int = 3000) -> str | None:
+    """The first traceback in the stack's logs (text or JSON lines), to explain failures."""
+    for log in sorted(log_dir.glob("*.log")):
+        text = log.read_text(errors="replace")
+        at = text.find("Traceback")
+        if at < 0:
+            continue
+        start = text.rfind("\n", 0, at) + 1
+        line = text[start:text.find("\n", at)]
+        with contextlib.suppress(ValueError, AttributeError):
+            line = json.loads(line).get("exc", line)  # JSON logs keep it in one field
+        tail = line if line.startswith("Traceback") else text[start:start + max_chars]
+        return f"{log.name}: ...\n{tail[-max_chars:]}"
+    return None
+
+
+def measure_fairway(run: Run, n: int) -> dict[str, Any]:
+    print(f"\n=== round {n}: Fairway (api + scheduler --policy {run.opts.policy} + worker) ===",
+          flush=True)
+    log_dir = run.work / f"fairway-{n}"
+    with fairway_stack(run, log_dir) as (base, roots):
+        warm_up(base, run.api_key)
+        probe = probe_idle(base, run.api_key)
+        raw = run_load(base, run.api_key, run.model_dir, run.opts, run.work, f"fairway-{n}",
+                       roots)
+    probe["lag_p50_ms"] = probe_lag(run.db_url, probe)
+    done = {"summary": summarize(raw), "raw": raw, "lag": dispatch_lag(run.db_url, raw),
+            "probe": probe}
+    if raw["failed"]:
+        done["traceback"] = first_traceback(log_dir)
+        print(f"{raw['failed']} Fairway request(s) failed; first traceback in the logs:\n"
+              f"{done['traceback']}", flush=True)
+    return done
+
+
+def run_rounds(run: Run) -> list[dict[str, Any]]:
+    rounds = []
+    for n in range(1, run.opts.repeat + 1):
+        vllm_first = n % 2 == 1  # alternate the order to cancel drift on a shared machine
+        order = ["vllm", "fairway"] if vllm_first else ["fairway", "vllm"]
+        done: dict[str, Any] = {"round": n, "order": order}
+        rounds.append(done)
+        for name in order:
+            done[name] = measure_vllm(run, n) if name == "vllm" else measure_fairway(run, n)
+            write_out(run.out, run.opts, rounds, None, quiet=True)
+    return rounds
+
+
+# -- report ------------------------------------------------------------------------------------
+def median_of(rounds: list[dict[str, Any]], system: str, key: str) -> float:
+    return float(np.median([r[system]["summary"][key] for r in rounds]))
+
+
+def median_lag(rounds: list[dict[str, Any]], seg: str, stat: str) -> float:
+    return float(np.median([r["fairway"]["lag"][seg][stat] for r in rounds]))
+
+
+ROWS = [("output tok/s", "output_tok_s", "{:.1f}"), ("req/s", "req_s", "{:.3f}"),
+        ("TTFT p50 ms (first content)", "ttft_content_p50_ms", "{:.0f}"),
+        ("TTFT p99 ms (first content)", "ttft_content_p99_ms", "{:.0f}"),
+        ("TTFT p50 ms (vllm bench: 1st chunk)", "ttft_p50_ms", "{:.0f}"),
+        ("TTFT p99 ms (vllm bench: 1st chunk)", "ttft_p99_ms", "{:.0f}"),
+        ("TPOT p50 ms (from first content)", "tpot_content_p50_ms", "{:.1f}"),
+        ("TPOT p50 ms (vllm bench)", "tpot_p50_ms", "{:.1f}"),
+        ("E2E p50 ms", "e2e_p50_ms", "{:.0f}"),
+        ("failed requests", "failed", "{:.0f}"),
+        ("mean prompt tokens (usage)", "mean_prompt_tokens", "{:.1f}")]
+
+
+def comparison(rounds: list[dict[str, Any]]) -> dict[str, float]:
+    def med(system: str, key: str) -> float:
+        return median_of(rounds, system, key)
+
+    return {"throughput_ratio": med("fairway", "output_tok_s") / med("vllm", "output_tok_s"),
+            "ttft_content_p50_diff_ms": med("fairway", "ttft_content_p50_ms")
+            - med("vllm", "ttft_content_p50_ms"),
+            "ttft_content_p99_diff_ms": med("fairway", "ttft_content_p99_ms")
+            - med("vllm", "ttft_content_p99_ms"),
+            "ttft_bench_p50_diff_ms": med("fairway", "ttft_p50_ms") - med("vllm", "ttft_p50_ms"),
+            "ttft_bench_p99_diff_ms": med("fairway", "ttft_p99_ms") - med("vllm", "ttft_p99_ms"),
+            "idle_ttft_p50_diff_ms": median_probe(rounds, "fairway") - median_probe(rounds, "vllm")}
+
+
+def median_probe(rounds: list[dict[str, Any]], system: str) -> float:
+    return float(np.median([r[system]["probe"]["ttft_p50_ms"] for r in rounds]))
+
+
+def other_load_cores(raw: dict[str, Any]) -> float:
+    """CPU the rest of the machine (other people's work) used during this load, in cores."""
+    cpu = raw["cpu_s"]
+    ours = sum(v for k, v in cpu.items() if k != "machine-busy")
+    return float((cpu["machine-busy"] - ours) / raw["duration"])
+
+
+def print_rounds(rounds: list[dict[str, Any]]) -> None:
+    print("\nper round (other load = CPU used by processes not in the benchmark):")
+    for r in rounds:
+        v, f = r["vllm"], r["fairway"]
+        ratio = f["summary"]["output_tok_s"] / v["summary"]["output_tok_s"]
+        print(f"  round {r['round']} ({' then '.join(r['order'])}): "
+              f"vLLM {v['summary']['output_tok_s']:.1f} tok/s "
+              f"(other load {other_load_cores(v['raw']):.2f} cores), "
+              f"Fairway {f['summary']['output_tok_s']:.1f} tok/s "
+              f"(other load {other_load_cores(f['raw']):.2f} cores, "
+              f"{f['summary']['failed']:.0f} failed), ratio {ratio:.3f}")
+
+
+def print_probe(rounds: list[dict[str, Any]]) -> None:
+    v, f = median_probe(rounds, "vllm"), median_probe(rounds, "fairway")
+    print(f"\nidle TTFT ({PROBES} sequential streaming requests, short prompt, first content): "
+          f"vLLM p50 {v:.1f} ms, Fairway p50 {f:.1f} ms, difference {f - v:+.1f} ms "
+          f"(target <= +{TARGET_TTFT_MS:.0f} ms)")
+    lag = rounds[-1]["fairway"]["probe"]["lag_p50_ms"]
+    print("  Fairway idle p50 breakdown: " + ", ".join(
+        f"{k} {lag[k]:.1f}" for k in SEGMENTS if k != "server_ttft") + " (ms)")
+
+
+def print_table(rounds: list[dict[str, Any]], cmp: dict[str, float]) -> None:
+    n = len(rounds)
+    title = f"median of {n} rounds" if n > 1 else "1 round"
+    print(f"\nFairway vs bare vLLM ({title}; random {INPUT_LEN} in / {OUTPUT_LEN} out, "
+          f"{rounds[0]['vllm']['summary']['completed']} prompts at once)")
+    print(f"{'metric':<38}{'vLLM':>12}{'Fairway':>12}")
+    for label, key, fmt in ROWS:
+        print(f"{label:<38}{fmt.format(median_of(rounds, 'vllm', key)):>12}"
+              f"{fmt.format(median_of(rounds, 'fairway', key)):>12}")
+    ok = "meets" if cmp["throughput_ratio"] >= TARGET_RATIO else "misses"
+    print(f"\noutput-throughput ratio Fairway/vLLM: {cmp['throughput_ratio']:.3f} "
+          f"({ok} the >= {TARGET_RATIO} target)")
+    ok = "meets" if cmp["ttft_content_p50_diff_ms"] <= TARGET_TTFT_MS else "misses"
+    print(f"TTFT difference, first content: p50 {cmp['ttft_content_p50_diff_ms']:+.0f} ms "
+          f"({ok} the <= +{TARGET_TTFT_MS:.0f} ms target), "
+          f"p99 {cmp['ttft_content_p99_diff_ms']:+.0f} ms")
+    print(f"TTFT difference as vllm bench counts it (Fairway's role chunk is early): "
+          f"p50 {cmp['ttft_bench_p50_diff_ms']:+.0f} ms, "
+          f"p99 {cmp['ttft_bench_p99_diff_ms']:+.0f} ms")
+
+
+def print_lag(rounds: list[dict[str, Any]]) -> None:
+    lag = rounds[-1]["fairway"]["lag"]
+    print(f"\nFairway per-request timeline from the jobs table, burst (median over rounds; last "
+          f"round: {lag['matched']}/{lag['jobs']} jobs matched to requests, "
+          f"{lag['retried']} retried):")
+    print(f"{'segment':<58}{'p50 ms':>9}{'p90 ms':>9}{'max ms':>9}")
+    names = {"api_ingest": "client send -> created_at (HTTP, auth, tx start)",
+             "dispatch": "created_at -> assigned_at (commit, NOTIFY, dispatcher)",
+             "delivery": "assigned_at -> started_at (Celery -> worker claim)",
+             "engine_first_token": "started_at -> first_token_at (tokenize, queue, prefill)",
+             "relay": "first_token_at -> client sees text (DB, Redis, SSE)",
+             "server_ttft": "created_at -> first_token_at",
+             "client_ttft": "client send -> first content (total)"}
+    for seg in SEGMENTS:
+        print(f"{names[seg]:<58}{median_lag(rounds, seg, 'p50_ms'):>9.1f}"
+              f"{median_lag(rounds, seg, 'p90_ms'):>9.1f}{median_lag(rounds, seg, 'max_ms'):>9.1f}")
+    print(f"first to last assigned_at: {lag['assign_spread_ms']:.0f} ms")
+
+
+def cpu_lines(cpu: Mapping[str, float], duration_s: float) -> list[str]:
+    ours = sum(v for k, v in cpu.items() if k != "machine-busy")
+    rows = sorted(((k, v) for k, v in cpu.items() if k != "machine-busy"), key=lambda kv: -kv[1])
+    rows.append(("everything else on the machine", cpu["machine-busy"] - ours))
+    return [f"  {k:<40}{v:>8.1f} s {v / duration_s:>6.2f} cores" for k, v in rows]
+
+
+def print_cpu(rounds: list[dict[str, Any]]) -> None:
+    print(f"\nCPU used during the measured load (round {rounds[-1]['round']}; "
+          f"{psutil.cpu_count()} cores):")
+    for system in ("vllm", "fairway"):
+        raw = rounds[-1][system]["raw"]
+        print(f" {system} (load took {raw['duration']:.1f} s):")
+        print("\n".join(cpu_lines(raw["cpu_s"], raw["duration"])))
+
+
+def without_texts(value: Any) -> Any:
+    """A copy for the JSON file, less the generated texts (only used to match jobs)."""
+    if isinstance(value, dict):
+        return {k: without_texts(v) for k, v in value.items() if k != "generated_texts"}
+    if isinstance(value, list):
+        return [without_texts(v) for v in value]
+    return value
+
+
+def write_out(path: Path, opts: argparse.Namespace, rounds: list[dict[str, Any]],
+              cmp: dict[str, float] | None, *, quiet: bool = False) -> None:
+    """Also called after every measurement (cmp None), so a crash keeps finished rounds."""
+    config = {"num_prompts": opts.num_prompts, "kv_gib": opts.kv_gib, "repeat": opts.repeat,
+              "seed": opts.seed, "policy": opts.policy, "input_len": INPUT_LEN,
+              "output_len": OUTPUT_LEN,
+              "max_num_seqs": MAX_NUM_SEQS, "max_model_len": MAX_MODEL_LEN,
+              "omp_num_threads": os.environ["OMP_NUM_THREADS"], "cpu_count": os.cpu_count()}
+    path.write_text(json.dumps({"config": config, "comparison": cmp,
+                                "rounds": without_texts(rounds)}, indent=1, default=str))
+    if not quiet:
+        print(f"\nraw results: {path}", flush=True)
+
+
+# -- main --------------------------------------------------------------------------------------
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--num-prompts", type=int, default=64)
+    p.add_argument("--kv-gib", type=int, default=2, help="KV cache GiB for both engines")
+    p.add_argument("--repeat", type=int, default=1, help="run the pair N times; report medians")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=None, help="raw results JSON (default: temp)")
+    p.add_argument("--policy", default="priority", choices=["priority", "fcfs", "fairway"],
+                   help="Fairway dispatcher policy (default priority: it never refuses work; "
+                        "'fairway' sheds realtime jobs whose predicted TTFT misses the tier SLO "
+                        "with 429, which bare vLLM would queue)")
+    p.add_argument("--redis-db", type=int, default=None,
+                   help="Redis db number for Fairway (default: lease a free one the way the "
+                        "test suite does)")
+    return p.parse_args()
+
+
+def raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main() -> int:
+    opts = parse_args()
+    signal.signal(signal.SIGTERM, raise_interrupt)  # clean up on kill as on Ctrl-C
+    os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
+    from worker.model_prep import ensure_default_model
+
+    model_dir = ensure_default_model()
+    work = Path(tempfile.mkdtemp(prefix="fairway-rt-bench-"))
+    out = opts.out or Path(tempfile.mkstemp(prefix="realtime_vs_vllm-", suffix=".json")[1])
+    print(f"model {model_dir.name}, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}, "
+          f"KV {opts.kv_gib} GiB, logs in {work}, results to {out}", flush=True)
+    db_url = create_database("fairway_bench")
+    redis: str | None = None
+    ok = False
+    try:
+        redis = redis_url(opts.redis_db) if opts.redis_db is not None else claim_redis_db()
+        settings = Settings(database_url=db_url, redis_url=redis)
+        _, api_key = create_tenant_with_key(settings, "bench")
+        print(f"Fairway on a fresh database and {redis}", flush=True)
+        rounds = run_rounds(Run(opts, out, model_dir, work, db_url, redis, api_key))
+        cmp = comparison(rounds)
+        write_out(out, opts, rounds, cmp)
+        print_table(rounds, cmp)
+        print_rounds(rounds)
+        print_probe(rounds)
+        print_lag(rounds)
+        print_cpu(rounds)
+        ok = not any(r[s]["summary"]["failed"] for r in rounds for s in ("vllm", "fairway"))
+    finally:
+        drop_database(db_url)
+        if redis is not None and opts.redis_db is None:
+            release_redis_db(redis)  # flushes it too
+        elif redis is not None:
+            Redis.from_url(redis).flushdb()
+        if ok:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"\nfailed, interrupted or requests failed; logs kept in {work}",
+                  file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
