@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import httpx
@@ -83,10 +84,13 @@ def test_disconnect_aborts_in_engine(vllm_stack: Stack, api_key: str):
         for n, _ in enumerate(r.iter_lines()):
             if n > 6:
                 break
-    wait_until(lambda: (vllm_stack.heartbeat("vllm-1") or {}).get("running") == 0, 20,
-               "vLLM slot freed")
-    with sync_session(vllm_stack.database_url) as session:
-        assert session.get(Job, job_id).status == "cancelled"
+    def cancelled() -> bool:
+        with sync_session(vllm_stack.database_url) as session:
+            return session.get(Job, job_id).status == "cancelled"
+
+    wait_until(cancelled, 20, "job cancelled")
+    since = time.time()
+    wait_until(lambda: vllm_stack.engine_idle_since("vllm-1", since), 20, "vLLM slot freed")
 
 
 def _job(vllm_stack: Stack, public_id: str) -> Job:

@@ -168,8 +168,8 @@ def test_client_disconnect_cancels_job_and_frees_slot(sim_stack: Stack, make_ten
             return session.get(Job, job_id).status == "cancelled"
 
     wait_until(cancelled, 10, "job cancelled")
-    wait_until(lambda: (sim_stack.heartbeat("sim-1") or {}).get("running") == 0, 10,
-               "engine slot freed")
+    since = time.time()
+    wait_until(lambda: sim_stack.engine_idle_since("sim-1", since), 10, "engine slot freed")
     with sync_session(database_url) as session:
         job = session.get(Job, job_id)
         assert job.cancelled_at is not None and job.completion_tokens is None

@@ -93,6 +93,11 @@ class Stack:
                    f"worker {worker_id}", self)
         return proc
 
+    def engine_idle_since(self, worker_id: str, since: float) -> bool:
+        """True once a heartbeat sent after `since` (epoch s) reports an empty engine."""
+        beat = self.heartbeat(worker_id) or {}
+        return float(beat.get("ts", 0)) > since and beat.get("running") == 0  # type: ignore[arg-type]
+
     def heartbeat(self, worker_id: str) -> dict[str, object] | None:
         raw = Redis.from_url(self.redis_url).get(worker_key(worker_id))
         return json.loads(raw) if raw else None
