@@ -55,7 +55,6 @@ import os
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -74,12 +73,16 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # allow `python bench/preemption_vs_vllm.py` without installing
     sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
 import psycopg  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 
+from bench.harness import (  # noqa: E402
+    START_TIMEOUT_S,
+    bare_vllm_server,
+    pct,
+    raise_interrupt,
+)
 from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
-from service.cli.embedded import free_port  # noqa: E402
 from service.settings import Settings  # noqa: E402
 from tests.support.services import (  # noqa: E402
     claim_redis_db,
@@ -95,7 +98,6 @@ KV_GIB = 1
 MAX_MODEL_LEN = 2048
 REALTIME_TOKENS = 16
 WORKER_ID = "bench-vllm-1"
-START_TIMEOUT_S = 900.0
 REQUEST_TIMEOUT_S = 1800.0
 SETUPS = {"a": "vLLM FCFS", "b": "vLLM priority", "c": "Fairway"}
 TOPICS = ["a lighthouse", "a desert city", "a clockmaker", "a river barge", "an orchard",
@@ -203,32 +205,6 @@ def realtime_body(setup: str, i: int) -> dict[str, Any]:
 
 
 # -- processes -------------------------------------------------------------------------------
-def http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return bool(resp.status == 200)
-    except (OSError, urllib.error.HTTPError):
-        return False
-
-
-def log_tail(path: Path, n: int = 40) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-
-
-def stop_group(popen: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the process group we started, then SIGKILL it if it lingers."""
-    if popen.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(popen.pid, signal.SIGTERM)
-    try:
-        popen.wait(30)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(popen.pid, signal.SIGKILL)
-        popen.wait(30)
-
-
 @dataclass
 class Server:
     """A started setup: where to send requests, and where its engine counters are."""
@@ -241,29 +217,10 @@ class Server:
 
 @contextlib.contextmanager
 def vllm_server(model_dir: Path, policy: str, log_dir: Path) -> Iterator[Server]:
-    port = free_port()
-    log = log_dir / f"vllm-{policy}.log"
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-           "--served-model-name", SERVED, "--dtype", "float32", "--enforce-eager",
-           "--max-num-seqs", str(MAX_NUM_SEQS), "--max-model-len", str(MAX_MODEL_LEN),
-           "--scheduling-policy", policy, "--host", "127.0.0.1", "--port", str(port)]
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(KV_GIB)}
-    with open(log, "ab") as out:
-        popen = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not http_ok(base + "/health"):
-            if popen.poll() is not None:
-                raise RuntimeError(f"vLLM server exited with {popen.returncode}:\n"
-                                   f"{log_tail(log)}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"vLLM server not ready:\n{log_tail(log)}")
-            time.sleep(0.5)
+    with bare_vllm_server(model_dir, max_num_seqs=MAX_NUM_SEQS, kv_gib=KV_GIB,
+                          log=log_dir / f"vllm-{policy}.log",
+                          extra_args=("--scheduling-policy", policy)) as (base, _):
         yield Server(base, None, base + "/metrics")
-    finally:
-        stop_group(popen)
 
 
 def fairway_env(model_dir: Path, files_dir: Path) -> dict[str, str]:
@@ -378,11 +335,6 @@ def run_workload(setup: str, server: Server, opts: argparse.Namespace) -> dict[s
     after = counters(server)
     jobs = fairway_jobs(server.stack.database_url) if server.stack is not None else None
     return summarize(setup, opts, idle, batch, realtime, before, after, jobs, streaming_at_rt)
-
-
-def pct(values: list[float], q: float) -> float:
-    vals = [v for v in values if v == v]
-    return float(np.percentile(vals, q)) if vals else math.nan
 
 
 def delta(after: float | None, before: float | None) -> float | None:
@@ -529,10 +481,6 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--policy", default="fairway", help="Fairway scheduler policy")
     p.add_argument("--out", type=Path, default=None, help="raw results JSON")
     return p.parse_args()
-
-
-def raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main() -> int:

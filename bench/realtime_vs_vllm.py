@@ -44,7 +44,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -66,8 +65,13 @@ import psycopg  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402
 from redis import Redis  # noqa: E402
 
+from bench.harness import (  # noqa: E402
+    START_TIMEOUT_S,
+    bare_vllm_server,
+    pct,
+    raise_interrupt,
+)
 from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
-from service.cli.embedded import free_port  # noqa: E402
 from service.settings import Settings  # noqa: E402
 from tests.support.services import (  # noqa: E402
     claim_redis_db,
@@ -84,7 +88,6 @@ MAX_MODEL_LEN = 2048
 INPUT_LEN = 128
 OUTPUT_LEN = 64
 WORKER_ID = "bench-1"
-START_TIMEOUT_S = 900.0
 TARGET_RATIO = 0.97
 TARGET_TTFT_MS = 5.0
 PROBES = 10  # sequential single requests on the idle server: the fixed per-request cost
@@ -102,61 +105,12 @@ def engine_env(kv_gib: int) -> dict[str, str]:
     return env
 
 
-def http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return bool(resp.status == 200)
-    except (OSError, urllib.error.HTTPError):
-        return False
-
-
-def log_tail(path: Path, n: int = 40) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-
-
-def wait_http(url: str, popen: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if popen.poll() is not None:
-            raise RuntimeError(f"server exited with {popen.returncode}:\n{log_tail(log)}")
-        if http_ok(url):
-            return
-        time.sleep(0.5)
-    raise TimeoutError(f"server not ready after {timeout_s:.0f}s:\n{log_tail(log)}")
-
-
-def stop_group(popen: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the process group we started, then SIGKILL it if it lingers."""
-    if popen.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(popen.pid, signal.SIGTERM)
-    try:
-        popen.wait(30)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(popen.pid, signal.SIGKILL)
-        popen.wait(30)
-
-
 @contextlib.contextmanager
 def vllm_server(model_dir: Path, kv_gib: int, log_dir: Path
                 ) -> Iterator[tuple[str, dict[str, int]]]:
-    port = free_port()
-    log = log_dir / "vllm-server.log"
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-           "--served-model-name", SERVED, "--dtype", "float32", "--enforce-eager",
-           "--max-num-seqs", str(MAX_NUM_SEQS), "--max-model-len", str(MAX_MODEL_LEN),
-           "--host", "127.0.0.1", "--port", str(port)]
-    with open(log, "ab") as out:
-        popen = subprocess.Popen(cmd, env=engine_env(kv_gib), stdout=out,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_http(base + "/health", popen, log, START_TIMEOUT_S)
+    with bare_vllm_server(model_dir, max_num_seqs=MAX_NUM_SEQS, kv_gib=kv_gib,
+                          log=log_dir / "vllm-server.log") as (base, popen):
         yield base, {"vllm-server": popen.pid}
-    finally:
-        stop_group(popen)
 
 
 def fairway_env(kv_gib: int, model_dir: Path) -> dict[str, str]:
@@ -345,10 +299,6 @@ def cpu_snapshot(roots: Mapping[str, int]) -> dict[str, float]:
 
 
 # -- metrics -----------------------------------------------------------------------------------
-def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else float("nan")
-
-
 def content_ttfts(result: dict[str, Any]) -> list[float]:
     """Seconds to the first chunk with text: the role-only chunk comes first on both servers."""
     return [t + (itl[0] if itl else 0.0) for t, itl in zip(result["ttfts"], result["itls"],
@@ -650,10 +600,6 @@ def parse_args() -> argparse.Namespace:
                    help="Redis db number for Fairway (default: lease a free one the way the "
                         "test suite does)")
     return p.parse_args()
-
-
-def raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main() -> int:

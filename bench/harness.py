@@ -1,0 +1,92 @@
+"""Process and statistics helpers shared by the end-to-end benches (bare vLLM vs Fairway)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from service.cli.embedded import free_port
+
+SERVED = "SmolLM2-135M-Instruct"
+MAX_MODEL_LEN = 2048
+START_TIMEOUT_S = 900.0
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.HTTPError):
+        return False
+
+
+def log_tail(path: Path, n: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+
+
+def wait_http(url: str, popen: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if popen.poll() is not None:
+            raise RuntimeError(f"server exited with {popen.returncode}:\n{log_tail(log)}")
+        if http_ok(url):
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"server not ready after {timeout_s:.0f}s:\n{log_tail(log)}")
+
+
+def stop_group(popen: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group we started, then SIGKILL it if it lingers."""
+    if popen.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(popen.pid, signal.SIGTERM)
+    try:
+        popen.wait(30)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(popen.pid, signal.SIGKILL)
+        popen.wait(30)
+
+
+@contextlib.contextmanager
+def bare_vllm_server(model_dir: Path, *, max_num_seqs: int, kv_gib: int, log: Path,
+                     extra_args: tuple[str, ...] = ()
+                     ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """vLLM's own OpenAI server with Fairway's engine settings; yields (base URL, process)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+           "--served-model-name", SERVED, "--dtype", "float32", "--enforce-eager",
+           "--max-num-seqs", str(max_num_seqs), "--max-model-len", str(MAX_MODEL_LEN),
+           *extra_args, "--host", "127.0.0.1", "--port", str(port)]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(kv_gib)}
+    with open(log, "ab") as out:
+        popen = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_http(base + "/health", popen, log, START_TIMEOUT_S)
+        yield base, popen
+    finally:
+        stop_group(popen)
+
+
+def pct(values: list[float], q: float) -> float:
+    """Percentile that skips NaNs; NaN when nothing is left."""
+    vals = [v for v in values if v == v]
+    return float(np.percentile(vals, q)) if vals else math.nan
+
+
+def raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
