@@ -67,7 +67,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # allow `python bench/preemption_vs_vllm.py` without installing
@@ -82,6 +82,13 @@ from bench.harness import (  # noqa: E402
     pct,
     raise_interrupt,
 )
+from bench.preemption_report import (  # noqa: E402
+    MAX_NUM_SEQS,
+    REALTIME_TOKENS,
+    SETUPS,
+    delta,
+    print_table,
+)
 from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
 from service.settings import Settings  # noqa: E402
 from tests.support.services import (  # noqa: E402
@@ -93,13 +100,10 @@ from tests.support.services import (  # noqa: E402
 from tests.support.stack import Stack  # noqa: E402
 
 SERVED = "SmolLM2-135M-Instruct"
-MAX_NUM_SEQS = 8
 KV_GIB = 1
 MAX_MODEL_LEN = 2048
-REALTIME_TOKENS = 16
 WORKER_ID = "bench-vllm-1"
 REQUEST_TIMEOUT_S = 1800.0
-SETUPS = {"a": "vLLM FCFS", "b": "vLLM priority", "c": "Fairway"}
 TOPICS = ["a lighthouse", "a desert city", "a clockmaker", "a river barge", "an orchard",
           "a night train", "a mountain pass", "a tide pool", "a glass factory", "a beekeeper"]
 QUESTIONS = ["What is the capital of France?", "Name three primary colors.",
@@ -337,10 +341,6 @@ def run_workload(setup: str, server: Server, opts: argparse.Namespace) -> dict[s
     return summarize(setup, opts, idle, batch, realtime, before, after, jobs, streaming_at_rt)
 
 
-def delta(after: float | None, before: float | None) -> float | None:
-    return None if after is None or before is None else after - before
-
-
 def summarize(setup: str, opts: argparse.Namespace, idle: list[Call], batch: list[Call],
               realtime: list[Call], before: dict[str, float | None],
               after: dict[str, float | None], jobs: list[dict[str, Any]] | None,
@@ -405,68 +405,6 @@ def measure(setup: str, model_dir: Path, work: Path, opts: argparse.Namespace) -
 
 
 # -- report ----------------------------------------------------------------------------------
-def same_outputs(results: dict[str, dict[str, Any]], setup: str, ref: str = "b") -> str:
-    if setup == ref or ref not in results or setup not in results:
-        return "(ref)" if setup == ref else "-"
-    mine = [c["text"] for c in results[setup]["batch"]]
-    theirs = [c["text"] for c in results[ref]["batch"]]
-    return f"{sum(1 for x, y in zip(mine, theirs, strict=True) if x and x == y)}/{len(mine)}"
-
-
-def fmt(value: Any, spec: str) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return "n/a"
-    return format(value, spec)
-
-
-def in_engine(r: dict[str, Any]) -> float | None:
-    """Fairway's worker counts parked jobs into vllm:num_preemptions as well: take them out."""
-    if r["setup"] != "c":
-        return cast(float | None, r["engine_preemptions"])
-    return delta(r["engine_preemptions"], r["parked_preemptions_metric"])
-
-
-def print_table(results: dict[str, dict[str, Any]], opts: argparse.Namespace) -> None:
-    order = [s for s in SETUPS if s in results]
-    rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
-        ("realtime TTFT idle p50 ms", lambda r: fmt(r["idle_ttft_p50_ms"], ".0f")),
-        ("realtime TTFT idle p99 ms", lambda r: fmt(r["idle_ttft_p99_ms"], ".0f")),
-        ("realtime TTFT flood p50 ms", lambda r: fmt(r["busy_ttft_p50_ms"], ".0f")),
-        ("realtime TTFT flood p99 ms", lambda r: fmt(r["busy_ttft_p99_ms"], ".0f")),
-        ("flood / idle, p50", lambda r: fmt(r["busy_over_idle_p50"], ".1f") + "x"),
-        ("flood / idle, p99", lambda r: fmt(r["busy_over_idle_p99"], ".1f") + "x"),
-        ("realtime requests failed", lambda r: str(r["realtime_failed"])),
-        ("batch output tok/s (flood wall)", lambda r: fmt(r["batch_tok_s"], ".1f")),
-        ("batch flood wall s", lambda r: fmt(r["batch_wall_s"], ".1f")),
-        ("batch finished, all tokens", lambda r: f"{r['batch_finished']}/{opts.batch}"),
-        ("batch streaming at 1st realtime",
-         lambda r: str(r["batch_streaming_when_realtime_began"])),
-        ("preemptions: vllm:num_preemptions", lambda r: fmt(r["engine_preemptions"], ".0f")),
-        ("  jobs parked, checkpoint (table)", lambda r: fmt(r.get("job_preemptions"), "d")),
-        ("  inside the engine (recompute)", lambda r: fmt(in_engine(r), ".0f")),
-        ("recomputed tokens (jobs table)", lambda r: fmt(r["recomputed_tokens"], "d")),
-        ("batch texts equal to (b)", lambda r: same_outputs(results, r["setup"])),
-    ]
-    width = 36
-    print(f"\n{opts.batch} batch x {opts.batch_tokens} tokens (greedy, ignore_eos) flooding "
-          f"{MAX_NUM_SEQS} slots; {opts.realtime} realtime x {REALTIME_TOKENS} tokens, Poisson "
-          f"mean gap {opts.rt_gap:g} s; idle = {opts.idle_probes} sequential before the flood")
-    print(f"{'':<{width}}" + "".join(f"{f'({s}) {SETUPS[s]}':>18}" for s in order))
-    for label, cell in rows:
-        print(f"{label:<{width}}" + "".join(f"{cell(results[s]):>18}" for s in order))
-    fairway = results.get("c")
-    if fairway is not None:
-        print(f"\nFairway jobs: {fairway['job_status']}; events {fairway['job_events']}; "
-              f"parked {fairway['parked_seconds']:.1f} s in all; worker /metrics parked batch "
-              f"{fmt(fairway['parked_preemptions_metric'], '.0f')}; batch jobs succeeded with all "
-              f"tokens (table) {fairway['batch_jobs_succeeded']}/{fairway['batch_jobs_matched']};"
-              f" streamed text = stored text {fairway['db_text_matches_stream']}/{opts.batch}")
-    for s in order:
-        for err in results[s]["errors"][:5]:
-            print(f"  ({s}) error: {err}")
-
-
-# -- main ------------------------------------------------------------------------------------
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--batch", type=int, default=12, help="batch requests in the flood")
