@@ -110,6 +110,7 @@ class Dispatcher:
                 new_ids.append(uuid.UUID(job_id))
             elif op == "cancel":
                 self.policy.on_job_cancelled(rest)
+                self.classes.pop(rest, None)
                 self._release(rest)
             elif op == "scan":
                 self._next_scan = 0.0
@@ -162,9 +163,11 @@ class Dispatcher:
         """Safety net: pick up queued jobs we were not told about (bulk inserts, failover)."""
         self._next_scan = time.monotonic() + 5.0
         with sync_session(self.settings.database_url) as session:
+            # Every queued job is offered again: policies ignore ids they already queue, and
+            # this re-feeds any the policy let go of.
             for job in store.fetch_queued(session):
-                if job.job_id not in self.placed:
-                    self._arrived(job)  # policies ignore ids they already queue
+                if str(job.job_id) not in self.placed:
+                    self._arrived(job)
 
     # -- decisions -----------------------------------------------------------------------------
     def _act(self, decisions: list[Decision]) -> None:
@@ -183,10 +186,10 @@ class Dispatcher:
         attempt = store.claim_job(session, job_id=uuid.UUID(decision.job_id),
                                   worker_id=decision.worker_id,
                                   lease_s=self.settings.lease_seconds)
+        job_class = self.classes.pop(decision.job_id, JobClass.REALTIME)
         if attempt is None:  # cancelled (or claimed) since the policy saw it
             self.policy.on_job_finished(decision.job_id, decision.worker_id, 0, 0)
             return
-        job_class = self.classes.pop(decision.job_id, JobClass.REALTIME)
         self.placed[decision.job_id] = (decision.worker_id, job_class)
         self.celery.send_task(RUN_JOB_TASK, args=[decision.job_id, attempt],
                               queue=worker_queue(decision.worker_id))
