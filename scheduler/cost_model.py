@@ -80,6 +80,14 @@ class CostModel:
             k -= 1
         return k
 
+    def guard_chunk_tokens(self, base_multiple: float = 3.0) -> int:
+        """Batch prefill per step under the realtime guard: what ``base_multiple`` step bases
+        of compute buy, so a guarded step stays short while the fixed cost it pays per
+        chunk stays under a quarter of its prefill work (512 on the H200 profile, 64 on CPU).
+        Rounded to a power of two, as vLLM's token budgets usually are."""
+        tokens = base_multiple * self.step_base_s / max(self.prefill_per_token_s, 1e-12)
+        return max(16, 1 << max(0, round(math.log2(max(1.0, tokens)))))
+
     def typical_step_s(self, batch: int, ctx_per_seq: int = 512) -> float:
         """A decode step at ``batch`` sequences of ``ctx_per_seq`` context: the TPOT guess."""
         return self.step_s(batch, batch * ctx_per_seq, 0)

@@ -107,6 +107,7 @@ class PlacementMixin:
                 cfg.affinity_slack,
                 cfg.affinity_walk_limit,
                 cfg.ring_vnodes,
+                realtime=job.job_class is JobClass.REALTIME,
             )
             if ws is not None:
                 return ws

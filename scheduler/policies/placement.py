@@ -112,12 +112,18 @@ class Pool:
         slack: int,
         walk_limit: int,
         vnodes: int,
+        realtime: bool = False,
     ) -> WorkerState | None:
+        """``realtime``: bound the realtime in flight rather than all of it. Batch is
+        preemptible and kept out of realtime's way by the engine's realtime guard, so in a pool
+        full of batch every worker looks equally loaded, and the plain bound would send every
+        realtime job sharing a prefix to one worker to queue behind each other's prefills."""
         if self.ring_dirty:
             self._build_ring(vnodes)
         if not self.ring:
             return None
-        bound = load_factor * self.mean_used() + slack
+        mean = self.rt_inflight / max(1, len(self.workers)) if realtime else self.mean_used()
+        bound = load_factor * mean + slack
         start = bisect.bisect_left(self.ring, (stable_hash(key), ""))
         seen: set[str] = set()
         for i in range(len(self.ring)):
@@ -126,7 +132,8 @@ class Pool:
                 continue
             seen.add(worker_id)
             ws = self.workers[worker_id]
-            if ws.used_slots() <= bound and fits(ws):
+            load = ws.rt_count if realtime else ws.used_slots()
+            if load <= bound and fits(ws):
                 return ws
             if len(seen) >= walk_limit:
                 break

@@ -19,6 +19,13 @@ preemption for realtime, or of the policy's Preempt, which aborts it here) eithe
   with compute). A job the policy resumes on another worker finds no KV there and recomputes.
   A profile that cannot offload (``swap_per_token_s=None``, the CPU one) falls back to
   recompute, and ``mode_fallback`` says why.
+
+Realtime guard (``realtime_guard``, Fairway's engine scheduler; the same rules run on vLLM in
+``worker.engine.vllm_preempt``): a step that prefills a realtime prompt carries realtime work
+only (batch decodes and prefills wait one step), and while realtime was seen within
+``guard_hold_s`` batch prefill takes at most ``guard_chunk_tokens`` per step, so the step a
+realtime arrival must wait out stays short. docs/scheduler.md, "Realtime guard", has the
+figures.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ class Seq:
     done_before: int = 0  # output tokens from runs an engine-side preemption ended
     first_token: bool = False
     resumed: bool = False  # prompt includes a preempted run's context: its prefill is re-paid
+    computed_before: int = 0  # KV tokens the preempted run had computed (what recompute re-pays)
     swapped_kv: int = 0  # tokens of KV waiting in this engine's CPU memory (swap mode)
 
     @property
@@ -79,7 +87,9 @@ class SimEngine:
         priority: bool = True,
         preempt_for_realtime: bool = True,
         prefix_cache_entries: int = 64,
-        isolate_realtime_prefill: bool = False,
+        realtime_guard: bool = False,
+        guard_chunk_tokens: int | None = None,
+        guard_hold_s: float = 60.0,
         preemption_mode: str = RECOMPUTE,
         prefix_hit_fraction: float = 0.0,
     ) -> None:
@@ -102,9 +112,15 @@ class SimEngine:
         self._plan_transfer_s = 0.0  # ... and to the planned one
         self.priority = priority  # realtime first in the waiting queue (vLLM priority)
         self.preempt_for_realtime = preempt_for_realtime  # vLLM V1 alone: False
-        # Fairway's engine-side fix: while a realtime prompt is prefilling, batch prompts get
-        # no prefill budget, so the realtime first token waits for decode only.
-        self.isolate_realtime_prefill = isolate_realtime_prefill
+        self.realtime_guard = realtime_guard
+        self.guard_chunk_tokens = (
+            guard_chunk_tokens if guard_chunk_tokens is not None else cost.guard_chunk_tokens()
+        )
+        if self.guard_chunk_tokens < 1:
+            raise ValueError("guard_chunk_tokens must be >= 1")
+        self.guard_hold_s = guard_hold_s
+        self._realtime_seen = float("-inf")
+        self._paused: set[str] = set()  # decoding seqs the planned step leaves out
         self.waiting: list[Seq] = []
         self.running: list[Seq] = []
         self.kv_used = 0
@@ -159,8 +175,17 @@ class SimEngine:
         prefill = [s for s in self.running if not s.decoding]
         if self.priority:  # vLLM's priority scheduler keeps running requests in priority order
             prefill.sort(key=lambda s: (not s.is_realtime, s.arrival))
-        if self.isolate_realtime_prefill and any(s.is_realtime for s in prefill):
-            prefill = [s for s in prefill if s.is_realtime]
+        batch_cap: int | None = None
+        if self.realtime_guard:
+            if any(s.is_realtime for s in self.running):
+                self._realtime_seen = now
+            if any(s.is_realtime for s in prefill):
+                prefill = [s for s in prefill if s.is_realtime]
+                paused = [s for s in decode if not s.is_realtime]
+                decode = [s for s in decode if s.is_realtime]
+                self._paused = {s.job_id for s in paused}
+            elif now - self._realtime_seen <= self.guard_hold_s:
+                batch_cap = self.guard_chunk_tokens
         if not self.running:
             self.step_end, self._plan = None, None
             self._transfer_s = 0.0  # a swap-out on an engine going idle overlaps the idle time
@@ -171,6 +196,9 @@ class SimEngine:
             chunks: dict[str, int] = {}
             for seq in prefill:
                 take = min(seq.prompt - seq.prefilled, budget)
+                if batch_cap is not None and not seq.is_realtime:
+                    take = min(take, batch_cap)
+                    batch_cap -= take
                 if take > 0:
                     chunks[seq.job_id] = take
                     budget -= take
@@ -196,6 +224,8 @@ class SimEngine:
         self._pending_preemptions = 0
         self.busy_s += self.step_end - start
         for seq in self.running:
+            if seq.job_id in self._paused:
+                continue
             if seq.decoding:
                 seq.generated += steps
                 result.served.append((seq.tenant, 0, steps))
@@ -222,6 +252,7 @@ class SimEngine:
             self.kv_used -= seq.kv_need
         self.running = keep
         self._abort.clear()
+        self._paused.clear()
         self._plan, self.step_end = None, None
         self._plan_transfer_s = 0.0
         return result
@@ -278,6 +309,7 @@ class SimEngine:
             if self.mode == SWAP:
                 victim.swapped_kv = self._swap_out(victim)
             victim.resumed = True
+            victim.computed_before = min(victim.prefilled, victim.prompt) + victim.generated
             victim.prompt += victim.generated
             victim.target -= victim.generated
             victim.done_before += victim.generated
@@ -311,7 +343,9 @@ class SimEngine:
                 hit = min(int(self.prefix_hit_fraction * seq.prompt), seq.prompt - 1)
                 seq.prefilled = max(seq.prefilled, hit)
         if seq.resumed:
-            self.recomputed_tokens += seq.prompt - seq.prefilled
+            # Only context the preempted run had computed is re-paid; a prompt it had not
+            # finished prefilling (chunked, or held back by the guard) was never paid.
+            self.recomputed_tokens += max(0, min(seq.computed_before, seq.prompt) - seq.prefilled)
             seq.resumed = False
 
     def _cached_prefix(self, seq: Seq) -> None:

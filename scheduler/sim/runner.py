@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass, replace
+from typing import Any
 
 from scheduler.interface import PolicyKind, SchedulingPolicy
 from scheduler.policies import FairwayConfig, make_policy
@@ -20,11 +21,11 @@ from scheduler.sim.scenario import Scenario
 from scheduler.sim.traffic import SimJob, generate
 from scheduler.types import Assign, Decision, JobClass, JobView, Preempt, Reject, WorkerView
 
-# name -> (policy, engine options: priority order, preemption for realtime, isolated prefill)
-VARIANTS: dict[str, tuple[PolicyKind, dict[str, bool]]] = {
+# name -> (policy, engine options: priority order, preemption for realtime, realtime guard)
+VARIANTS: dict[str, tuple[PolicyKind, dict[str, Any]]] = {
     "fairway": (
         PolicyKind.FAIRWAY,
-        {"priority": True, "preempt_for_realtime": True, "isolate_realtime_prefill": True},
+        {"priority": True, "preempt_for_realtime": True, "realtime_guard": True},
     ),
     "fcfs": (PolicyKind.FCFS, {"priority": False, "preempt_for_realtime": False}),
     "priority": (PolicyKind.PRIORITY, {"priority": True, "preempt_for_realtime": True}),
@@ -49,6 +50,8 @@ class SimResult:
 class Simulation:
     def __init__(self, scenario: Scenario, variant: str, jobs: list[SimJob] | None = None):
         kind, engine_options = VARIANTS[variant]
+        if variant == "fairway":
+            engine_options = {**engine_options, **scenario.fairway_engine}
         self.scenario, self.variant = scenario, variant
         config = FairwayConfig(**scenario.fairway)
         config.default_ttft_slo_s = {p: scenario.default_ttft_slo_s for p in range(3)}
@@ -88,7 +91,7 @@ class Simulation:
         self._next_arrival = 0
         self._schedule_pending = False
         self._done_before: dict[str, int] = {}  # output kept across policy preemptions
-        self._preempted: set[str] = set()  # jobs whose next run is a resume
+        self._preempted: dict[str, int] = {}  # job resuming next -> KV tokens it had computed
         self._swapped_on: dict[str, str] = {}  # job -> worker holding its swapped-out KV
         self._where: dict[str, str] = {}
         self.now = 0.0
@@ -201,8 +204,8 @@ class Simulation:
                     job.prefix_key,
                     job.prefix_tokens,
                     resumed=job.job_id in self._preempted,
+                    computed_before=self._preempted.pop(job.job_id, 0),
                 )
-                self._preempted.discard(job.job_id)
                 holder = self._swapped_on.pop(job.job_id, None)
                 if holder is not None and holder != d.worker_id:
                     self.engines[holder].forget(job.job_id)  # resumes elsewhere: recompute
@@ -256,7 +259,7 @@ class Simulation:
             self._swapped_on[seq.job_id] = worker_id  # its KV waits in that worker's CPU memory
         else:
             m.work_lost_tokens += seq.prompt + seq.total_output
-        self._preempted.add(seq.job_id)
+        self._preempted[seq.job_id] = min(seq.prefilled, seq.prompt) + seq.generated
         m.records[seq.job_id].preemptions += 1
         m.note_backlog(seq.tenant, +1)
         self._correct_charge(self.by_id[seq.job_id], seq)

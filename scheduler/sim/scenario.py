@@ -59,6 +59,8 @@ class Scenario:
     tick_s: float = 1.0
     heartbeat_progress: bool = True
     fairway: dict[str, Any] = field(default_factory=dict)  # FairwayConfig overrides
+    # SimEngine options of the fairway variant's engines (Fairway's vLLM scheduler settings).
+    fairway_engine: dict[str, Any] = field(default_factory=dict)
     preemption_mode: str = "recompute"  # "recompute" | "swap" (falls back where no offload)
     prefix_hit_fraction: float = 0.0  # recompute: share of a resume's context still cached
 
