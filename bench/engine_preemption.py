@@ -1,10 +1,13 @@
 """Layer 1 on the real engine: realtime TTFT while batch fills every slot, stock vs preemptive.
 
-Two engine starts, one after the other, in one run (never two engines at once):
+Three engine starts, one after the other, in one run (never two engines at once):
 
 - "vLLM priority alone": vLLM's own scheduler with the priority policy. A waiting realtime
   request never preempts running batch (vLLM issue #40004): it waits for a batch request to end.
-- "Fairway": the same engine with `worker.engine.vllm_preempt.PreemptiveScheduler`.
+- "Fairway, guard off": the same engine with `worker.engine.vllm_preempt.PreemptiveScheduler`
+  (layer 1: waiting realtime preempts running batch) and the realtime guard off;
+- "Fairway": the same with the realtime guard (`worker.engine.vllm_guard`): the realtime
+  prefill step runs alone, batch prefill is capped per step.
 
 Each setup first measures realtime TTFT on the idle engine, then runs a few rounds: 8 long
 batch requests (priority 3, ignore_eos, greedy) fill all 8 slots; once each has some tokens, one
@@ -34,6 +37,7 @@ if str(ROOT) not in sys.path:  # allow `python bench/engine_preemption.py` witho
 
 from worker.engine.base import EngineRequest, SamplingSpec  # noqa: E402
 from worker.engine.vllm_engine import VllmEngine  # noqa: E402
+from worker.engine.vllm_guard import CPU_CHUNK_TOKENS  # noqa: E402
 from worker.model_prep import ensure_default_model  # noqa: E402
 
 BATCH_PRIORITY, REALTIME_PRIORITY = 3, 0
@@ -64,6 +68,7 @@ QUESTIONS = [
 class Setup:
     name: str
     preempt: bool
+    guard: int = 0  # realtime guard chunk tokens (worker.engine.vllm_guard); 0: off
     scheduler_cls: str | None = None
     start_s: float = 0.0
     idle_ttft_s: list[float] = field(default_factory=list)
@@ -117,6 +122,7 @@ async def measure(setup: Setup, model: Path, rounds: int, batch_tokens: int) -> 
         dtype="float32",
         enforce_eager=True,
         preempt_for_priority=setup.preempt,
+        guard_chunk_tokens=setup.guard,
     )
     await engine.start()
     setup.scheduler_cls, setup.start_s = engine.scheduler_cls, engine.start_seconds or 0.0
@@ -160,65 +166,54 @@ def short(qualname: str | None) -> str:
     return qualname.rsplit(".", 1)[-1] if qualname else "vLLM Scheduler"
 
 
-def report(stock: Setup, fairway: Setup) -> dict[str, object]:
-    same = sum(fairway.batch_outputs[k] == v for k, v in stock.batch_outputs.items())
-    rt_same = sum(fairway.realtime_outputs[k] == v for k, v in stock.realtime_outputs.items())
-    rows = [
-        ("scheduler", short(stock.scheduler_cls), short(fairway.scheduler_cls)),
-        ("engine start (s)", f"{stock.start_s:.1f}", f"{fairway.start_s:.1f}"),
-        (
-            "idle realtime TTFT p50 (s)",
-            f"{med(stock.idle_ttft_s):.3f}",
-            f"{med(fairway.idle_ttft_s):.3f}",
-        ),
-        (
-            "busy realtime TTFT p50 (s)",
-            f"{med(stock.busy_ttft_s):.3f}",
-            f"{med(fairway.busy_ttft_s):.3f}",
-        ),
-        (
-            "busy realtime TTFT max (s)",
-            f"{max(stock.busy_ttft_s):.3f}",
-            f"{max(fairway.busy_ttft_s):.3f}",
-        ),
+def report(stock: Setup, *others: Setup) -> dict[str, object]:
+    """Columns: the stock engine, then each Fairway setup; outputs compared with stock's."""
+    setups = (stock, *others)
+    rows: list[tuple[str, ...]] = [
+        ("scheduler", *(short(s.scheduler_cls) for s in setups)),
+        ("realtime guard chunk", *("off" if not s.guard else str(s.guard) for s in setups)),
+        ("engine start (s)", *(f"{s.start_s:.1f}" for s in setups)),
+        ("idle realtime TTFT p50 (s)", *(f"{med(s.idle_ttft_s):.3f}" for s in setups)),
+        ("busy realtime TTFT p50 (s)", *(f"{med(s.busy_ttft_s):.3f}" for s in setups)),
+        ("busy realtime TTFT max (s)", *(f"{max(s.busy_ttft_s):.3f}" for s in setups)),
         (
             "busy / idle TTFT (p50s)",
-            f"{med(stock.busy_ttft_s) / med(stock.idle_ttft_s):.1f}x",
-            f"{med(fairway.busy_ttft_s) / med(fairway.idle_ttft_s):.1f}x",
+            *(f"{med(s.busy_ttft_s) / med(s.idle_ttft_s):.2f}x" for s in setups),
         ),
-        (
-            "batch tok/s p50 (per round)",
-            f"{med(stock.batch_tok_s):.0f}",
-            f"{med(fairway.batch_tok_s):.0f}",
-        ),
-        ("engine preemptions", str(stock.preemptions), str(fairway.preemptions)),
+        ("batch tok/s p50 (per round)", *(f"{med(s.batch_tok_s):.0f}" for s in setups)),
+        ("engine preemptions", *(str(s.preemptions) for s in setups)),
     ]
     width = max(len(r[0]) for r in rows)
-    print(f"\n{'':<{width}}  {stock.name:>22}  {fairway.name:>22}")
-    for label, a, b in rows:
-        print(f"{label:<{width}}  {a[-22:]:>22}  {b[-22:]:>22}")
-    speedup = med(stock.busy_ttft_s) / med(fairway.busy_ttft_s)
-    print(f"\nbusy TTFT p50, stock / Fairway: {speedup:.1f}x")
-    print(
-        f"batch outputs identical to the uninterrupted (stock) run: {same}/"
-        f"{len(stock.batch_outputs)}; realtime outputs identical: {rt_same}/"
-        f"{len(stock.realtime_outputs)}"
-    )
-    for k, v in stock.batch_outputs.items():
-        got = fairway.batch_outputs[k]
-        if got != v:
-            at = next(
-                (i for i, (x, y) in enumerate(zip(v, got, strict=False)) if x != y),
-                min(len(v), len(got)),
-            )
-            print(f"  {k}: first differs at token {at} of {len(v)}")
-    return {
-        "stock": {k: v for k, v in asdict(stock).items() if not k.endswith("outputs")},
-        "fairway": {k: v for k, v in asdict(fairway).items() if not k.endswith("outputs")},
-        "busy_ttft_speedup": speedup,
-        "batch_identical": [same, len(stock.batch_outputs)],
-        "realtime_identical": [rt_same, len(stock.realtime_outputs)],
+    print("\n" + f"{'':<{width}}" + "".join(f"  {s.name[-24:]:>24}" for s in setups))
+    for label, *cells in rows:
+        print(f"{label:<{width}}" + "".join(f"  {c[-24:]:>24}" for c in cells))
+    figures: dict[str, object] = {
+        "stock": {k: v for k, v in asdict(stock).items() if not k.endswith("outputs")}
     }
+    for setup in others:
+        same = sum(setup.batch_outputs[k] == v for k, v in stock.batch_outputs.items())
+        rt_same = sum(setup.realtime_outputs[k] == v for k, v in stock.realtime_outputs.items())
+        speedup = med(stock.busy_ttft_s) / med(setup.busy_ttft_s)
+        print(
+            f"\n{setup.name}: busy TTFT p50 stock / this {speedup:.1f}x; batch outputs "
+            f"identical to the uninterrupted (stock) run {same}/{len(stock.batch_outputs)}, "
+            f"realtime {rt_same}/{len(stock.realtime_outputs)}"
+        )
+        for k, v in stock.batch_outputs.items():
+            got = setup.batch_outputs[k]
+            if got != v:
+                at = next(
+                    (i for i, (x, y) in enumerate(zip(v, got, strict=False)) if x != y),
+                    min(len(v), len(got)),
+                )
+                print(f"  {k}: first differs at token {at} of {len(v)}")
+        figures[setup.name] = {
+            **{k: v for k, v in asdict(setup).items() if not k.endswith("outputs")},
+            "busy_ttft_speedup": speedup,
+            "batch_identical": [same, len(stock.batch_outputs)],
+            "realtime_identical": [rt_same, len(stock.realtime_outputs)],
+        }
+    return figures
 
 
 async def main() -> None:
@@ -229,11 +224,12 @@ async def main() -> None:
     args = parser.parse_args()
     model = ensure_default_model()
     stock = Setup("vLLM priority alone", preempt=False)
-    fairway = Setup("Fairway (preemptive)", preempt=True)
-    for setup in (stock, fairway):  # sequentially: one engine at a time
+    no_guard = Setup("Fairway, guard off", preempt=True)
+    fairway = Setup("Fairway", preempt=True, guard=CPU_CHUNK_TOKENS)
+    for setup in (stock, no_guard, fairway):  # sequentially: one engine at a time
         print(f"{setup.name}: starting the engine", flush=True)
         await measure(setup, model, args.rounds, args.batch_tokens)
-    figures = report(stock, fairway)
+    figures = report(stock, no_guard, fairway)
     if args.out:
         Path(args.out).write_text(json.dumps(figures, indent=2))
 

@@ -119,7 +119,9 @@ class SimEngine:
         if self.guard_chunk_tokens < 1:
             raise ValueError("guard_chunk_tokens must be >= 1")
         self.guard_hold_s = guard_hold_s
-        self._realtime_seen = float("-inf")
+        # An engine starts guarded: it cannot know whether realtime is coming until it sees
+        # some, and a batch-only engine drops the cap after one quiet hold.
+        self._realtime_seen = 0.0
         self._paused: set[str] = set()  # decoding seqs the planned step leaves out
         self.waiting: list[Seq] = []
         self.running: list[Seq] = []

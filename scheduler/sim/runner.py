@@ -27,6 +27,11 @@ VARIANTS: dict[str, tuple[PolicyKind, dict[str, Any]]] = {
         PolicyKind.FAIRWAY,
         {"priority": True, "preempt_for_realtime": True, "realtime_guard": True},
     ),
+    # Fairway's policy on engines without the realtime guard (layer 1 preemption only).
+    "fairway-noguard": (
+        PolicyKind.FAIRWAY,
+        {"priority": True, "preempt_for_realtime": True, "realtime_guard": False},
+    ),
     "fcfs": (PolicyKind.FCFS, {"priority": False, "preempt_for_realtime": False}),
     "priority": (PolicyKind.PRIORITY, {"priority": True, "preempt_for_realtime": True}),
     # vLLM V1 alone: realtime first in the queue, but waiting never preempts running batch.

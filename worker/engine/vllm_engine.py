@@ -108,6 +108,11 @@ class VllmEngine:
         # False leaves vLLM's own scheduler ("vLLM priority alone", issue #40004 included).
         preempt_for_priority: bool = True,
         preempt_priority_gap: int = 1,
+        # The realtime guard (worker.engine.vllm_guard), part of the preemptive scheduler:
+        # realtime prefill steps run alone and batch prefill is capped per step while realtime
+        # is around. None: 512 tokens on CUDA-alike GPUs, 64 elsewhere; 0: off.
+        guard_chunk_tokens: int | None = None,
+        guard_hold_s: float = 60.0,
         # "swap" preemption mode: CPU memory (GiB) for vLLM's KV offloading connector. None or
         # 0: off. Only CUDA platforms can offload; elsewhere this is ignored with a warning.
         kv_offload_gib: float | None = None,
@@ -128,6 +133,10 @@ class VllmEngine:
             raise ValueError(f"preempt_priority_gap must be >= 1, got {preempt_priority_gap}")
         self.preempt_for_priority = preempt_for_priority
         self.preempt_priority_gap = preempt_priority_gap
+        if (guard_chunk_tokens is not None and guard_chunk_tokens < 0) or guard_hold_s < 0:
+            raise ValueError("guard_chunk_tokens and guard_hold_s must be >= 0")
+        self.guard_chunk_tokens = guard_chunk_tokens
+        self.guard_hold_s = guard_hold_s
         self.kv_offload_gib = kv_offload_gib
         self.kv_connector: str | None = None  # the KV connector vLLM runs, once started
         self.scheduler_cls: str | None = None  # the class vLLM runs, once started
@@ -237,9 +246,15 @@ class VllmEngine:
             return _qualname(sched.scheduler_cls)
         # Imported here, in the parent, so an incompatible vLLM fails now with the guard's
         # message instead of inside the engine core process.
+        from vllm.platforms import current_platform
+
+        from worker.engine.vllm_guard import default_chunk_tokens
         from worker.engine.vllm_preempt import install
 
-        return install(vllm_config, self.preempt_priority_gap)
+        chunk = self.guard_chunk_tokens
+        if chunk is None:
+            chunk = default_chunk_tokens(current_platform.is_cuda_alike())
+        return install(vllm_config, self.preempt_priority_gap, chunk, self.guard_hold_s)
 
     @property
     def supports_kv_offload(self) -> bool:

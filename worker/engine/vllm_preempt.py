@@ -45,6 +45,9 @@ from vllm.v1.core.sched.request_queue import RequestQueue, SchedulingPolicy
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request, RequestStatus
 
+from worker.engine import vllm_guard
+from worker.engine.vllm_guard import RealtimeGuardMixin
+
 log = logging.getLogger(__name__)
 
 SUPPORTED_VLLM_SERIES = "0.32."
@@ -97,6 +100,10 @@ def interface_problems() -> list[str]:
     for prop in ("num_tokens", "num_tokens_with_spec"):
         if not isinstance(getattr(Request, prop, None), property):
             problems.append(f"Request.{prop} is no longer a property")
+    probe = Request.__init__.__code__.co_names + Request.__init__.__code__.co_varnames
+    for attr in vllm_guard.REQUEST_ATTRS:
+        if attr not in probe and not hasattr(Request, attr):
+            problems.append(f"Request.{attr} is missing")
     for status in ("WAITING", "PREEMPTED", "RUNNING"):
         if not hasattr(RequestStatus, status):
             problems.append(f"RequestStatus.{status} is missing")
@@ -109,7 +116,11 @@ def interface_problems() -> list[str]:
 
 def instance_problems(sched: Any) -> list[str]:
     """The per-instance half of the guard: attributes vLLM sets in Scheduler.__init__."""
-    problems = [f"Scheduler().{a} is missing" for a in _INSTANCE_ATTRS if not hasattr(sched, a)]
+    attrs = _INSTANCE_ATTRS + vllm_guard.INSTANCE_ATTRS
+    problems = [f"Scheduler().{a} is missing" for a in attrs if not hasattr(sched, a)]
+    config = getattr(sched, "scheduler_config", None)
+    if config is not None and not hasattr(config, "long_prefill_token_threshold"):
+        problems.append("SchedulerConfig.long_prefill_token_threshold is missing")
     kvm = getattr(sched, "kv_cache_manager", None)
     if kvm is not None:
         problems += [
@@ -305,11 +316,15 @@ class _PriorityPreemptMixin:
         return need
 
 
-class PreemptiveScheduler(_PriorityPreemptMixin, Scheduler):
-    """For engines without async scheduling (vLLM's CPU platform turns it off)."""
+class PreemptiveScheduler(_PriorityPreemptMixin, RealtimeGuardMixin, Scheduler):
+    """For engines without async scheduling (vLLM's CPU platform turns it off).
+
+    The preemption pass runs first (it makes room for realtime), then the realtime guard
+    (``vllm_guard``) shapes the step, then vLLM's own ``schedule()``.
+    """
 
 
-class PreemptiveAsyncScheduler(_PriorityPreemptMixin, AsyncScheduler):
+class PreemptiveAsyncScheduler(_PriorityPreemptMixin, RealtimeGuardMixin, AsyncScheduler):
     """For engines with async scheduling (vLLM's default on GPUs).
 
     `_preempt_request` already handles in-flight output (it marks it stale), as it must for
@@ -321,12 +336,20 @@ def scheduler_qualname(async_scheduling: bool) -> str:
     return ASYNC_QUALNAME if async_scheduling else SYNC_QUALNAME
 
 
-def install(vllm_config: Any, priority_gap: int = DEFAULT_GAP) -> str:
+def install(
+    vllm_config: Any,
+    priority_gap: int = DEFAULT_GAP,
+    guard_chunk_tokens: int = 0,
+    guard_hold_s: float = vllm_guard.DEFAULT_HOLD_S,
+) -> str:
     """Plug the matching class into a resolved VllmConfig; returns the qualname used.
 
-    Call it after the config is created: the platform hook decides async scheduling there
-    (vLLM does the same for its diffusion schedulers).
+    ``guard_chunk_tokens`` > 0 turns the realtime guard on (``vllm_guard``). Call it after
+    the config is created: the platform hook decides async scheduling there (vLLM does the
+    same for its diffusion schedulers).
     """
+    if guard_chunk_tokens < 0 or guard_hold_s < 0:
+        raise ValueError("guard_chunk_tokens and guard_hold_s must be >= 0")
     if priority_gap < 1:
         raise ValueError(f"priority_gap must be >= 1, got {priority_gap}")
     sched = vllm_config.scheduler_config
@@ -337,4 +360,7 @@ def install(vllm_config: Any, priority_gap: int = DEFAULT_GAP) -> str:
     if not isinstance(vllm_config.additional_config, dict):
         raise ValueError("VllmConfig.additional_config must be a dict to carry the gap")
     vllm_config.additional_config[GAP_KEY] = int(priority_gap)
+    if guard_chunk_tokens:
+        vllm_config.additional_config[vllm_guard.CHUNK_KEY] = int(guard_chunk_tokens)
+        vllm_config.additional_config[vllm_guard.HOLD_KEY] = float(guard_hold_s)
     return qualname

@@ -60,9 +60,13 @@ def test_abort_during_a_decode_jump_keeps_the_progress_so_far() -> None:
 def _prefill_step_with_decoding_batch(guard: bool) -> tuple[SimEngine, float]:
     engine = SimEngine(COST, realtime_guard=guard, guard_chunk_tokens=30)
     engine.add(seq("b0", prompt=50, target=100), 0.0)
-    end = engine.start(0.0)
-    assert end is not None
-    engine.finish_step()  # b0 prefilled: decoding from here
+    end = 0.0
+    while not (engine.running and engine.running[0].decoding):
+        # An engine starts guarded, so with the guard b0 prefills in 30-token chunks.
+        step_end = engine.start(end)
+        assert step_end is not None
+        engine.finish_step()
+        end = step_end
     engine.add(seq("b1", prompt=90, target=5), end)
     engine.add(seq("r", prompt=40, target=5, rt=True), end)
     return engine, end
