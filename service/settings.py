@@ -62,6 +62,10 @@ class Settings(BaseSettings):
     # falls back to recompute, and the job's events say so.
     preemption_mode: Literal["recompute", "swap"] = "recompute"
     kv_offload_gib: float = 8.0  # swap mode: CPU memory for offloaded KV, per worker
+    # The engine's realtime guard (docs/scheduler.md, "Realtime guard"): batch prefill tokens
+    # per step while realtime is around. None: 512 on a GPU, 64 on CPU; 0: off.
+    guard_chunk_tokens: int | None = Field(default=None, ge=0)
+    guard_hold_s: float = Field(default=60.0, ge=0)
 
     # Timing
     lease_seconds: float = 30.0

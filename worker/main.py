@@ -32,7 +32,9 @@ def engine_from_settings(settings: Settings):  # type: ignore[no-untyped-def]
                         kv_cache_gib=settings.kv_cache_gib, max_num_seqs=settings.max_num_seqs,
                         max_model_len=settings.max_model_len,
                         kv_offload_gib=(settings.kv_offload_gib
-                                        if settings.preemption_mode == "swap" else None))
+                                        if settings.preemption_mode == "swap" else None),
+                        guard_chunk_tokens=settings.guard_chunk_tokens,
+                        guard_hold_s=settings.guard_hold_s)
 
 
 def run_worker(settings: Settings) -> None:

@@ -65,7 +65,7 @@ async def _submit(request: Request, session: Any, settings: Settings, tenant: Te
                   body: ChatCompletionRequest | CompletionRequest, *, chat: bool
                   ) -> dict[str, Any] | StreamingResponse:
     started = time.perf_counter()
-    if body.model not in await request.app.state.catalog.models():
+    if not await request.app.state.catalog.has(body.model):
         raise APIError(404, f"The model '{body.model}' does not exist.",
                        code="model_not_found", param="model")
     max_tokens = body.requested_max_tokens() or settings.default_max_tokens

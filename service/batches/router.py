@@ -49,7 +49,7 @@ async def create(body: BatchCreate, request: Request, tenant: CurrentTenant,
         raise
     batch = await create_batch(session, tenant_id=tenant.id, body=body,
                                window=windows[body.completion_window])
-    known = set(await request.app.state.catalog.models())
+    known = set(await request.app.state.catalog.refresh())  # once per batch: never stale
     # Validation parses and COPYs up to 200 MB: a thread, so the event loop keeps serving.
     # If this process dies first, the dispatcher's maintenance validates it (ingest.py).
     task = asyncio.create_task(asyncio.to_thread(_validate, settings, batch.id, known))

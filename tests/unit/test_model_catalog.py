@@ -1,0 +1,47 @@
+"""The API's model catalog: a cached view of the models live workers serve."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from service.api.workers_view import ModelCatalog
+from service.settings import Settings
+
+
+class FakeRedis:
+    """The two calls live_workers makes, over a dict of heartbeat keys."""
+
+    def __init__(self) -> None:
+        self.beats: dict[str, str] = {}
+        self.scans = 0
+
+    async def scan_iter(self, match: str, count: int) -> Any:
+        self.scans += 1
+        for key in list(self.beats):
+            yield key
+
+    async def mget(self, keys: list[str]) -> list[str | None]:
+        return [self.beats.get(k) for k in keys]
+
+
+def test_a_new_model_is_found_at_once_and_misses_are_rate_limited() -> None:
+    async def run() -> None:
+        redis = FakeRedis()
+        catalog = ModelCatalog(Settings(served_model_name="base"), redis, ttl_s=60.0,
+                               miss_refresh_s=0.05)  # type: ignore[arg-type]
+        assert await catalog.models() == ["base"]
+        redis.beats["fairway:worker:w1"] = json.dumps({"models": ["new-model"]})
+        time.sleep(0.06)
+        assert await catalog.has("new-model")  # the cache is fresh (ttl 60 s) but it misses
+        assert await catalog.has("base")
+        scans = redis.scans
+        assert not await catalog.has("nope")  # refreshed just now: no new scan
+        assert redis.scans == scans
+        time.sleep(0.06)
+        assert not await catalog.has("nope")
+        assert redis.scans == scans + 1
+
+    asyncio.run(run())
