@@ -91,6 +91,8 @@ class Settings(BaseSettings):
     # validator, is validated by the dispatcher's maintenance (the API died mid-way).
     batch_validation_grace_seconds: float = 15.0
     batch_maintenance_seconds: float = 1.0
+    # How often the dispatcher deletes files past their expires_after (an unindexed scan).
+    file_expiry_sweep_seconds: float = Field(default=60.0, gt=0)
 
     log_level: str = "INFO"
     log_format: Literal["json", "text"] = "json"

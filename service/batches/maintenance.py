@@ -3,7 +3,8 @@
 The dispatcher calls `run_batch_maintenance` every tick. It looks for due steps at most once
 per `batch_maintenance_seconds` (a few indexed queries) and hands each to a small thread pool,
 because assembling a 50k-line output file takes seconds and the dispatcher must keep
-placing realtime work meanwhile. Only the active dispatcher leader calls this.
+placing realtime work meanwhile. Only the active dispatcher leader calls this. Every
+`file_expiry_sweep_seconds` it also deletes expired files (``service.files.expiry``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from redis import Redis
 
 from service.batches.lifecycle import Due, find_due, run_step
 from service.db.session import sync_session
+from service.files.expiry import expire_files
 from service.files.storage import storage_for
 from service.settings import Settings
 
@@ -34,6 +36,8 @@ class BatchMaintenance:
         self._in_flight: set[uuid.UUID] = set()
         self._lock = threading.Lock()
         self._next_at = 0.0
+        self._sweeping = threading.Lock()
+        self._next_sweep = 0.0
 
     def tick(self) -> None:
         if time.monotonic() < self._next_at:
@@ -46,12 +50,26 @@ class BatchMaintenance:
         except Exception:  # never let batch upkeep take the dispatcher down
             log.exception("looking for due batch steps failed")
             return
+        if time.monotonic() >= self._next_sweep and not self._sweeping.locked():
+            self._next_sweep = time.monotonic() + self.settings.file_expiry_sweep_seconds
+            self.pool.submit(self._sweep_files)
         for step in due:
             with self._lock:
                 if step.batch_id in self._in_flight:
                     continue
                 self._in_flight.add(step.batch_id)
             self.pool.submit(self._run, step)
+
+    def _sweep_files(self) -> None:
+        if not self._sweeping.acquire(blocking=False):
+            return
+        try:
+            with sync_session(self.settings.database_url) as session:
+                expire_files(session, self.storage, now=dt.datetime.now(dt.UTC))
+        except Exception:
+            log.exception("deleting expired files failed; retried next tick")
+        finally:
+            self._sweeping.release()
 
     def _run(self, step: Due) -> None:
         try:

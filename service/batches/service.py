@@ -15,7 +15,8 @@ from service.batches.models import Batch, BatchStatus
 from service.batches.results import CANCELLED
 from service.batches.schemas import BatchCreate
 from service.errors import APIError
-from service.files.models import StoredFile, parse_file_id
+from service.files.models import parse_file_id
+from service.files.service import get_file
 from service.jobs.models import Job, JobStatus
 
 CANCELLABLE = (BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS)
@@ -24,8 +25,7 @@ CANCELLABLE = (BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS)
 async def create_batch(session: AsyncSession, *, tenant_id: uuid.UUID, body: BatchCreate,
                        window: dt.timedelta) -> Batch:
     file_id = parse_file_id(body.input_file_id)
-    source = await session.scalar(select(StoredFile).where(
-        StoredFile.id == file_id, StoredFile.tenant_id == tenant_id)) if file_id else None
+    source = await get_file(session, file_id=file_id, tenant_id=tenant_id) if file_id else None
     if source is None:
         raise APIError(404, f"No such File object: {body.input_file_id}", code="not_found",
                        param="input_file_id")

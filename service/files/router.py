@@ -107,7 +107,7 @@ async def _owned(session: SessionDep, tenant_id: uuid.UUID, file_id: str) -> Sto
 
 
 def _expires_at(fields: dict[str, str]) -> dt.datetime | None:
-    """`expires_after[anchor]=created_at` + `expires_after[seconds]` (recorded, shown)."""
+    """`expires_after[anchor]=created_at` + `expires_after[seconds]` (enforced: expiry.py)."""
     seconds = fields.get("expires_after[seconds]")
     if not seconds:
         return None

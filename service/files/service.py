@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import func, or_, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.files.models import StoredFile
@@ -28,17 +28,22 @@ async def add_file(session: AsyncSession, *, file_id: uuid.UUID, tenant_id: uuid
     return row
 
 
+def live() -> Any:
+    """Not expired: an expired file is gone to clients before the sweep deletes it."""
+    return or_(StoredFile.expires_at.is_(None), StoredFile.expires_at > func.now())
+
+
 async def get_file(session: AsyncSession, *, file_id: uuid.UUID,
                    tenant_id: uuid.UUID) -> StoredFile | None:
-    """Another tenant's file looks exactly like a missing one."""
-    return await session.scalar(select(StoredFile).where(StoredFile.id == file_id,
-                                                         StoredFile.tenant_id == tenant_id))
+    """Another tenant's file, or an expired one, looks exactly like a missing one."""
+    return await session.scalar(select(StoredFile).where(
+        StoredFile.id == file_id, StoredFile.tenant_id == tenant_id, live()))
 
 
 async def list_files(session: AsyncSession, *, tenant_id: uuid.UUID, purpose: str | None,
                      after: uuid.UUID | None, limit: int, newest_first: bool
                      ) -> tuple[list[StoredFile], bool]:
-    query = select(StoredFile).where(StoredFile.tenant_id == tenant_id)
+    query = select(StoredFile).where(StoredFile.tenant_id == tenant_id, live())
     if purpose:
         query = query.where(StoredFile.purpose == purpose)
     order = (StoredFile.created_at.desc(), StoredFile.id.desc()) if newest_first else (

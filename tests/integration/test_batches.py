@@ -14,6 +14,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import openai
 import pytest
@@ -41,6 +42,7 @@ def batch_stack() -> Iterator[Stack]:
         "FAIRWAY_BATCH_MAX_FILE_BYTES": "300000",
         "FAIRWAY_BATCH_VALIDATION_GRACE_SECONDS": "2",
         "FAIRWAY_BATCH_MAINTENANCE_SECONDS": "0.3",
+        "FAIRWAY_FILE_EXPIRY_SWEEP_SECONDS": "0.5",
     }
     with own_stack("batch", env, workers=("bsim-1",)) as stack:
         yield stack
@@ -147,6 +149,39 @@ def test_files_endpoints_and_batch_listing(batch_stack: Stack, make_tenant_for_s
     assert deleted.deleted
     with pytest.raises(openai.NotFoundError):
         api.files.retrieve(f.id)
+
+
+def test_expired_files_are_gone_then_deleted(batch_stack: Stack, make_tenant_for_stack):
+    api = client(batch_stack, make_tenant_for_stack())
+    data = jsonl([request_line("a")])
+    f = api.files.create(file=("exp.jsonl", io.BytesIO(data)), purpose="batch",
+                         extra_body={"expires_after[anchor]": "created_at",
+                                     "expires_after[seconds]": "3600"})
+    keep = api.files.create(file=("keep.jsonl", io.BytesIO(data)), purpose="batch")
+    assert f.expires_at is not None and f.expires_at - f.created_at == 3600
+    file_id = uuid.UUID(f.id.removeprefix("file-"))
+    with sync_session(batch_stack.database_url) as session:
+        row = session.get(StoredFile, file_id)
+        assert row is not None
+        key = row.storage_key
+        row.expires_at = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)  # an hour later
+        session.commit()
+    path = Path(batch_stack.env_overrides["FAIRWAY_FILES_DIR"]) / key
+    # Gone to clients at once, sweep or not.
+    with pytest.raises(openai.NotFoundError):
+        api.files.retrieve(f.id)
+    with pytest.raises(openai.NotFoundError):
+        api.batches.create(input_file_id=f.id, endpoint=CHAT, completion_window="24h")
+    assert f.id not in [x.id for x in api.files.list()] and keep.id in [
+        x.id for x in api.files.list()]
+
+    def swept() -> bool:
+        with sync_session(batch_stack.database_url) as session:
+            return session.get(StoredFile, file_id) is None
+
+    wait_until(swept, 15, "the dispatcher deleting the expired file", batch_stack)
+    assert not path.exists()
+    assert api.files.content(keep.id).content == data
 
 
 def test_limits_and_whole_file_failures(batch_stack: Stack, make_tenant_for_stack):
