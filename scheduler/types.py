@@ -63,6 +63,9 @@ class WorkerView:
     progress: dict[str, int] = field(default_factory=dict)
     # This worker's engine cost model; None = the policy's default profile.
     cost: CostModel | None = None
+    # The jobs this heartbeat counted in ``running`` (empty when the worker does not say).
+    # A job that finishes after the beat frees its slot at once instead of a beat later.
+    running_ids: frozenset[str] = frozenset()
 
     @property
     def free_slots(self) -> int:

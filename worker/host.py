@@ -125,6 +125,8 @@ class EngineHost:
             "running": stats.num_running + stats.num_waiting,
             "waiting": stats.num_waiting,
             "active_jobs": len(self.runner.active),
+            # Lets the dispatcher free a finished job's slot before the next beat.
+            "job_ids": list(self.runner.active),
             "cost_profile": self.settings.cost_profile or default_cost_profile(self.settings),
             "kv_usage": stats.kv_usage,
             "kv_capacity_tokens": stats.kv_capacity_tokens,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from scheduler.sim.profiles import PROFILES
@@ -44,4 +45,16 @@ def worker_view(beat: dict[str, Any], assigned: dict[str, JobClass]) -> WorkerVi
         last_seen=float(beat.get("ts", 0.0)),
         assigned=dict(assigned),
         cost=PROFILES.get(str(beat.get("cost_profile", ""))),
+        running_ids=frozenset(_job_ids(beat.get("job_ids", ()))),
     )
+
+
+def _job_ids(raw: Any) -> list[str]:
+    """The policy's job ids are canonical UUID strings; a malformed entry is skipped."""
+    ids = []
+    for value in raw if isinstance(raw, list) else ():
+        try:
+            ids.append(str(uuid.UUID(str(value))))
+        except ValueError:
+            continue
+    return ids

@@ -111,6 +111,20 @@ class FairwayPolicy(PlacementMixin, SchedulingPolicy):
         item = self._unassign(job_id, refund=False)
         if item is not None and item.is_realtime:
             self._rt_size.observe(prompt_tokens, completion_tokens)
+        self._left_engine(job_id, worker_id)
+
+    def _left_engine(self, job_id: str, worker_id: str) -> None:
+        """The last heartbeat counted this job in ``running``: it no longer does. Without
+        this the slot stays taken until the next beat (a second or two of an idle slot per
+        finished job under a batch backlog)."""
+        ws = self._workers.get(worker_id)
+        if ws is None or job_id not in ws.view.running_ids:
+            return
+        before = ws.used_slots()
+        ws.view.running_ids = ws.view.running_ids - {job_id}
+        ws.view.running = max(0, ws.view.running - 1)
+        ws.load_version += 1
+        self._touch(ws, before, 0)
 
     def on_worker_heartbeat(self, worker: WorkerView) -> None:
         ws = self._workers.get(worker.worker_id)

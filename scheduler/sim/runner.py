@@ -312,6 +312,7 @@ class Simulation:
             self.now,
             progress=progress,
             cost=engine.cost,
+            running_ids=frozenset(s.job_id for s in (*engine.running, *engine.waiting)),
         )
 
 

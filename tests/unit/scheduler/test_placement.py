@@ -80,3 +80,31 @@ def test_headroom_keeps_room_for_realtime_after_realtime_was_seen() -> None:
     placed = assigns(policy.schedule(30.0))
     assert 0 < len(placed) < 4  # the reserve holds some slots back
     assert len(assigns(policy.schedule(400.0))) + len(placed) == 4  # it decays when idle
+
+
+def test_a_finished_job_frees_its_slot_before_the_next_heartbeat() -> None:
+    from dataclasses import replace
+
+    policy = FairwayPolicy(NO_HEADROOM)
+    policy.on_worker_heartbeat(worker("w", slots=2))
+    for job_id in ("b1", "b2", "b3"):
+        policy.on_job_arrived(batch(job_id))
+    assert assigns(policy.schedule(0.0)) == [("b1", "w"), ("b2", "w")]
+    # The engine reports both running, then b1 finishes before the next beat.
+    beat = replace(worker("w", slots=2, running=2), running_ids=frozenset({"b1", "b2"}))
+    policy.on_worker_heartbeat(beat)
+    policy.on_job_finished("b1", "w", 100, 10)
+    assert assigns(policy.schedule(1.0)) == [("b3", "w")]
+
+
+def test_without_running_ids_the_slot_waits_for_the_heartbeat() -> None:
+    policy = FairwayPolicy(NO_HEADROOM)
+    policy.on_worker_heartbeat(worker("w", slots=2))
+    for job_id in ("b1", "b2", "b3"):
+        policy.on_job_arrived(batch(job_id))
+    policy.schedule(0.0)
+    policy.on_worker_heartbeat(worker("w", slots=2, running=2))
+    policy.on_job_finished("b1", "w", 100, 10)
+    assert assigns(policy.schedule(1.0)) == []  # the beat still counts b1 as running
+    policy.on_worker_heartbeat(worker("w", slots=2, running=1))
+    assert assigns(policy.schedule(2.0)) == [("b3", "w")]
