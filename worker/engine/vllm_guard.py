@@ -16,7 +16,8 @@ decode beside the realtime prefill. The guard changes two things, per step:
    the step out), vLLM's ``long_prefill_token_threshold`` caps it at the chunk, and the step's
    token budget is cut to the decodes plus the chunk, so newly admitted batch shares the rest.
 
-"Realtime" is any request whose priority beats ``batch_priority`` (Fairway's batch tier, 3).
+"Realtime" is any request whose priority beats ``batch_priority``: 2, Fairway's flex tier, the
+best priority the policy still treats as batch class (preemptible, fair-shared as batch).
 The simulator runs the same rules (``scheduler.sim.engine``, ``realtime_guard``); the chunk
 default is the profile's ``CostModel.guard_chunk_tokens`` (512 on a GPU, 64 on CPU).
 
@@ -33,7 +34,7 @@ CHUNK_KEY = "fairway_guard_chunk_tokens"  # VllmConfig.additional_config; absent
 HOLD_KEY = "fairway_guard_hold_s"
 BATCH_PRIORITY_KEY = "fairway_guard_batch_priority"
 DEFAULT_HOLD_S = 60.0
-DEFAULT_BATCH_PRIORITY = 3
+DEFAULT_BATCH_PRIORITY = 2  # scheduler.policies.config.FLEX_TIER
 GPU_CHUNK_TOKENS = 512
 CPU_CHUNK_TOKENS = 64
 
