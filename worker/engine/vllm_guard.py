@@ -96,6 +96,11 @@ class RealtimeGuardMixin:
 
     # ---- one step ----------------------------------------------------------------------------
 
+    def _guard_can_admit(self, req: Any) -> bool:
+        """Would vLLM admit this waiting request this step? The preemptive scheduler answers
+        from slots and free KV blocks; alone, the guard assumes yes."""
+        return True
+
     def _is_batch(self, req: Any) -> bool:
         return int(req.priority) >= self.guard_batch_priority
 
@@ -105,11 +110,14 @@ class RealtimeGuardMixin:
         running_rt = [r for r in self.running if not self._is_batch(r)]
         if waiting_rt or running_rt:
             self._guard_seen = now
-        if waiting_rt or any(_pending(r) > 1 for r in running_rt):
+        # Only realtime that can start now earns a step alone: one that cannot fit must not
+        # stop the batch whose finishing would make room for it.
+        admissible = [r for r in waiting_rt if self._guard_can_admit(r)]
+        if admissible or any(_pending(r) > 1 for r in running_rt):
             self.num_guard_realtime_steps += 1
             paused = [r for r in self.running if self._is_batch(r)]
             streaming = int(getattr(self, "num_waiting_for_streaming_input", 0))
-            limit = len(self.running) + streaming + len(waiting_rt)
+            limit = len(self.running) + streaming + len(admissible)
             return self._set_for_step(paused, active=limit)
         if now - self._guard_seen > self.guard_hold_s:
             return lambda: None

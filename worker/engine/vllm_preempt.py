@@ -269,6 +269,20 @@ class _PriorityPreemptMixin:
             free_slots, free_blocks, budget = slots - 1, blocks - need, tokens - new_tokens
         return planned
 
+    def _guard_can_admit(self, req: Any) -> bool:
+        """For the realtime guard (runs after this step's preemptions): a free slot and the
+        free KV blocks vLLM's admission will ask for."""
+        if not self._ready(req):
+            return False
+        max_active = getattr(self, "max_num_active_reqs", None) or self.max_num_running_reqs
+        in_slots = len(self.running) + int(getattr(self, "num_waiting_for_streaming_input", 0))
+        if in_slots >= max_active:
+            return False
+        free_blocks = self.kv_cache_manager.block_pool.get_num_free_blocks() - int(
+            getattr(self.kv_cache_manager, "watermark_blocks", 0)
+        )
+        return self._admission_blocks(req) <= free_blocks
+
     # ---- estimates ---------------------------------------------------------------------------
 
     @staticmethod

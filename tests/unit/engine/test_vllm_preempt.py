@@ -456,6 +456,19 @@ def test_guard_cap_is_total_batch_prefill_and_lapses_after_the_hold(
     assert sched.num_guard_capped_steps >= 6
 
 
+def test_guard_never_stops_batch_for_realtime_that_cannot_fit(make_sched: MakeSched) -> None:
+    # KV full of batch; a realtime prompt larger than all KV can never be admitted. Batch
+    # must keep going (its finishing is what frees KV), not sit out steps for it.
+    sched = kv_full(make_sched, PreemptiveScheduler)
+    sched.guard_chunk_tokens = 32  # the guard from here on
+    sched.add_request(request("huge", REALTIME, 700, arrival=9.0))
+    for _ in range(3):
+        out = step(sched)
+        assert {"b0", "b1", "b2", "b3"} <= set(out.num_scheduled_tokens)
+        assert "huge" not in out.num_scheduled_tokens
+    assert sched.num_guard_realtime_steps == 0
+
+
 def test_guard_on_the_async_scheduler(make_sched: MakeSched) -> None:
     sched = guarded_mix(make_sched, PreemptiveAsyncScheduler)
     inflight: list[Any] = []
