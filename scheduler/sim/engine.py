@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from scheduler.cost_model import CostModel
 
 RECOMPUTE, SWAP = "recompute", "swap"
+MAX_ALONE_STEPS = 8  # as worker.engine.vllm_guard: then one step is shared with batch
 
 
 @dataclass(slots=True)
@@ -123,6 +124,7 @@ class SimEngine:
         # some, and a batch-only engine drops the cap after one quiet hold.
         self._realtime_seen = 0.0
         self._paused: set[str] = set()  # decoding seqs the planned step leaves out
+        self._alone_run = 0  # realtime-alone steps in a row (MAX_ALONE_STEPS bounds it)
         self.waiting: list[Seq] = []
         self.running: list[Seq] = []
         self.kv_used = 0
@@ -181,13 +183,16 @@ class SimEngine:
         if self.realtime_guard:
             if any(s.is_realtime for s in self.running):
                 self._realtime_seen = now
-            if any(s.is_realtime for s in prefill):
+            if any(s.is_realtime for s in prefill) and self._alone_run < MAX_ALONE_STEPS:
+                self._alone_run += 1
                 prefill = [s for s in prefill if s.is_realtime]
                 paused = [s for s in decode if not s.is_realtime]
                 decode = [s for s in decode if s.is_realtime]
                 self._paused = {s.job_id for s in paused}
-            elif now - self._realtime_seen <= self.guard_hold_s:
-                batch_cap = self.guard_chunk_tokens
+            else:
+                self._alone_run = 0
+                if now - self._realtime_seen <= self.guard_hold_s:
+                    batch_cap = self.guard_chunk_tokens
         if not self.running:
             self.step_end, self._plan = None, None
             self._transfer_s = 0.0  # a swap-out on an engine going idle overlaps the idle time

@@ -9,7 +9,8 @@ decode beside the realtime prefill. The guard changes two things, per step:
    prefilling, the step carries realtime work only: running batch requests sit the step out
    (vLLM skips a running request whose ``next_decode_eligible_step`` is ahead, as it does for
    pipeline-parallel cadence) and no batch request is admitted (the active-request limit is
-   held at what realtime needs). Batch loses one step of progress, not its KV.
+   held at what realtime needs). Batch loses one step of progress, not its KV; after
+   ``MAX_ALONE_STEPS`` (8) such steps in a row the next is shared, so batch is never starved.
 2. **Short batch prefill.** For ``hold_s`` after realtime was last seen (or after the engine
    started), batch prefill takes at
    most ``chunk_tokens`` per step in total: one running batch prefill continues (the others sit
@@ -35,6 +36,9 @@ HOLD_KEY = "fairway_guard_hold_s"
 BATCH_PRIORITY_KEY = "fairway_guard_batch_priority"
 DEFAULT_HOLD_S = 60.0
 DEFAULT_BATCH_PRIORITY = 2  # scheduler.policies.config.FLEX_TIER
+# Batch sits out at most this many steps in a row: under a realtime flood it still moves
+# every ninth step (realtime alone takes at most 8/9 of the steps from it).
+MAX_ALONE_STEPS = 8
 GPU_CHUNK_TOKENS = 512
 CPU_CHUNK_TOKENS = 64
 
@@ -82,6 +86,7 @@ class RealtimeGuardMixin:
         # Start guarded: realtime may come at any time; a batch-only engine drops the cap
         # once no realtime was seen for one hold.
         self._guard_seen = time.monotonic()
+        self._alone_run = 0  # realtime-alone steps in a row
         self.num_guard_realtime_steps = 0  # steps given to realtime alone
         self.num_guard_capped_steps = 0  # steps whose batch prefill was capped
 
@@ -113,12 +118,16 @@ class RealtimeGuardMixin:
         # Only realtime that can start now earns a step alone: one that cannot fit must not
         # stop the batch whose finishing would make room for it.
         admissible = [r for r in waiting_rt if self._guard_can_admit(r)]
-        if admissible or any(_pending(r) > 1 for r in running_rt):
+        wants_alone = admissible or any(_pending(r) > 1 for r in running_rt)
+        if wants_alone and self._alone_run < MAX_ALONE_STEPS:
+            self._alone_run += 1
             self.num_guard_realtime_steps += 1
             paused = [r for r in self.running if self._is_batch(r)]
             streaming = int(getattr(self, "num_waiting_for_streaming_input", 0))
             limit = len(self.running) + streaming + len(admissible)
             return self._set_for_step(paused, active=limit)
+        # A step shared with batch after MAX_ALONE_STEPS in a row: batch's starvation bound.
+        self._alone_run = 0
         if now - self._guard_seen > self.guard_hold_s:
             return lambda: None
         prefilling = [r for r in self.running if self._is_batch(r) and _pending(r) > 1]

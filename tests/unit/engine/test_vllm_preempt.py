@@ -469,6 +469,19 @@ def test_guard_never_stops_batch_for_realtime_that_cannot_fit(make_sched: MakeSc
     assert sched.num_guard_realtime_steps == 0
 
 
+def test_guard_lets_batch_move_after_eight_realtime_steps_in_a_row(
+    make_sched: MakeSched,
+) -> None:
+    sched = make_sched(max_num_seqs=16, guard_chunk=32)
+    fill(sched, batch_pool(2), steps=6)
+    batch_steps = []
+    for k in range(18):  # a new realtime prompt every step: every step wants to be alone
+        sched.add_request(request(f"rt{k}", REALTIME, 30, arrival=10.0 + k, max_tokens=2))
+        out = step(sched)
+        batch_steps.append("b0" in out.num_scheduled_tokens)
+    assert batch_steps == ([False] * vllm_guard.MAX_ALONE_STEPS + [True]) * 2
+
+
 def test_guard_on_the_async_scheduler(make_sched: MakeSched) -> None:
     sched = guarded_mix(make_sched, PreemptiveAsyncScheduler)
     inflight: list[Any] = []

@@ -85,6 +85,27 @@ def test_guard_gives_a_realtime_prefill_step_to_realtime_alone() -> None:
     assert end2 == pytest.approx(end + 0.01 + 2 * 0.001 + 30 * 0.0001)
 
 
+def test_guard_shares_a_step_with_batch_after_eight_alone() -> None:
+    from scheduler.sim.engine import MAX_ALONE_STEPS
+
+    cost = CostModel(0.01, 0.001, 0.0, 0.0001, max_slots=64, token_budget=100)
+    engine = SimEngine(cost, realtime_guard=True, guard_chunk_tokens=30)
+    engine.add(seq("b", prompt=10, target=1000), 0.0)
+    now = engine.start(0.0)
+    assert now is not None
+    engine.finish_step()
+    moved = []
+    for k in range(2 * (MAX_ALONE_STEPS + 1)):  # a realtime prompt arrives every step
+        engine.add(seq(f"r{k}", prompt=20, target=1, rt=True), now)
+        before = engine.running[0].generated
+        end = engine.start(now)
+        assert end is not None
+        engine.finish_step()
+        moved.append(engine.running[0].generated > before)
+        now = end
+    assert moved == ([False] * MAX_ALONE_STEPS + [True]) * 2
+
+
 def test_without_the_guard_realtime_shares_its_prefill_step_with_batch() -> None:
     engine, now = _prefill_step_with_decoding_batch(guard=False)
     end = engine.start(now)
