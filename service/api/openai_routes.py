@@ -10,7 +10,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from service.api.deps import CurrentTenant, SessionDep, SettingsDep
@@ -39,17 +39,17 @@ async def list_models(request: Request, _: CurrentTenant) -> dict[str, Any]:
 
 
 @router.post("/chat/completions", response_model=None)
-async def chat_completions(body: ChatCompletionRequest, request: Request, tenant: CurrentTenant,
-                           session: SessionDep, settings: SettingsDep
+async def chat_completions(body: ChatCompletionRequest, request: Request, response: Response,
+                           tenant: CurrentTenant, session: SessionDep, settings: SettingsDep
                            ) -> dict[str, Any] | StreamingResponse:
-    return await _submit(request, session, settings, tenant, body, chat=True)
+    return await _submit(request, response, session, settings, tenant, body, chat=True)
 
 
 @router.post("/completions", response_model=None)
-async def completions(body: CompletionRequest, request: Request, tenant: CurrentTenant,
-                      session: SessionDep, settings: SettingsDep
+async def completions(body: CompletionRequest, request: Request, response: Response,
+                      tenant: CurrentTenant, session: SessionDep, settings: SettingsDep
                       ) -> dict[str, Any] | StreamingResponse:
-    return await _submit(request, session, settings, tenant, body, chat=False)
+    return await _submit(request, response, session, settings, tenant, body, chat=False)
 
 
 @router.get("/jobs/{job_id}")
@@ -61,8 +61,8 @@ async def read_job(job_id: str, tenant: CurrentTenant, session: SessionDep) -> d
     return job_public_view(job)
 
 
-async def _submit(request: Request, session: Any, settings: Settings, tenant: Tenant,
-                  body: ChatCompletionRequest | CompletionRequest, *, chat: bool
+async def _submit(request: Request, response: Response, session: Any, settings: Settings,
+                  tenant: Tenant, body: ChatCompletionRequest | CompletionRequest, *, chat: bool
                   ) -> dict[str, Any] | StreamingResponse:
     started = time.perf_counter()
     if not await request.app.state.catalog.has(body.model):
@@ -100,7 +100,9 @@ async def _submit(request: Request, session: Any, settings: Settings, tenant: Te
         return StreamingResponse(admission.wrap(obs.wrap(events)),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache",
-                                          "X-Fairway-Job": job.public_id})
+                                          "X-Fairway-Job": job.public_id,
+                                          **admission.headers})
+    response.headers.update(admission.headers)
     return await admission.around(obs.around(_wait(request, job.id, builder, settings, obs)))
 
 

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from service.errors import APIError
+from service.quotas.headers import rate_limit_headers
 from service.quotas.policy import TenantPolicy, load_policy, resolve_service_tier
 from service.quotas.store import Decision, QuotaStore
 from service.usage.service import month_tokens_used
@@ -91,6 +92,7 @@ class Admission:
     ticket: uuid.UUID
     prompt_estimate: int
     service_tier: str
+    headers: dict[str, str] = field(default_factory=dict)  # x-ratelimit-* for the response
     job_id: uuid.UUID | None = None
     _released: bool = field(default=False)
 
@@ -165,7 +167,8 @@ async def admit_request(session: AsyncSession, store: QuotaStore, *, tenant: Any
         raise unavailable() from exc
     if not decision.admitted:
         raise refusal(decision)
-    return Admission(store, tenant.id, ticket, prompt, service_tier)
+    return Admission(store, tenant.id, ticket, prompt, service_tier,
+                     rate_limit_headers(policy.limits, decision))
 
 
 def install_redis_unavailable_handler(app: Any) -> None:

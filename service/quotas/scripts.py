@@ -17,7 +17,9 @@ from __future__ import annotations
 # KEYS: rpm, tpm, conc, month, batch, res
 # ARGV: now, rpm, tpm, conc, monthly, batch_limit, tokens, member, conc_expiry, is_batch,
 #       use_conc, res_ttl, month_ttl, alert_level
-# Returns {1, alert_crossed} on admit; {0, reason, retry_after_ms} on refusal;
+# Returns {1, alert_crossed, requests left, tokens left} on admit (-1: no such limit; the
+#         buckets after this admission, for the x-ratelimit headers);
+#         {0, reason, retry_after_ms} on refusal;
 #         {-1} when the month counter must be seeded first.
 ADMIT = """
 local now = tonumber(ARGV[1])
@@ -93,7 +95,10 @@ redis.call('EXPIRE', KEYS[6], tonumber(ARGV[12]))
 local alert = tonumber(ARGV[14])
 local crossed = 0
 if alert >= 0 and used < alert and after >= alert then crossed = 1 end
-return {1, crossed}
+local req_left, tok_left = -1, -1
+if rpm >= 0 then req_left = math.floor(rpm_left - 1) end
+if tpm >= 0 then tok_left = math.floor(tpm_left - need) end
+return {1, crossed, req_left, tok_left}
 """
 
 # Correct an admission to real usage. Idempotent: the reservation is deleted on first use.

@@ -73,6 +73,9 @@ class Decision:
     retry_after_s: int = 0
     alert_crossed: bool = False  # this admission took the month past the soft alert level
     needs_seed: bool = False  # the month counter is missing (new month, or Redis lost it)
+    # The buckets after this admission (None: that limit is off), for x-ratelimit headers.
+    remaining_requests: int | None = None
+    remaining_tokens: int | None = None
 
 
 def _admit_call(*, tenant_id: uuid.UUID, limits: QuotaLimits, tokens: int, ticket: uuid.UUID,
@@ -95,7 +98,10 @@ def _decision(out: list[Any], now: dt.datetime) -> Decision:
     if code == -1:
         return Decision(False, needs_seed=True)
     if code == 1:
-        return Decision(True, alert_crossed=bool(int(out[1])))
+        left = [int(v) for v in out[2:4]] + [-1, -1]
+        return Decision(True, alert_crossed=bool(int(out[1])),
+                        remaining_requests=left[0] if left[0] >= 0 else None,
+                        remaining_tokens=left[1] if left[1] >= 0 else None)
     reason = out[1].decode() if isinstance(out[1], bytes) else str(out[1])
     retry_ms = int(out[2])
     if reason == "monthly_tokens":

@@ -48,6 +48,31 @@ def test_requests_per_minute_exactly_k_of_n_pass(sim_stack: Stack, admin: Admin)
             assert 1 <= int(r.headers["Retry-After"]) <= 21  # one request per 20 s refill
 
 
+def test_rate_limit_headers_through_the_openai_sdk(sim_stack: Stack, admin: Admin):
+    import openai
+
+    tenant_id, key = new_tenant(admin)
+    admin.set_quotas(tenant_id, requests_per_minute=10, tokens_per_minute=10_000)
+    api = openai.OpenAI(base_url=sim_stack.base_url + "/v1", api_key=key, max_retries=0)
+    messages = [{"role": "user", "content": "hi"}]
+    raw = api.chat.completions.with_raw_response.create(model=MODEL, max_tokens=4,
+                                                        messages=messages)
+    h = raw.headers
+    assert (h["x-ratelimit-limit-requests"], h["x-ratelimit-remaining-requests"]) == ("10", "9")
+    assert h["x-ratelimit-reset-requests"] == "6s"  # one request refills in 60 s / 10
+    assert h["x-ratelimit-limit-tokens"] == "10000"
+    reserved = 10_000 - int(h["x-ratelimit-remaining-tokens"])
+    assert 4 < reserved < 50  # prompt estimate + max_tokens
+    assert raw.parse().choices[0].message.content
+    with api.chat.completions.with_streaming_response.create(
+            model=MODEL, max_tokens=4, messages=messages, stream=True) as stream:
+        assert stream.headers["x-ratelimit-remaining-requests"] == "8"
+        assert any(line for line in stream.iter_lines())
+    # No limit, no headers.
+    _, free_key = new_tenant(admin, "enterprise")
+    assert "x-ratelimit-limit-requests" not in chat(sim_stack, free_key).headers
+
+
 def test_concurrent_requests_limit(sim_stack: Stack, admin: Admin):
     tenant_id, key = new_tenant(admin)
     admin.set_quotas(tenant_id, concurrent_requests=2)

@@ -81,3 +81,24 @@ def test_seconds_to_next_month():
     assert seconds_to_next_month(now) == 60
     dec = dt.datetime(2026, 12, 31, 0, 0, 0, tzinfo=dt.UTC)
     assert seconds_to_next_month(dec) == 86400
+
+
+def test_rate_limit_headers_follow_openai() -> None:
+    from service.quotas.headers import rate_limit_headers
+    from service.quotas.limits import QuotaLimits
+    from service.quotas.store import Decision
+
+    limits = QuotaLimits(requests_per_minute=600, tokens_per_minute=None)
+    h = rate_limit_headers(limits, Decision(True, remaining_requests=590, remaining_tokens=None))
+    assert h == {
+        "x-ratelimit-limit-requests": "600",
+        "x-ratelimit-remaining-requests": "590",
+        "x-ratelimit-reset-requests": "1s",  # 10 requests at 10 per second
+    }
+    h = rate_limit_headers(QuotaLimits(tokens_per_minute=1000),
+                           Decision(True, remaining_tokens=-5))  # a bucket in debt
+    assert h["x-ratelimit-remaining-tokens"] == "0"
+    assert h["x-ratelimit-reset-tokens"] == "1m0s"
+    h = rate_limit_headers(QuotaLimits(tokens_per_minute=1000),
+                           Decision(True, remaining_tokens=999))
+    assert h["x-ratelimit-reset-tokens"] == "60ms"
