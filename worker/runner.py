@@ -16,6 +16,7 @@ from sqlalchemy import String, func, literal_column, text, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from service.jobs import nul_codec
 from service.jobs.events import JOBS_CHANNEL, stream_key
 from service.jobs.models import Job, JobStatus
 from service.observability.jobs import JobObserver, observe_job
@@ -146,7 +147,7 @@ class JobRunner:
                           streamed=row.batch_id is None, resume_of=resume_of)
 
     def _build_request(self, job: ClaimedJob, rid: str) -> EngineRequest:
-        body = job.request
+        body = nul_codec.decode(job.request)  # stored with U+0000 escaped
         if job.endpoint == "chat.completions":
             messages = [_plain_message(m) for m in body["messages"]]
             prompt_ids = self.engine.encode_chat(messages)

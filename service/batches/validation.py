@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from service.jobs import nul_codec
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 
 ENDPOINTS = {"/v1/chat/completions": "chat.completions", "/v1/completions": "completions"}
@@ -188,7 +189,8 @@ class LineValidator:
                        f"The prompt (about {estimate} tokens) plus max_tokens ({max_tokens}) "
                        f"exceeds the model's context of {limits.max_model_len} tokens.",
                        "body")
-        request = parsed.model_dump_json(exclude_none=True, exclude=_DROP)
+        request = nul_codec.encode_json_text(
+            parsed.model_dump_json(exclude_none=True, exclude=_DROP))
         return ValidLine(line, custom_id, parsed.model, request, max_tokens, estimate)
 
 

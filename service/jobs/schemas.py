@@ -64,14 +64,6 @@ class _GenerationParams(BaseModel):
     def stop_list(self) -> list[str]:
         return list(self.stop or [])
 
-    @model_validator(mode="after")
-    def _no_nul_characters(self) -> _GenerationParams:
-        # Postgres JSONB (where every job's request is stored) cannot hold U+0000: refuse it
-        # here with a clear 400 instead of failing at insert time.
-        if _has_nul(self.model_dump()):
-            raise ValueError("text fields must not contain NUL characters (U+0000)")
-        return self
-
 
 class ChatCompletionRequest(_GenerationParams):
     messages: list[ChatMessage] = Field(min_length=1)
@@ -110,13 +102,3 @@ class CompletionRequest(_GenerationParams):
 
     def requested_max_tokens(self) -> int | None:
         return self.max_tokens
-
-
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False

@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from sqlalchemy import select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service.jobs import nul_codec
 from service.jobs.events import JOBS_CHANNEL, control_channel
 from service.jobs.models import ACTIVE_STATUSES, Job, JobStatus
 from service.jobs.tiers import Classification
@@ -38,7 +39,7 @@ async def create_job(
         priority=classification.priority,
         endpoint=endpoint,
         model=model,
-        request=request,
+        request=nul_codec.encode(request),  # JSONB cannot hold U+0000 (nul_codec.py)
         stream=stream,
         max_tokens=max_tokens,
         deadline_at=classification.deadline_at,

@@ -14,6 +14,7 @@ from redis import Redis
 from sqlalchemy import select
 
 from service.db.session import sync_session
+from service.jobs import nul_codec
 from service.jobs.events import stream_key
 from service.jobs.models import Job
 from tests.support.stack import Stack, wait_until
@@ -96,7 +97,6 @@ def test_bad_or_missing_key_gets_401_in_openai_shape(sim_stack: Stack):
     {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "stop": ["a"] * 9},
     {"model": MODEL, "messages": "not a list"},
     {"messages": [{"role": "user", "content": "x"}]},
-    {"model": MODEL, "messages": [{"role": "user", "content": "nul \u0000 inside"}]},
     [1, 2, 3],
 ])
 def test_malformed_input_gets_400_never_500(sim_stack: Stack, make_tenant, body):
@@ -105,6 +105,28 @@ def test_malformed_input_gets_400_never_500(sim_stack: Stack, make_tenant, body)
                    headers={"Authorization": f"Bearer {key}"})
     assert r.status_code == 400, r.text
     assert r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_nul_characters_are_accepted_and_reach_the_engine(sim_stack: Stack, make_tenant,
+                                                          database_url):
+    # vLLM and OpenAI accept U+0000 (SmolLM2's tokenizer even decodes a token to it); the
+    # job row stores it escaped (JSONB cannot hold it) and the worker restores it.
+    _, key = make_tenant()
+    api = client(sim_stack, key)
+    content = "nul \u0000 inside"
+    with_nul = api.chat.completions.create(model=MODEL, max_tokens=4,
+                                           messages=[{"role": "user", "content": content}])
+    without = api.chat.completions.create(model=MODEL, max_tokens=4,
+                                          messages=[{"role": "user", "content": "nul  inside"}])
+    assert with_nul.choices[0].message.content
+    # The engine saw one more character than the same text without it.
+    assert with_nul.usage.prompt_tokens > without.usage.prompt_tokens
+    with sync_session(database_url) as session:
+        row = session.get(Job, uuid.UUID(with_nul.id.split("-", 1)[1]))
+        assert row is not None
+        stored = row.request["messages"][0]["content"]
+        assert "\x00" not in stored and nul_codec.decode(row.request)["messages"][0][
+            "content"] == content
 
 
 def test_invalid_json_and_unknown_model(sim_stack: Stack, make_tenant):

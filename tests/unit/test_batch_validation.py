@@ -110,3 +110,14 @@ def test_metadata_limits():
                     metadata={f"k{i}": "v" for i in range(17)})
     with pytest.raises(ValueError):
         BatchCreate(input_file_id="f", endpoint="/v1/embeddings", completion_window="24h")
+
+
+def test_nul_in_a_line_is_accepted_and_stored_escaped() -> None:
+    from service.jobs import nul_codec
+
+    raw = line(messages=[{"role": "user", "content": "a\x00b"}])
+    result = check(raw)
+    assert isinstance(result, ValidLine)
+    assert "\\u0000" not in result.request_json  # what a JSONB COPY refuses
+    stored = json.loads(result.request_json)
+    assert nul_codec.decode(stored)["messages"][0]["content"] == "a\x00b"

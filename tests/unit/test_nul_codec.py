@@ -1,0 +1,38 @@
+"""U+0000 survives storage in JSONB through a reversible escape."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from service.jobs import nul_codec
+
+ESC = nul_codec.ESC
+tricky = st.text(alphabet=st.sampled_from(["a", "0", "\x00", ESC, "\\", "u"]), max_size=20)
+
+
+@given(st.recursive(tricky | st.integers() | st.none(),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(tricky, inner, max_size=3), max_leaves=10))
+def test_round_trip_and_no_nul_stored(value: object) -> None:
+    stored = nul_codec.encode(value)
+    assert "\\u0000" not in json.dumps(stored)  # what JSONB refuses
+    assert nul_codec.decode(stored) == value
+
+
+def test_plain_requests_are_stored_as_sent() -> None:
+    body = {"messages": [{"role": "user", "content": "hello \\u0000 as text"}], "stop": ["x"]}
+    assert nul_codec.encode(body) == body
+    text = json.dumps(body)
+    assert json.loads(nul_codec.encode_json_text(text)) == body  # "\\u0000" is just text
+    plain = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
+    assert nul_codec.encode_json_text(plain) is plain  # the common case is not even parsed
+
+
+def test_json_text_path_matches_the_object_path() -> None:
+    body = {"messages": [{"role": "user", "content": "a\x00b" + ESC}]}
+    encoded = nul_codec.encode_json_text(json.dumps(body))
+    assert json.loads(encoded) == nul_codec.encode(body)
+    assert nul_codec.decode(json.loads(encoded)) == body
