@@ -24,14 +24,15 @@ shared machine the figures move with everyone else's load: the per-round lines s
 CPU other processes took during each load.
 
 Two TTFTs are reported. vllm bench counts the first SSE chunk that has `choices`. vLLM's server
-sends its role-only chunk together with the first token, but Fairway's API sends the role chunk
-as soon as the job row is committed, so for Fairway that "TTFT" is only time-to-accepted. The
-"first content" TTFT (first chunk that carries text: ttft + first inter-chunk gap) measures
-the same event on both, and TPOT is recomputed from it. For Fairway it also reads the jobs table
-and splits each request's first-content latency into API ingest, dispatch, Celery delivery,
-engine (queue + prefill) and relay (worker -> Redis Stream -> API -> SSE -> client), and it
-reports the CPU seconds each process used during the load: on a small CPU box the service's
-own processes compete with the engine for the same cores.
+sends a role-only chunk just before the first token; Fairway puts the role on its first text
+chunk. The "first content" TTFT (first chunk that carries text) measures the same event on
+both: ttft + the first inter-chunk gap where the idle probe saw a role-only chunk first, ttft
+itself where it did not (the probe records which). TPOT is recomputed from it. For Fairway
+it also reads the jobs table and splits each request's first-content latency into API
+ingest, dispatch, Celery delivery, engine (queue + prefill) and relay (worker -> Redis
+Stream -> API -> SSE -> client), and it reports the CPU seconds each process used during the
+load: on a small CPU box the service's own processes compete with the engine for the same
+cores.
 """
 
 from __future__ import annotations
@@ -226,8 +227,9 @@ def run_load(base_url: str, api_key: str | None, model_dir: Path, opts: argparse
 
 
 # -- idle probe ----------------------------------------------------------------------------------
-def stream_first_content(base_url: str, api_key: str | None) -> tuple[float, float]:
-    """One streaming chat request; returns (wall time sent, seconds to the first text chunk)."""
+def stream_first_content(base_url: str, api_key: str | None) -> tuple[float, float, bool]:
+    """One streaming chat request; returns (wall time sent, seconds to the first text chunk,
+    whether a role-only chunk came before it)."""
     url = urllib.parse.urlsplit(base_url)
     body = {"model": SERVED, "messages": [{"role": "user", "content": PROBE_PROMPT}],
             "max_tokens": 4, "ignore_eos": True, "stream": True}
@@ -242,13 +244,17 @@ def stream_first_content(base_url: str, api_key: str | None) -> tuple[float, flo
         if resp.status != 200:
             raise RuntimeError(f"probe got HTTP {resp.status}: {resp.read()[:300]!r}")
         first = float("nan")
+        chunks = 0
+        role_first = False
         for line in resp:  # SSE lines; http.client undoes the chunked encoding
             data = line.strip().removeprefix(b"data: ")
             if first != first and data.startswith(b"{"):  # still NaN: no text yet
                 choices = json.loads(data).get("choices") or [{}]
+                chunks += 1
                 if (choices[0].get("delta") or {}).get("content"):
                     first = time.perf_counter() - t0
-        return sent, first
+                    role_first = chunks > 1
+        return sent, first, role_first
     finally:
         conn.close()
 
@@ -260,10 +266,11 @@ def probe_idle(base_url: str, api_key: str | None) -> dict[str, Any]:
     for _ in range(PROBES):
         samples.append(stream_first_content(base_url, api_key))
         time.sleep(0.2)
-    ttfts = [f * 1000 for _, f in samples]
+    ttfts = [f * 1000 for _, f, _ in samples]
     return {"since": since.isoformat(), "until": dt.datetime.now(dt.UTC).isoformat(),
-            "samples": samples, "ttft_p50_ms": pct(ttfts, 50), "ttft_min_ms": min(ttfts),
-            "ttft_max_ms": max(ttfts)}
+            "samples": [(sent, f) for sent, f, _ in samples], "ttft_p50_ms": pct(ttfts, 50),
+            "ttft_min_ms": min(ttfts), "ttft_max_ms": max(ttfts),
+            "role_first": all(role for _, _, role in samples)}
 
 
 def probe_lag(db_url: str, probe: dict[str, Any]) -> dict[str, float]:
@@ -306,7 +313,12 @@ def cpu_snapshot(roots: Mapping[str, int]) -> dict[str, float]:
 
 # -- metrics -----------------------------------------------------------------------------------
 def content_ttfts(result: dict[str, Any]) -> list[float]:
-    """Seconds to the first chunk with text: the role-only chunk comes first on both servers."""
+    """Seconds to the first chunk with text. vllm bench's TTFT is its first chunk with
+    `choices`: on a server that sends a role-only chunk first (bare vLLM), text comes one
+    chunk later; where the role rides on the first text chunk (Fairway), that chunk is it.
+    `role_first` comes from the idle probe, which looks at the chunks themselves."""
+    if not result.get("role_first", True):
+        return list(result["ttfts"])
     return [t + (itl[0] if itl else 0.0) for t, itl in zip(result["ttfts"], result["itls"],
                                                            strict=True)]
 
@@ -391,6 +403,7 @@ def measure_vllm(run: Run, n: int) -> dict[str, Any]:
         warm_up(base, None)
         probe = probe_idle(base, None)
         raw = run_load(base, None, run.model_dir, run.opts, run.work, f"vllm-{n}", roots)
+        raw["role_first"] = probe["role_first"]
     return {"summary": summarize(raw), "raw": raw, "probe": probe}
 
 
@@ -419,6 +432,7 @@ def measure_fairway(run: Run, n: int) -> dict[str, Any]:
         probe = probe_idle(base, run.api_key)
         raw = run_load(base, run.api_key, run.model_dir, run.opts, run.work, f"fairway-{n}",
                        roots)
+        raw["role_first"] = probe["role_first"]
     probe["lag_p50_ms"] = probe_lag(run.db_url, probe)
     done = {"summary": summarize(raw), "raw": raw, "lag": dispatch_lag(run.db_url, raw),
             "probe": probe}
