@@ -32,6 +32,10 @@ class Settings(BaseSettings):
     # Empty means "start the embedded servers" (fairway up only).
     database_url: str = ""
     redis_url: str = ""
+    # Connections per process to Redis. Every open streaming request holds one while it
+    # waits for tokens (XREAD BLOCK), as does every running job's token writer in a worker;
+    # redis-py's own default (100) would refuse the 101st stream.
+    redis_max_connections: int = Field(default=4096, ge=16)
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".local/share/fairway")
 
     # Secrets: the HMAC key for API-key hashes, and the admin credential.

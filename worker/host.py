@@ -82,7 +82,8 @@ class EngineHost:
         self.metrics_port = start_metrics_endpoint(self.settings, role="worker",
                                                    port=self.settings.worker_metrics_port,
                                                    instance=self.worker_id)
-        self.redis = Redis.from_url(self.settings.redis_url)
+        self.redis = Redis.from_url(self.settings.redis_url,
+                                    max_connections=self.settings.redis_max_connections)
         self.runner = JobRunner(engine=self.engine, settings=self.settings,
                                 worker_id=self.worker_id,
                                 sessionmaker=async_sessionmaker_for(self.settings.database_url),

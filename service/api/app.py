@@ -33,7 +33,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         configure_logging(settings.log_level)
         app.state.settings = settings
         app.state.sessionmaker = async_sessionmaker_for(settings.database_url)
-        app.state.redis = Redis.from_url(settings.redis_url)
+        app.state.redis = Redis.from_url(settings.redis_url,
+                                         max_connections=settings.redis_max_connections)
         app.state.catalog = ModelCatalog(settings, app.state.redis)
         try:
             yield

@@ -218,3 +218,28 @@ def test_duplicate_delivery_runs_the_job_once(sim_stack: Stack, make_tenant, dat
     types = [json.loads(json.dumps(f[b"type"].decode())) for _, f in events]
     assert types.count("final") == 1
     assert sum(1 for t in types if t == "delta") == resp.usage.completion_tokens
+
+
+def test_more_open_streams_than_redis_py_pools_by_default(sim_stack: Stack, make_tenant):
+    """Each open stream holds a Redis connection while it waits for tokens; redis-py's asyncio
+    pool stops at 100 unless told otherwise (FAIRWAY_REDIS_MAX_CONNECTIONS)."""
+    import asyncio
+
+    _, key = make_tenant()
+    n = 130
+
+    async def one(client: httpx.AsyncClient, i: int) -> tuple[int, bool]:
+        body = {"model": MODEL, "max_tokens": 3, "stream": True,
+                "messages": [{"role": "user", "content": f"stream {i}"}]}
+        async with client.stream("POST", "/v1/chat/completions", json=body) as r:
+            text = "".join([chunk async for chunk in r.aiter_text()])
+            return r.status_code, "[DONE]" in text and '"error"' not in text
+
+    async def run() -> list[tuple[int, bool]]:
+        limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
+        async with httpx.AsyncClient(base_url=sim_stack.base_url, limits=limits, timeout=120,
+                                     headers={"Authorization": f"Bearer {key}"}) as client:
+            return await asyncio.gather(*(one(client, i) for i in range(n)))
+
+    results = asyncio.run(run())
+    assert results == [(200, True)] * n
