@@ -10,33 +10,32 @@ import (and so this file) fails, or these assertions do. Only a missing vLLM ski
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed")
 
-import torch
-from transformers import LlamaConfig
-from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-from vllm.sampling_params import SamplingParams
-from vllm.utils.hashing import sha256
 from vllm.utils.import_utils import resolve_obj_by_qualname
-from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
-from vllm.v1.kv_cache_interface import (
-    FullAttentionSpec,
-    KVCacheConfig,
-    KVCacheGroupSpec,
-)
-from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
-from vllm.v1.structured_output import StructuredOutputManager
 
-from worker.engine import vllm_guard, vllm_preempt
+from tests.unit.engine.vllm_sched_support import (
+    BATCH,
+    FLEX,
+    REALTIME,
+    MakeSched,
+    batch_pool,
+    fill,
+    kv_full,
+    make_sched,
+    model_dir,
+    output_for,
+    request,
+    step,
+)
+from worker.engine import vllm_preempt
 from worker.engine.vllm_preempt import (
     ASYNC_QUALNAME,
     GAP_KEY,
@@ -45,122 +44,7 @@ from worker.engine.vllm_preempt import (
     PreemptiveScheduler,
 )
 
-BLOCK = 16
-MAX_LEN = 1024
-BATCH, FLEX, REALTIME = 3, 2, 0  # Fairway's vLLM priorities (lower runs first)
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # ModelConfig only reads config.json: no weights, no tokenizer, no network.
-    path = tmp_path_factory.mktemp("tiny-llama")
-    LlamaConfig(
-        vocab_size=1000,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=MAX_LEN,
-    ).save_pretrained(path)
-    init_none_hash(sha256)
-    return path
-
-
-MakeSched = Callable[..., Any]
-
-
-@pytest.fixture
-def make_sched(model_dir: Path) -> MakeSched:
-    def make(
-        cls: type = PreemptiveScheduler,
-        max_num_seqs: int = 4,
-        num_blocks: int = 400,
-        gap: int | None = None,
-        guard_chunk: int = 0,
-    ) -> Any:
-        sched_cfg = SchedulerConfig(
-            max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=2048,
-            max_model_len=MAX_LEN,
-            enable_chunked_prefill=True,
-            policy="priority",
-            is_encoder_decoder=False,
-        )
-        model_cfg = ModelConfig(
-            model=str(model_dir),
-            dtype="float32",
-            seed=0,
-            skip_tokenizer_init=True,
-            max_model_len=MAX_LEN,
-        )
-        cache_cfg = CacheConfig(block_size=BLOCK, enable_prefix_caching=True)
-        vllm_cfg = VllmConfig(
-            scheduler_config=sched_cfg, model_config=model_cfg, cache_config=cache_cfg
-        )
-        if gap is not None:
-            vllm_cfg.additional_config[GAP_KEY] = gap
-        if guard_chunk:
-            vllm_cfg.additional_config[vllm_guard.CHUNK_KEY] = guard_chunk
-        spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=1, head_size=1, dtype=torch.float32)
-        kv_cfg = KVCacheConfig(
-            num_blocks=num_blocks,
-            kv_cache_tensors=[],
-            kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)],
-        )
-        cache_cfg.num_gpu_blocks = num_blocks
-        return cls(
-            vllm_config=vllm_cfg,
-            kv_cache_config=kv_cfg,
-            structured_output_manager=StructuredOutputManager(vllm_cfg),
-            block_size=BLOCK,
-            log_stats=True,
-        )
-
-    return make
-
-
-def request(rid: str, priority: int, n: int, arrival: float, max_tokens: int = 200) -> Request:
-    seed = sum(map(ord, rid))
-    return Request(
-        request_id=rid,
-        prompt_token_ids=[(seed * 131 + j * 7) % 997 + 1 for j in range(n)],
-        sampling_params=SamplingParams(max_tokens=max_tokens, ignore_eos=True),
-        pooling_params=None,
-        priority=priority,
-        arrival_time=arrival,
-        block_hasher=get_request_block_hasher(BLOCK, sha256),
-    )
-
-
-def output_for(sched: Any, out: Any) -> ModelRunnerOutput:
-    """A fake forward pass: one token for each request whose context is now all computed."""
-    ids = list(out.num_scheduled_tokens)
-    sampled = [
-        [5] if sched.requests[r].num_computed_tokens >= sched.requests[r].num_tokens else []
-        for r in ids
-    ]
-    return ModelRunnerOutput(
-        req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)}, sampled_token_ids=sampled
-    )
-
-
-def step(sched: Any) -> Any:
-    out = sched.schedule()
-    sched.update_from_output(out, output_for(sched, out))
-    return out
-
-
-def fill(sched: Any, reqs: list[Request], steps: int = 3) -> None:
-    for r in reqs:
-        sched.add_request(r)
-    for _ in range(steps):
-        step(sched)
-    assert {r.request_id for r in sched.running} == {r.request_id for r in reqs}
-
-
-def batch_pool(n: int, prompt: int = 40) -> list[Request]:
-    return [request(f"b{i}", BATCH, prompt, arrival=float(i)) for i in range(n)]
+__all__ = ["make_sched", "model_dir"]  # fixtures, imported for pytest
 
 
 # ---- the interface we pin ------------------------------------------------------------------
@@ -320,15 +204,6 @@ def test_only_requests_worse_than_the_head_by_the_gap_are_victims(make_sched: Ma
 # ---- KV cache full -------------------------------------------------------------------------
 
 
-def kv_full(make_sched: MakeSched, cls: type) -> Any:
-    # 8 slots but 40 blocks (one is vLLM's null block): four 150-token batch requests hold
-    # 10 blocks each, so KV, not slots, is what is full.
-    sched = make_sched(cls, max_num_seqs=8, num_blocks=40)
-    fill(sched, [*batch_pool(3, prompt=150), request("b3", BATCH, 120, arrival=3.0)])
-    assert sched.kv_cache_manager.block_pool.get_num_free_blocks() < 4
-    return sched
-
-
 def test_kv_full_stock_scheduler_keeps_realtime_waiting(make_sched: MakeSched) -> None:
     sched = kv_full(make_sched, Scheduler)
     sched.add_request(request("rt", REALTIME, 100, arrival=9.0))
@@ -391,120 +266,3 @@ def test_async_scheduler_preempts_with_a_step_in_flight(make_sched: MakeSched) -
         sched.update_from_output(*inflight.pop(0))
     assert "rt" not in sched.requests  # finished
     assert victim.status == RequestStatus.RUNNING and victim.num_preemptions == 1
-
-
-# ---- the realtime guard (worker.engine.vllm_guard) --------------------------------------------
-
-
-def guarded_mix(make_sched: MakeSched, cls: type = PreemptiveScheduler) -> Any:
-    """Three batch requests decoding, then a realtime and a new batch request arrive."""
-    sched = make_sched(cls, max_num_seqs=8, guard_chunk=32)
-    fill(sched, batch_pool(3), steps=6)  # an engine starts guarded: 32-token batch chunks
-    assert all(r.num_output_tokens for r in sched.running)
-    sched.add_request(request("rt", REALTIME, 30, arrival=5.0, max_tokens=4))
-    sched.add_request(request("b-new", BATCH, 100, arrival=6.0))
-    return sched
-
-
-def test_guard_gives_a_realtime_prefill_step_to_realtime_alone(make_sched: MakeSched) -> None:
-    sched = guarded_mix(make_sched)
-    before = {r.request_id: r.next_decode_eligible_step for r in sched.running}
-    out = step(sched)
-    assert out.num_scheduled_tokens == {"rt": 30}  # no batch decode, no batch admission
-    assert sched.requests["b-new"].status == RequestStatus.WAITING
-    # Everything the guard changed for the step is back.
-    assert sched.max_num_active_reqs == 8 and sched.max_num_scheduled_tokens == 2048
-    assert sched.scheduler_config.long_prefill_token_threshold == 0
-    assert {r: sched.requests[r].next_decode_eligible_step for r in before} == before
-    assert sched.num_guard_realtime_steps == 1
-
-    # Realtime decodes now: batch is back, and the new batch prompt gets the chunk only.
-    out = step(sched)
-    assert {"rt", "b0", "b1", "b2"} <= set(out.num_scheduled_tokens)
-    assert out.num_scheduled_tokens["b-new"] == 32
-    out = step(sched)
-    assert out.num_scheduled_tokens["b-new"] == 32  # still capped while realtime is around
-
-
-def test_without_the_guard_realtime_shares_its_step_with_batch(make_sched: MakeSched) -> None:
-    sched = make_sched(max_num_seqs=8)  # guard_chunk 0: off
-    fill(sched, batch_pool(3))
-    sched.add_request(request("rt", REALTIME, 30, arrival=5.0, max_tokens=4))
-    sched.add_request(request("b-new", BATCH, 100, arrival=6.0))
-    out = step(sched)
-    assert out.num_scheduled_tokens["rt"] == 30
-    assert out.num_scheduled_tokens["b-new"] == 100 and "b0" in out.num_scheduled_tokens
-
-
-def test_guard_cap_is_total_batch_prefill_and_lapses_after_the_hold(
-    make_sched: MakeSched,
-) -> None:
-    sched = guarded_mix(make_sched)
-    for _ in range(6):
-        step(sched)  # realtime done; b-new still prefilling in 32-token chunks
-    assert "rt" not in sched.requests
-    sched.add_request(request("b-x", BATCH, 200, arrival=7.0))
-    out = step(sched)
-    batch_prefill = sum(n for r, n in out.num_scheduled_tokens.items() if n > 1)
-    assert batch_prefill == 32  # b-new's last piece and b-x share one chunk
-    b_x = sched.requests["b-x"]
-    left = b_x.num_tokens - b_x.num_computed_tokens
-    assert left > 32
-    sched.guard_hold_s = 0.0  # realtime was last seen longer ago than the hold
-    out = step(sched)
-    assert out.num_scheduled_tokens["b-x"] == left
-    assert sched.num_guard_capped_steps >= 6
-
-
-def test_guard_never_stops_batch_for_realtime_that_cannot_fit(make_sched: MakeSched) -> None:
-    # KV full of batch; a realtime prompt larger than all KV can never be admitted. Batch
-    # must keep going (its finishing is what frees KV), not sit out steps for it.
-    sched = kv_full(make_sched, PreemptiveScheduler)
-    sched.guard_chunk_tokens = 32  # the guard from here on
-    sched.add_request(request("huge", REALTIME, 700, arrival=9.0))
-    for _ in range(3):
-        out = step(sched)
-        assert {"b0", "b1", "b2", "b3"} <= set(out.num_scheduled_tokens)
-        assert "huge" not in out.num_scheduled_tokens
-    assert sched.num_guard_realtime_steps == 0
-
-
-def test_guard_lets_batch_move_after_eight_realtime_steps_in_a_row(
-    make_sched: MakeSched,
-) -> None:
-    sched = make_sched(max_num_seqs=16, guard_chunk=32)
-    fill(sched, batch_pool(2), steps=6)
-    batch_steps = []
-    for k in range(18):  # a new realtime prompt every step: every step wants to be alone
-        sched.add_request(request(f"rt{k}", REALTIME, 30, arrival=10.0 + k, max_tokens=2))
-        out = step(sched)
-        batch_steps.append("b0" in out.num_scheduled_tokens)
-    assert batch_steps == ([False] * vllm_guard.MAX_ALONE_STEPS + [True]) * 2
-
-
-def test_guard_on_the_async_scheduler(make_sched: MakeSched) -> None:
-    sched = guarded_mix(make_sched, PreemptiveAsyncScheduler)
-    inflight: list[Any] = []
-    outs = []
-    for _ in range(3):
-        out = sched.schedule()
-        outs.append(out)
-        inflight.append((out, output_for(sched, out)))
-        if len(inflight) > 1:
-            sched.update_from_output(*inflight.pop(0))
-    assert outs[0].num_scheduled_tokens == {"rt": 30}
-    assert outs[1].num_scheduled_tokens.get("b-new", 0) <= 32
-    assert {"b0", "b1", "b2"} <= set(outs[1].num_scheduled_tokens)
-
-
-def test_vllm_engine_turns_the_guard_on_by_default(make_sched: MakeSched) -> None:
-    from worker.engine.vllm_engine import VllmEngine
-
-    vllm_cfg = make_sched(Scheduler).vllm_config
-    vllm_cfg.scheduler_config.scheduler_cls = None
-    VllmEngine("unused", "m", kv_cache_gib=1)._plug_scheduler(vllm_cfg)
-    assert vllm_cfg.additional_config[vllm_guard.CHUNK_KEY] == vllm_guard.CPU_CHUNK_TOKENS
-    vllm_cfg = make_sched(Scheduler).vllm_config
-    vllm_cfg.scheduler_config.scheduler_cls = None
-    VllmEngine("unused", "m", kv_cache_gib=1, guard_chunk_tokens=0)._plug_scheduler(vllm_cfg)
-    assert vllm_guard.CHUNK_KEY not in vllm_cfg.additional_config
