@@ -21,7 +21,7 @@ preemption for realtime, or of the policy's Preempt, which aborts it here) eithe
   recompute, and ``mode_fallback`` says why.
 
 Realtime guard (``realtime_guard``, Fairway's engine scheduler; the same rules run on vLLM in
-``worker.engine.vllm_preempt``): a step that prefills a realtime prompt carries realtime work
+``worker.engine.vllm_guard``): a step that prefills a realtime prompt carries realtime work
 only (batch decodes and prefills wait one step), and while realtime was seen within
 ``guard_hold_s`` batch prefill takes at most ``guard_chunk_tokens`` per step, so the step a
 realtime arrival must wait out stays short. docs/scheduler.md, "Realtime guard", has the
