@@ -312,7 +312,6 @@ class Simulation:
             self.now,
             progress=progress,
             cost=engine.cost,
-            running_ids=frozenset(s.job_id for s in (*engine.running, *engine.waiting)),
         )
 
 
