@@ -111,7 +111,14 @@ class RealtimeGuardMixin:
 
     def _guard_step(self, now: float) -> Any:
         """Apply this step's rule; returns the function that undoes it."""
-        waiting_rt = [r for r in self.waiting if not self._is_batch(r)] if self.waiting else []
+        # The waiting queue is a priority heap (the guard runs under the priority policy only):
+        # when its head is batch, nothing behind it is realtime, and the scan is skipped.
+        head = self.waiting.peek_request() if self.waiting else None
+        waiting_rt = (
+            [r for r in self.waiting if not self._is_batch(r)]
+            if head is not None and not self._is_batch(head)
+            else []
+        )
         running_rt = [r for r in self.running if not self._is_batch(r)]
         if waiting_rt or running_rt:
             self._guard_seen = now
