@@ -38,6 +38,14 @@ class SchedulingPolicy(abc.ABC):
     def on_worker_heartbeat(self, worker: WorkerView) -> None:
         """Called for every heartbeat; replaces what the policy knew about that worker."""
 
+    def on_worker_step(  # noqa: B027 (optional hook: a no-op unless a policy times placement)
+        self, worker_id: str, started_at: float | None, step_s: float
+    ) -> None:
+        """Called when a fresher engine step clock is known: the worker's current step started
+        at ``started_at`` (the policy's clock) and its steps last about ``step_s``; None = the
+        engine is idle. The simulator calls it at every planned step; the dispatcher before a
+        pass that has realtime to place. Policies that do not time placement ignore it."""
+
     @abc.abstractmethod
     def on_worker_lost(self, worker_id: str) -> None:
         """Called when a worker's heartbeat expired; its jobs come back via on_job_arrived."""

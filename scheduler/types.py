@@ -32,6 +32,7 @@ class JobView:
     max_tokens: int
     tenant_weight: float = 1.0
     prefix_key: str | None = None  # hash of the shared prompt prefix, for cache affinity
+    prefix_tokens: int = 0  # that prefix's length (estimate): what a cache hit saves
     # Realtime TTFT target in seconds; None = the policy's default for the job's priority.
     ttft_slo_s: float | None = None
     # Output tokens already produced before a preemption (the checkpoint); the resumed job's

@@ -56,6 +56,11 @@ class Settings(BaseSettings):
     api_port: int = 8000
     worker_id: str = ""  # empty: hostname + pid
     scheduler_policy: str = "fairway"
+    # From a placement decision to the job reaching the engine (claim, Celery delivery, the
+    # runner's setup: ~10 ms at idle in bench/realtime_vs_vllm.py's breakdown). Realtime
+    # placement predicts each engine's step in flight at that moment (docs/scheduler.md).
+    dispatch_lead_s: float = 0.01
+    rt_earliest_start: bool = True  # False: realtime placed least loaded (the A/B baseline)
     # Extra Celery threads beyond the engine's max_num_seqs, so realtime work taken from batch
     # reaches the engine while the victims are still draining (see docs/preemption.md).
     realtime_headroom_slots: int = 4

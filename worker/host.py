@@ -19,11 +19,12 @@ from redis.asyncio import Redis
 from sqlalchemy import update
 
 from service.db.session import async_engine, async_sessionmaker_for
-from service.jobs.events import control_channel, worker_key, worker_queue
+from service.jobs.events import control_channel, step_clock_key, worker_key, worker_queue
 from service.jobs.models import Job, JobStatus
 from service.observability.endpoint import start_metrics_endpoint
 from service.observability.jobs import observe_engine
 from service.settings import Settings
+from worker.engine import step_clock
 from worker.engine.base import Engine
 from worker.runner import JobRunner, engine_request_id
 
@@ -90,13 +91,14 @@ class EngineHost:
                                 redis=self.redis)
         await self._heartbeat_once()
         self._tasks = [asyncio.create_task(self._heartbeat_forever()),
-                       asyncio.create_task(self._listen_for_aborts())]
+                       asyncio.create_task(self._listen_for_aborts()),
+                       asyncio.create_task(self._publish_step_clock_forever())]
 
     async def _stop(self) -> None:
         for task in self._tasks:
             task.cancel()
         if self.redis is not None:
-            await self.redis.delete(worker_key(self.worker_id))
+            await self.redis.delete(worker_key(self.worker_id), step_clock_key(self.worker_id))
             await self.redis.aclose()
         await self.engine.shutdown()
         await async_engine(self.settings.database_url).dispose()
@@ -105,6 +107,30 @@ class EngineHost:
     def run_job(self, job_id: str, attempt: int) -> str:
         assert self.runner is not None, "engine host not started"
         return self.call(self.runner.run(job_id, attempt))
+
+    # -- step clock ----------------------------------------------------------------------------
+    async def _publish_step_clock_forever(self) -> None:
+        """Publish the engine's step clock when it changes (worker.engine.step_clock); the
+        heartbeat republishes it, so the key outlives a steady run that needs no update."""
+        clock = getattr(self.engine, "step_clock", None)
+        if not isinstance(clock, step_clock.StepClock):
+            return
+        changed = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        clock.on_change = lambda: loop.call_soon_threadsafe(changed.set)
+        while True:
+            await changed.wait()
+            changed.clear()
+            try:
+                await self._publish_step_clock(clock)
+            except Exception:
+                log.exception("step clock publish failed")
+
+    async def _publish_step_clock(self, clock: step_clock.StepClock) -> None:
+        assert self.redis is not None
+        ttl = max(5, int(self.settings.heartbeat_seconds * 5))
+        await self.redis.set(step_clock_key(self.worker_id), step_clock.encode(clock.published),
+                             ex=ttl)
 
     # -- heartbeats and leases -----------------------------------------------------------------
     async def _heartbeat_forever(self) -> None:
@@ -138,6 +164,9 @@ class EngineHost:
         # Generous: a loaded host that misses a beat or two must not look dead.
         ttl = max(5, int(self.settings.heartbeat_seconds * 5))
         await self.redis.set(worker_key(self.worker_id), json.dumps(beat), ex=ttl)
+        clock = getattr(self.engine, "step_clock", None)
+        if isinstance(clock, step_clock.StepClock):
+            await self._publish_step_clock(clock)
         await self._renew_leases()
 
     async def _renew_leases(self) -> None:

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from scheduler.dispatcher.leader import acquire_leadership, still_leader
 from scheduler.dispatcher.views import job_view, worker_view
 from scheduler.interface import SchedulingPolicy
-from scheduler.policies import make_policy
+from scheduler.policies import FairwayConfig, make_policy
 from scheduler.types import Assign, Decision, JobClass, Preempt, Reject
 from service.batches.maintenance import run_batch_maintenance
 from service.db.session import sync_session
@@ -25,6 +25,7 @@ from service.jobs.events import (
     JOBS_CHANNEL,
     WORKER_KEY_PATTERN,
     control_channel,
+    step_clock_key,
     stream_key,
     worker_queue,
 )
@@ -33,6 +34,7 @@ from service.observability.endpoint import start_metrics_endpoint
 from service.observability.requests import record_rejection
 from service.settings import Settings, to_libpq_url
 from worker.celery_app import RUN_JOB_TASK, make_celery
+from worker.engine import step_clock
 
 log = logging.getLogger("fairway.scheduler")
 
@@ -42,7 +44,11 @@ MAINTENANCE_S = 0.5  # worker refresh + lease recovery cadence; realtime wakes o
 class Dispatcher:
     def __init__(self, settings: Settings, policy: SchedulingPolicy | None = None) -> None:
         self.settings = settings
-        self.policy = policy or make_policy(settings.scheduler_policy)
+        self.policy = policy or make_policy(
+            settings.scheduler_policy,
+            FairwayConfig(dispatch_lead_s=settings.dispatch_lead_s,
+                          rt_earliest_start=settings.rt_earliest_start),
+        )
         self.redis = Redis.from_url(settings.redis_url)
         self.celery = make_celery(settings)
         self.placed: dict[str, tuple[str, JobClass]] = {}  # job id -> (worker id, class)
@@ -50,6 +56,7 @@ class Dispatcher:
         self.workers: set[str] = set()
         self._next_maintenance = 0.0
         self._next_scan = 0.0
+        self._realtime_arrived = False
 
     # -- process -------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -89,6 +96,8 @@ class Dispatcher:
             self._maintenance()
         if time.monotonic() >= self._next_scan:
             self._scan_queued()
+        if self._realtime_arrived:
+            self._refresh_step_clocks()
         started = time.perf_counter()
         decisions = self.policy.schedule(time.time())
         sched_obs.observe_pass(time.perf_counter() - started, decisions)
@@ -122,6 +131,7 @@ class Dispatcher:
     def _arrived(self, job: store.QueuedJob) -> None:
         view = job_view(job)
         self.classes[view.job_id] = view.job_class
+        self._realtime_arrived |= view.job_class is JobClass.REALTIME
         self.policy.on_job_arrived(view)
 
     def _release(self, job_id: str, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
@@ -158,6 +168,20 @@ class Dispatcher:
             log.warning("worker %s stopped heartbeating", gone)
             self.policy.on_worker_lost(gone)
         self.workers = seen
+        self._refresh_step_clocks()
+
+    def _refresh_step_clocks(self) -> None:
+        """Engines' step clocks (worker.engine.step_clock) for realtime placement: read before a
+        pass that has new realtime to place (one MGET), and with every worker refresh."""
+        self._realtime_arrived = False
+        workers = sorted(self.workers)
+        if not workers:
+            return
+        raw = self.redis.mget([step_clock_key(w) for w in workers])
+        for worker_id, value in zip(workers, raw, strict=True):
+            clock = step_clock.decode(value)
+            if clock is not None:
+                self.policy.on_worker_step(worker_id, *clock)
 
     def _scan_queued(self) -> None:
         """Safety net: pick up queued jobs we were not told about (bulk inserts, failover)."""

@@ -28,6 +28,7 @@ def job_view(job: QueuedJob) -> JobView:
         max_tokens=job.max_tokens,
         tenant_weight=job.tenant_weight,
         prefix_key=job.prefix_key,
+        prefix_tokens=job.prefix_tokens,
         ttft_slo_s=ttft_slo,
         generated_tokens=job.generated_tokens,
     )

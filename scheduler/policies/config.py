@@ -60,6 +60,14 @@ class FairwayConfig:
     lane_min_workers: int = 0  # kept even before/without realtime (a pool known to serve it)
     lane_batch_slots: int = 0  # batch jobs a lane worker may hold (short steps only)
     lane_batch_max_prompt: int = 512  # ... and only with prompts up to this many tokens
+    # Realtime placement by earliest predicted start (rt_start.py), from the engines' step
+    # clocks. dispatch_lead_s: from a decision to the job reaching the engine (the simulator
+    # has none; the dispatcher sets its own, FAIRWAY_DISPATCH_LEAD_S).
+    rt_earliest_start: bool = True
+    dispatch_lead_s: float = 0.0
+    # ... and when realtime must preempt, a worker's plan costs its predicted start plus this
+    # fraction of the prefill time its victims' resumes will redo.
+    victim_lost_weight: float = 0.1
     # Preemption: how many workers of the model are examined for victims per realtime job.
     victim_scan_limit: int = 32
     preemption_enabled: bool = True

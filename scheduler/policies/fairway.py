@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 
 from scheduler.interface import SchedulingPolicy
-from scheduler.policies import admission
+from scheduler.policies import admission, rt_start
 from scheduler.policies.config import FairwayConfig
 from scheduler.policies.fairqueue import EdfKey, FairQueue
 from scheduler.policies.fairway_place import PlacementMixin
@@ -147,6 +147,11 @@ class FairwayPolicy(PlacementMixin, SchedulingPolicy):
             else:
                 pool.join(ws)
 
+    def on_worker_step(self, worker_id: str, started_at: float | None, step_s: float) -> None:
+        ws = self._workers.get(worker_id)
+        if ws is not None:
+            ws.step_started_at, ws.step_s = started_at, step_s
+
     def on_worker_lost(self, worker_id: str) -> None:
         ws = self._workers.get(worker_id)
         if ws is None:
@@ -227,6 +232,8 @@ class FairwayPolicy(PlacementMixin, SchedulingPolicy):
         ws.add(item, now, self.config.headroom_tau_s)
         self._where[job.job_id] = ws.worker_id
         self._touch(ws, before, +1 if item.is_realtime else 0)
+        if item.is_realtime:
+            rt_start.note_realtime(ws, job, now, self.config.dispatch_lead_s)
         counters = self.counters[level]
         counters.note_pick(job.tenant_id)
         counters.charge(job.tenant_id, job.prompt_tokens, job.max_tokens)

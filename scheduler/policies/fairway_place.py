@@ -5,6 +5,7 @@ ledger (``_assign``/``_unassign``) these methods call.
 
 from __future__ import annotations
 
+from scheduler.policies import rt_start
 from scheduler.policies.config import FairwayConfig
 from scheduler.policies.lane import RealtimeLanes
 from scheduler.policies.placement import Pool
@@ -53,24 +54,51 @@ class PlacementMixin:
             self._pools[model].push(ws)
 
     def _try_place(self, job: JobView, level: int, now: float, out: list[Decision]) -> bool:
+        cfg = self.config
+        pool = self._pools.get(job.model)
+        realtime = job.job_class is JobClass.REALTIME
+        timed = cfg.rt_earliest_start and realtime
         ws = self._place(job, level, now)
-        if ws is not None:
+        if ws is not None and not (timed and cfg.preemption_enabled and pool):
             self._assign(job, ws, level, now, out)
             return True
-        pool = self._pools.get(job.model)
-        if job.job_class is JobClass.REALTIME and self.config.preemption_enabled and pool:
+        if realtime and cfg.preemption_enabled and pool:
+            workers = list(pool.workers.values())[: cfg.victim_scan_limit]
+            if ws is not None:
+                # A worker that fits is there; preempting elsewhere pays only if that worker's
+                # step in flight ends sooner by more than the victims' recompute is worth.
+                fit_at = rt_start.predicted_first_token(ws, job, now, cfg.dispatch_lead_s)
+                workers = [
+                    w for w in workers
+                    if w is not ws
+                    and rt_start.predicted_first_token(w, job, now, cfg.dispatch_lead_s) < fit_at
+                ]
+            lost_s = cfg.victim_lost_weight * (pool.cost or cfg.default_cost).prefill_per_token_s
             plan = choose_victims(
-                list(pool.workers.values())[: self.config.victim_scan_limit],
+                workers,
                 kv_need(job),
                 now,
-                self.config.default_batch_window_s,
-                self.config.escalation_margin_s,
+                cfg.default_batch_window_s,
+                cfg.escalation_margin_s,
+                (lambda w: rt_start.predicted_first_token(w, job, now, cfg.dispatch_lead_s))
+                if timed
+                else None,
+                lost_s,
             )
+            if plan is not None and ws is not None:
+                plan_at = rt_start.predicted_first_token(
+                    plan.worker, job, now, cfg.dispatch_lead_s
+                ) + lost_s * plan.work_lost
+                if plan_at >= fit_at:
+                    plan = None
             if plan is not None:
                 for victim in plan.victims:
                     out.append(Preempt(victim.job.job_id, plan.worker.worker_id, "realtime"))
                     self._unassign(victim.job.job_id, refund=False)
                 self._assign(job, plan.worker, level, now, out)
+                return True
+            if ws is not None:
+                self._assign(job, ws, level, now, out)
                 return True
         if job.job_id in self._escalated and job.priority == self.config.flex_priority:
             self._escalated.discard(job.job_id)
@@ -88,7 +116,12 @@ class PlacementMixin:
         if lanes is not None and job.job_class is JobClass.REALTIME:
             members = [ws for ws in lanes.members(job.model) if ws.fits(need)]
             if members:  # a worker still finishing the batch its joining preempted goes last
-                return min(members, key=lambda ws: (lanes.clearing(ws), ws.load(), ws.worker_id))
+                ready = [ws for ws in members if not lanes.clearing(ws)] or members
+                if cfg.rt_earliest_start:
+                    return rt_start.earliest_first_token(
+                        ready, job, now, cfg.dispatch_lead_s, None
+                    )
+                return min(ready, key=lambda ws: (ws.load(), ws.worker_id))
         lane_batch = lanes is not None and level == 1
 
         def fits(ws: WorkerState) -> bool:
@@ -99,18 +132,28 @@ class PlacementMixin:
             slots, kv = self._headroom.reserve(ws, now)
             return ws.fits(need, slots, kv)
 
+        realtime = job.job_class is JobClass.REALTIME
+        affine: WorkerState | None = None
         if job.prefix_key is not None:
-            ws = pool.affinity(
+            affine = pool.affinity(
                 job.prefix_key,
                 fits,
                 cfg.affinity_load_factor,
                 cfg.affinity_slack,
                 cfg.affinity_walk_limit,
                 cfg.ring_vnodes,
-                realtime=job.job_class is JobClass.REALTIME,
+                realtime=realtime,
             )
-            if ws is not None:
-                return ws
+            if affine is not None and not (realtime and cfg.rt_earliest_start):
+                return affine
+        if realtime and cfg.rt_earliest_start:
+            scan = cfg.placement_scan_limit
+            candidates = pool.fitting(fits, scan, want=scan)
+            if affine is not None and affine not in candidates:
+                candidates.append(affine)
+            if not candidates:
+                return None
+            return rt_start.earliest_first_token(candidates, job, now, cfg.dispatch_lead_s, affine)
         return pool.least_loaded(fits, cfg.placement_scan_limit)
 
     def _room_left(self, model: str, level: int, now: float) -> bool:

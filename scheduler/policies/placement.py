@@ -89,17 +89,24 @@ class Pool:
     def least_loaded(
         self, fits: Callable[[WorkerState], bool], scan_limit: int
     ) -> WorkerState | None:
+        found = self.fitting(fits, scan_limit, want=1)
+        return found[0] if found else None
+
+    def fitting(
+        self, fits: Callable[[WorkerState], bool], scan_limit: int, want: int
+    ) -> list[WorkerState]:
+        """Up to ``want`` workers that fit, least loaded first, among the ``scan_limit`` least
+        loaded: O(scan_limit log W)."""
         popped: list[tuple[float, int, str]] = []
-        found: WorkerState | None = None
-        while self.heap and len(popped) < scan_limit:
+        found: list[WorkerState] = []
+        while self.heap and len(popped) < scan_limit and len(found) < want:
             entry = heapq.heappop(self.heap)
             ws = self.workers.get(entry[2])
             if ws is None or ws.load_version != entry[1]:
                 continue  # stale: the worker left or its load changed since
             popped.append(entry)
             if fits(ws):
-                found = ws
-                break
+                found.append(ws)
         for entry in popped:
             heapq.heappush(self.heap, entry)
         return found

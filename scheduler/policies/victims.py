@@ -15,6 +15,7 @@ The worker chosen is the one whose cheapest sufficient victim set loses the leas
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from scheduler.policies.workers import AssignedJob, WorkerState
@@ -93,15 +94,19 @@ def choose_victims(
     now: float,
     default_window_s: float,
     min_slack_s: float,
+    start_of: Callable[[WorkerState], float] | None = None,
+    lost_token_s: float = 0.0,
 ) -> VictimPlan | None:
+    """``start_of``: when the realtime job would start on a worker (rt_start.py); a plan then
+    costs that start plus its work lost at ``lost_token_s`` seconds per token."""
     best: VictimPlan | None = None
+    best_key: tuple[float, int, int] | None = None
     for ws in workers:
         plan = plan_for_worker(ws, need_kv, now, default_window_s, min_slack_s)
         if plan is None:
             continue
-        if best is None or (plan.work_lost, len(plan.victims)) < (
-            best.work_lost,
-            len(best.victims),
-        ):
-            best = plan
+        cost = 0.0 if start_of is None else start_of(ws) + lost_token_s * plan.work_lost
+        key = (cost, plan.work_lost, len(plan.victims))
+        if best_key is None or key < best_key:
+            best, best_key = plan, key
     return best

@@ -9,6 +9,7 @@ never exceeds a worker's capacity, whichever of the two is behind.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from scheduler.cost_model import CostModel
@@ -43,6 +44,13 @@ class WorkerState:
     rt_ewma: float = 0.0
     ewma_at: float = 0.0
     lane: bool = False  # in a realtime lane (lane.py): sorts after every other worker
+    # The engine's step clock (``SchedulingPolicy.on_worker_step``) and the realtime prefill
+    # this policy has queued there, for realtime's earliest-start placement (rt_start.py).
+    step_started_at: float | None = None
+    step_s: float = 0.0
+    rt_prefill_until: float = 0.0
+    # Prefix keys of the last realtime jobs sent here (oldest first): likely in its cache.
+    rt_prefixes: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
     def heap_key(self) -> float:
         return self.load() + (1.0 if self.lane else 0.0)

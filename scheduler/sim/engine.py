@@ -166,6 +166,15 @@ class SimEngine:
     def progress(self) -> dict[str, int]:
         return {s.job_id: s.generated for s in self.running}
 
+    def step_clock(self) -> tuple[float | None, float]:
+        """(start of the planned step or decode run, seconds per step); (None, 0) when idle.
+        A decode run's steps are averaged: they grow only by the context each adds."""
+        if self._plan is None or self.step_end is None:
+            return None, 0.0
+        start, _, steps, _ = self._plan
+        start += self._plan_transfer_s  # swap transfers run before the steps
+        return start, (self.step_end - start) / max(1, steps)
+
     def forget(self, job_id: str) -> None:
         """The job resumed elsewhere or finished: free its swapped KV here."""
         self.swapped_out.pop(job_id, None)

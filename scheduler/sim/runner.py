@@ -231,7 +231,10 @@ class Simulation:
 
     def _start(self, worker_id: str) -> None:
         engine = self.engines[worker_id]
-        end = engine.step_end if engine.step_end is not None else engine.start(self.now)
+        end = engine.step_end
+        if end is None:
+            end = engine.start(self.now)
+            self.policy.on_worker_step(worker_id, *engine.step_clock())
         if end is not None:
             self._push(end, STEP, worker_id, engine.epoch)
 
@@ -295,6 +298,7 @@ class Simulation:
             job.max_tokens - done,
             tenant_weight=job.weight,
             prefix_key=job.prefix_key,
+            prefix_tokens=job.prefix_tokens,
             ttft_slo_s=job.ttft_slo_s,
             generated_tokens=done,
         )

@@ -34,6 +34,7 @@ class QueuedJob:
     prompt_tokens_estimate: int
     prefix_key: str | None
     generated_tokens: int  # checkpointed output of a preempted job
+    prefix_tokens: int = 0  # the shared prefix's length (estimate), what a cache hit saves
 
 
 _QUEUED_COLUMNS = (Job.id, Job.seq, Job.tenant_id, Tenant.weight, Job.kind, Job.priority,
@@ -46,12 +47,14 @@ def _to_queued(row: Row[Any]) -> QueuedJob:
     request = row.request
     messages = request.get("messages")
     body_text = json.dumps(messages if messages is not None else request.get("prompt", ""))
-    prefix_key = None
+    prefix_key, prefix_tokens = None, 0
     if messages and len(messages) > 1 and messages[0].get("role") in ("system", "developer"):
-        prefix_key = hashlib.sha1(json.dumps(messages[0]).encode()).hexdigest()[:16]
+        prefix = json.dumps(messages[0])
+        prefix_key = hashlib.sha1(prefix.encode()).hexdigest()[:16]
+        prefix_tokens = len(prefix) // 4  # the same ~4 characters a token as the prompt
     return QueuedJob(row.id, row.seq, row.tenant_id, row.weight, row.kind, row.priority,
                      row.model, row.created_at, row.deadline_at, row.max_tokens,
-                     max(1, len(body_text) // 4), prefix_key, row.generated)
+                     max(1, len(body_text) // 4), prefix_key, row.generated, prefix_tokens)
 
 
 def fetch_queued(session: Session, *, job_ids: Iterable[uuid.UUID] | None = None,

@@ -31,6 +31,11 @@ def worker_key(worker_id: str) -> str:
 WORKER_KEY_PATTERN = "fairway:worker:*"
 
 
+def step_clock_key(worker_id: str) -> str:
+    """A worker's engine step clock (worker.engine.step_clock), for realtime placement."""
+    return f"fairway:step:{worker_id}"
+
+
 def worker_queue(worker_id: str) -> str:
     """Each worker consumes its own Celery queue, so the dispatcher decides placement."""
     return f"fairway.worker.{worker_id}"

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import heapq
 import math
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -45,6 +46,7 @@ from worker.engine.base import (
 from worker.engine.sim_kv import BlockPool
 from worker.engine.sim_sched import SimScheduling, _mix, _Req
 from worker.engine.sim_tokenizer import SimTokenizer
+from worker.engine.step_clock import StepClock
 
 
 class SimEngine(SimScheduling):
@@ -106,6 +108,7 @@ class SimEngine(SimScheduling):
         self.peak_kv_blocks = 0
         self.peak_running = 0
         self.num_preemptions = 0  # all recompute preemptions
+        self.step_clock = StepClock()
         self.num_priority_preemptions = 0  # those a waiting, better request caused
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -204,6 +207,7 @@ class SimEngine(SimScheduling):
             # The "forward pass": aborts may land while we sleep; _apply skips those.
             await asyncio.sleep(step_s / self.speed if self.speed != math.inf else 0)
             self._apply(scheduled)
+            self.step_clock.tick(time.time(), bool(self._running or self._waiting))
 
     def _sample(self, r: _Req) -> None:
         sp = r.req.sampling

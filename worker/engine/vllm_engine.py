@@ -51,6 +51,7 @@ from worker.engine.base import (
     TokenDelta,
     validate_request,
 )
+from worker.engine.step_clock import StepClock
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,7 @@ class VllmEngine:
         self.kv_connector: str | None = None  # the KV connector vLLM runs, once started
         self.scheduler_cls: str | None = None  # the class vLLM runs, once started
         self._num_preemptions = 0
+        self.step_clock = StepClock()  # ticked by every step's stats, published by the host
         self.start_seconds: float | None = None  # how long start() took
         self._llm: Any = None
         self._tokenizer: Any = None
@@ -264,6 +266,9 @@ class VllmEngine:
 
     def _on_stats(self, sched: Any) -> None:
         self._last_sched = sched
+        active = getattr(sched, "num_running_reqs", 0) + getattr(sched, "num_waiting_reqs", 0)
+        busy = int(active) > 0
+        self.step_clock.tick(time.time(), busy)
 
     def _on_preemptions(self, n: int) -> None:
         self._num_preemptions += n

@@ -20,7 +20,7 @@ decode beside the realtime prefill. The guard changes two things, per step:
 "Realtime" is any request whose priority beats ``batch_priority``: 2, Fairway's flex tier, the
 best priority the policy still treats as batch class (preemptible, fair-shared as batch).
 The simulator runs the same rules (``scheduler.sim.engine``, ``realtime_guard``); the chunk
-default is the profile's ``CostModel.guard_chunk_tokens`` (512 on a GPU, 64 on CPU).
+default is the profile's ``CostModel.guard_chunk_tokens`` (480 on a GPU, 64 on CPU).
 
 Everything changed for a step is put back when ``schedule()`` returns, so vLLM's own state
 (configs, limits, per-request cadence) is never left altered.
@@ -39,7 +39,7 @@ DEFAULT_BATCH_PRIORITY = 2  # scheduler.policies.config.FLEX_TIER
 # Batch sits out at most this many steps in a row: under a realtime flood it still moves
 # every ninth step (realtime alone takes at most 8/9 of the steps from it).
 MAX_ALONE_STEPS = 8
-GPU_CHUNK_TOKENS = 512
+GPU_CHUNK_TOKENS = 480  # the H200 profile's CostModel.guard_chunk_tokens()
 CPU_CHUNK_TOKENS = 64
 
 # Private attributes the guard reads or sets for one step (checked by vllm_preempt's guard).

@@ -24,3 +24,25 @@ def test_heartbeat_job_ids_become_canonical_running_ids() -> None:
     assert (view.running, view.kv_used_tokens) == (2, 500)
     del beat["job_ids"]  # an older worker: nothing reported
     assert worker_view(beat, {}).running_ids == frozenset()
+
+
+def test_a_system_prompt_becomes_prefix_key_and_its_length_estimate() -> None:
+    import datetime as dt
+    from types import SimpleNamespace
+
+    from scheduler.dispatcher.views import job_view
+    from service.jobs.dispatch_store import _to_queued
+
+    system = {"role": "system", "content": "You are terse. " * 40}
+    row = SimpleNamespace(
+        id=uuid.uuid4(), seq=1, tenant_id=uuid.uuid4(), weight=1.0, kind="realtime",
+        priority=1, model="m", created_at=dt.datetime.now(dt.UTC), deadline_at=None,
+        max_tokens=16, generated=0,
+        request={"messages": [system, {"role": "user", "content": "hi"}]},
+    )
+    view = job_view(_to_queued(row))  # type: ignore[arg-type]
+    assert view.prefix_key is not None
+    assert 140 <= view.prefix_tokens <= 160  # ~4 characters a token of the 600-character prompt
+    assert view.prompt_tokens > view.prefix_tokens
+    row.request = {"messages": [{"role": "user", "content": "hi"}]}  # no shared prefix
+    assert job_view(_to_queued(row)).prefix_tokens == 0  # type: ignore[arg-type]
