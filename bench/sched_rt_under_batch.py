@@ -86,7 +86,7 @@ def run_seed(scenario: Scenario, variants: list[str], lane: str) -> list[dict[st
 def print_row(row: dict[str, Any], seed: str) -> None:
     print(
         f"{row['variant']:<16}{seed:>5}{row['p50']:>8.3f}{row['p99']:>8.3f}"
-        f"{row['vs_alone']:>10.2f}x{100 * row['slo']:>8.1f}%{row['rejected']:>8}"
+        f"{row['vs_alone']:>10.3f}x{100 * row['slo']:>8.1f}%{row['rejected']:>8}"
         f"{row['batch']:>13.1f}{100 * row['left']:>10.1f}%{100 * row['left_busy']:>11.1f}%"
         f"{row['preempt']:>9}"
     )

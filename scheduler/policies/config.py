@@ -65,9 +65,12 @@ class FairwayConfig:
     # has none; the dispatcher sets its own, FAIRWAY_DISPATCH_LEAD_S).
     rt_earliest_start: bool = True
     dispatch_lead_s: float = 0.0
+    rt_candidates: int = 8  # workers weighed per realtime job: the least loaded that fit
     # ... and when realtime must preempt, a worker's plan costs its predicted start plus this
     # fraction of the prefill time its victims' resumes will redo.
     victim_lost_weight: float = 0.1
+    rt_preempt_scan: int = 3  # ... weighing at most this many workers whose step ends sooner
+    rt_preempt_min_gain_s: float = 0.001  # ... by at least this much
     # Preemption: how many workers of the model are examined for victims per realtime job.
     victim_scan_limit: int = 32
     preemption_enabled: bool = True

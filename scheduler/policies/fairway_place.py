@@ -5,6 +5,8 @@ ledger (``_assign``/``_unassign``) these methods call.
 
 from __future__ import annotations
 
+import heapq
+
 from scheduler.policies import rt_start
 from scheduler.policies.config import FairwayConfig
 from scheduler.policies.lane import RealtimeLanes
@@ -67,12 +69,23 @@ class PlacementMixin:
             if ws is not None:
                 # A worker that fits is there; preempting elsewhere pays only if that worker's
                 # step in flight ends sooner by more than the victims' recompute is worth.
+                # Plans are costly (a sort of the worker's jobs): only the rt_preempt_scan
+                # soonest workers get one.
+                # A fitting worker that starts the job about now ends the search at once.
                 fit_at = rt_start.predicted_first_token(ws, job, now, cfg.dispatch_lead_s)
-                workers = [
-                    w for w in workers
-                    if w is not ws
-                    and rt_start.predicted_first_token(w, job, now, cfg.dispatch_lead_s) < fit_at
-                ]
+                worth = fit_at - cfg.rt_preempt_min_gain_s
+                sooner = []
+                if rt_start.predicted_start(ws, now, cfg.dispatch_lead_s) > (
+                    now + cfg.dispatch_lead_s + cfg.rt_preempt_min_gain_s
+                ):
+                    sooner = [
+                        (at, w.worker_id, w)
+                        for w in workers
+                        if w is not ws
+                        and (at := rt_start.predicted_first_token(w, job, now, cfg.dispatch_lead_s))
+                        < worth
+                    ]
+                workers = [w for _, _, w in heapq.nsmallest(cfg.rt_preempt_scan, sooner)]
             lost_s = cfg.victim_lost_weight * (pool.cost or cfg.default_cost).prefill_per_token_s
             plan = choose_victims(
                 workers,
@@ -89,7 +102,7 @@ class PlacementMixin:
                 plan_at = rt_start.predicted_first_token(
                     plan.worker, job, now, cfg.dispatch_lead_s
                 ) + lost_s * plan.work_lost
-                if plan_at >= fit_at:
+                if plan_at >= worth:
                     plan = None
             if plan is not None:
                 for victim in plan.victims:
@@ -147,8 +160,7 @@ class PlacementMixin:
             if affine is not None and not (realtime and cfg.rt_earliest_start):
                 return affine
         if realtime and cfg.rt_earliest_start:
-            scan = cfg.placement_scan_limit
-            candidates = pool.fitting(fits, scan, want=scan)
+            candidates = pool.fitting(fits, cfg.placement_scan_limit, want=cfg.rt_candidates)
             if affine is not None and affine not in candidates:
                 candidates.append(affine)
             if not candidates:

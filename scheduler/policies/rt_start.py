@@ -17,7 +17,7 @@ be done (a ledger: each realtime assignment sets it to that job's predicted firs
 simultaneous arrivals spread instead of queueing behind each other's prefills. The prefix
 counts as cached on a worker among whose last ``PREFIX_MEMORY`` realtime jobs it was. Ties
 (idle workers) go to the holder of the job's prefix by bounded-load affinity, then to the
-worker with the least realtime, then the least loaded.
+worker with the least realtime, then the least loaded (the candidates' order).
 """
 
 from __future__ import annotations
@@ -66,13 +66,8 @@ def earliest_first_token(
     lead_s: float,
     affine: WorkerState | None,
 ) -> WorkerState:
+    # min() keeps the first of equals, and candidates come least loaded first.
     return min(
         candidates,
-        key=lambda ws: (
-            predicted_first_token(ws, job, now, lead_s),
-            ws is not affine,
-            ws.rt_count,
-            ws.load(),
-            ws.worker_id,
-        ),
+        key=lambda ws: (predicted_first_token(ws, job, now, lead_s), ws is not affine, ws.rt_count),
     )
