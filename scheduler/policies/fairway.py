@@ -10,10 +10,11 @@ Ordering, per ``schedule(now)`` pass:
    the backlogged tenant with the smallest weighted VTC counter goes next (over the models
    that still have room); within a tenant, the earliest deadline.
 
-A level-0 realtime job that finds no room takes it from batch (``victims``); an escalated flex
-job that finds none is refused rather than run late. With ``rt_lane`` (off by default),
-realtime is served on workers kept clear of batch (``lane``, ``fairway_place``). See
-docs/scheduler.md for the bounds.
+Realtime goes to the worker where its first token is predicted soonest, from the engines'
+step clocks (``rt_start``); a level-0 realtime job that finds no room takes it from batch
+(``victims``); an escalated flex job that finds none is refused rather than run late. With
+``rt_lane`` (off by default), realtime is served on workers kept clear of batch (``lane``,
+``fairway_place``). See docs/scheduler.md for the bounds.
 """
 
 from __future__ import annotations
