@@ -179,9 +179,10 @@ class Dispatcher:
             return
         raw = self.redis.mget([step_clock_key(w) for w in workers])
         for worker_id, value in zip(workers, raw, strict=True):
-            clock = step_clock.decode(value)
-            if clock is not None:
-                self.policy.on_worker_step(worker_id, *clock)
+            # No (or no readable) clock: unknown, which the policy reads as idle, so a phase
+            # from before the key expired is not extrapolated forever.
+            clock = step_clock.decode(value) or (None, 0.0)
+            self.policy.on_worker_step(worker_id, *clock)
 
     def _scan_queued(self) -> None:
         """Safety net: pick up queued jobs we were not told about (bulk inserts, failover)."""

@@ -54,9 +54,11 @@ def test_dispatcher_feeds_published_clocks_to_the_policy(settings: Settings):
     dispatcher.workers = {"clock-a", "clock-b", "clock-c", "clock-d"}
     redis.set(step_clock_key("clock-a"), step_clock.encode((100.5, 0.025)), ex=30)
     redis.set(step_clock_key("clock-b"), step_clock.encode((None, 0.0)), ex=30)
-    redis.set(step_clock_key("clock-c"), "garbage", ex=30)  # skipped, not fatal
+    redis.set(step_clock_key("clock-c"), "garbage", ex=30)  # unreadable: not fatal
     try:
         dispatcher._refresh_step_clocks()
     finally:
         redis.delete(*(step_clock_key(w) for w in ("clock-a", "clock-b", "clock-c")))
-    assert policy.steps == {"clock-a": (100.5, 0.025), "clock-b": (None, 0.0)}
+    # Unreadable (c) or gone (d): unknown, i.e. no stale phase is kept.
+    assert policy.steps == {"clock-a": (100.5, 0.025), "clock-b": (None, 0.0),
+                            "clock-c": (None, 0.0), "clock-d": (None, 0.0)}
