@@ -11,7 +11,7 @@ from scheduler.policies import rt_start
 from scheduler.policies.config import FairwayConfig
 from scheduler.policies.lane import RealtimeLanes
 from scheduler.policies.placement import Pool
-from scheduler.policies.victims import choose_victims, slack_s, victim_key
+from scheduler.policies.victims import VictimPlan, choose_victims, slack_s, victim_key
 from scheduler.policies.workers import AssignedJob, Headroom, WorkerState, kv_need
 from scheduler.types import Decision, JobClass, JobView, Preempt, Reject
 
@@ -58,66 +58,61 @@ class PlacementMixin:
     def _try_place(self, job: JobView, level: int, now: float, out: list[Decision]) -> bool:
         cfg = self.config
         pool = self._pools.get(job.model)
-        realtime = job.job_class is JobClass.REALTIME
-        timed = cfg.rt_earliest_start and realtime
         ws = self._place(job, level, now)
-        if ws is not None and not (timed and cfg.preemption_enabled and pool):
-            self._assign(job, ws, level, now, out)
-            return True
-        if realtime and cfg.preemption_enabled and pool:
-            workers = list(pool.workers.values())[: cfg.victim_scan_limit]
-            if ws is not None:
-                # A worker that fits is there; preempting elsewhere pays only if that worker's
-                # step in flight ends sooner by more than the victims' recompute is worth.
-                # Plans are costly (a sort of the worker's jobs): only the rt_preempt_scan
-                # soonest workers get one.
-                # A fitting worker that starts the job about now ends the search at once.
-                fit_at = rt_start.predicted_first_token(ws, job, now, cfg.dispatch_lead_s)
-                worth = fit_at - cfg.rt_preempt_min_gain_s
-                sooner = []
-                if rt_start.predicted_start(ws, now, cfg.dispatch_lead_s) > (
-                    now + cfg.dispatch_lead_s + cfg.rt_preempt_min_gain_s
-                ):
-                    sooner = [
-                        (at, w.worker_id, w)
-                        for w in workers
-                        if w is not ws
-                        and (at := rt_start.predicted_first_token(w, job, now, cfg.dispatch_lead_s))
-                        < worth
-                    ]
-                workers = [w for _, _, w in heapq.nsmallest(cfg.rt_preempt_scan, sooner)]
-            lost_s = cfg.victim_lost_weight * (pool.cost or cfg.default_cost).prefill_per_token_s
-            plan = choose_victims(
-                workers,
-                kv_need(job),
-                now,
-                cfg.default_batch_window_s,
-                cfg.escalation_margin_s,
-                (lambda w: rt_start.predicted_first_token(w, job, now, cfg.dispatch_lead_s))
-                if timed
-                else None,
-                lost_s,
-            )
-            if plan is not None and ws is not None:
-                plan_at = rt_start.predicted_first_token(
-                    plan.worker, job, now, cfg.dispatch_lead_s
-                ) + lost_s * plan.work_lost
-                if plan_at >= worth:
-                    plan = None
+        if job.job_class is JobClass.REALTIME and cfg.preemption_enabled and pool:
+            plan = self._realtime_victims(job, pool, ws, now)
             if plan is not None:
                 for victim in plan.victims:
                     out.append(Preempt(victim.job.job_id, plan.worker.worker_id, "realtime"))
                     self._unassign(victim.job.job_id, refund=False)
                 self._assign(job, plan.worker, level, now, out)
                 return True
-            if ws is not None:
-                self._assign(job, ws, level, now, out)
-                return True
-        if job.job_id in self._escalated and job.priority == self.config.flex_priority:
+        if ws is not None:
+            self._assign(job, ws, level, now, out)
+            return True
+        if job.job_id in self._escalated and job.priority == cfg.flex_priority:
             self._escalated.discard(job.job_id)
-            out.append(Reject(job.job_id, "flex_deadline", self.config.min_retry_after_s))
+            out.append(Reject(job.job_id, "flex_deadline", cfg.min_retry_after_s))
             return True
         return False
+
+    def _realtime_victims(
+        self, job: JobView, pool: Pool, fit: WorkerState | None, now: float
+    ) -> VictimPlan | None:
+        """Batch to take back for a realtime job. Nothing fits: the best plan among the
+        examined workers. ``fit`` has room (earliest start only): a plan on a worker whose step
+        ends sooner, and only if its first token there, plus its victims' recompute weighed at
+        ``victim_lost_weight``, still beats ``fit``'s by ``rt_preempt_min_gain_s``. Plans cost
+        a sort of the worker's jobs, so at most ``rt_preempt_scan`` such workers get one."""
+        cfg = self.config
+        lead, gain = cfg.dispatch_lead_s, cfg.rt_preempt_min_gain_s
+        workers = list(pool.workers.values())[: cfg.victim_scan_limit]
+        worth = 0.0
+        if fit is not None:
+            if not cfg.rt_earliest_start or (
+                rt_start.predicted_start(fit, now, lead) <= now + lead + gain
+            ):
+                return None  # the roomy worker starts it about now: nothing to gain
+            worth = rt_start.predicted_first_token(fit, job, now, lead) - gain
+            timed = [(rt_start.predicted_first_token(w, job, now, lead), w) for w in workers]
+            sooner = [(at, w.worker_id, w) for at, w in timed if at < worth and w is not fit]
+            workers = [w for _, _, w in heapq.nsmallest(cfg.rt_preempt_scan, sooner)]
+        lost_s = cfg.victim_lost_weight * (pool.cost or cfg.default_cost).prefill_per_token_s
+        plan = choose_victims(
+            workers,
+            kv_need(job),
+            now,
+            cfg.default_batch_window_s,
+            cfg.escalation_margin_s,
+            (lambda w: rt_start.predicted_first_token(w, job, now, lead))
+            if cfg.rt_earliest_start
+            else None,
+            lost_s,
+        )
+        if plan is None or fit is None:
+            return plan
+        at = rt_start.predicted_first_token(plan.worker, job, now, lead)
+        return plan if at + lost_s * plan.work_lost < worth else None
 
     def _place(self, job: JobView, level: int, now: float) -> WorkerState | None:
         pool = self._pools.get(job.model)
