@@ -112,8 +112,8 @@ class EngineHost:
     async def _publish_step_clock_forever(self) -> None:
         """Publish the engine's step clock when it changes (worker.engine.step_clock); the
         heartbeat republishes it, so the key outlives a steady run that needs no update."""
-        clock = getattr(self.engine, "step_clock", None)
-        if not isinstance(clock, step_clock.StepClock):
+        clock = self._step_clock()
+        if clock is None:
             return
         changed = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -128,9 +128,17 @@ class EngineHost:
 
     async def _publish_step_clock(self, clock: step_clock.StepClock) -> None:
         assert self.redis is not None
-        ttl = max(5, int(self.settings.heartbeat_seconds * 5))
         await self.redis.set(step_clock_key(self.worker_id), step_clock.encode(clock.published),
-                             ex=ttl)
+                             ex=self._key_ttl_s())
+
+    def _step_clock(self) -> step_clock.StepClock | None:
+        """The engine's step clock, if it keeps one (both engines here do)."""
+        clock = getattr(self.engine, "step_clock", None)
+        return clock if isinstance(clock, step_clock.StepClock) else None
+
+    def _key_ttl_s(self) -> int:
+        # Generous: a loaded host that misses a beat or two must not look dead.
+        return max(5, int(self.settings.heartbeat_seconds * 5))
 
     # -- heartbeats and leases -----------------------------------------------------------------
     async def _heartbeat_forever(self) -> None:
@@ -161,11 +169,9 @@ class EngineHost:
             "ts": time.time(),
         }
         observe_engine(self.engine.model_name, stats, len(self.runner.active))
-        # Generous: a loaded host that misses a beat or two must not look dead.
-        ttl = max(5, int(self.settings.heartbeat_seconds * 5))
-        await self.redis.set(worker_key(self.worker_id), json.dumps(beat), ex=ttl)
-        clock = getattr(self.engine, "step_clock", None)
-        if isinstance(clock, step_clock.StepClock):
+        await self.redis.set(worker_key(self.worker_id), json.dumps(beat), ex=self._key_ttl_s())
+        clock = self._step_clock()
+        if clock is not None:
             await self._publish_step_clock(clock)
         await self._renew_leases()
 

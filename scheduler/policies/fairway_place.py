@@ -94,8 +94,9 @@ class PlacementMixin:
             ):
                 return None  # the roomy worker starts it about now: nothing to gain
             worth = rt_start.predicted_first_token(fit, job, now, lead) - gain
-            timed = [(rt_start.predicted_first_token(w, job, now, lead), w) for w in workers]
-            sooner = [(at, w.worker_id, w) for at, w in timed if at < worth and w is not fit]
+            others = [w for w in workers if w is not fit]
+            timed = [(rt_start.predicted_first_token(w, job, now, lead), w) for w in others]
+            sooner = [(at, w.worker_id, w) for at, w in timed if at < worth]
             workers = [w for _, _, w in heapq.nsmallest(cfg.rt_preempt_scan, sooner)]
         lost_s = cfg.victim_lost_weight * (pool.cost or cfg.default_cost).prefill_per_token_s
         plan = choose_victims(
