@@ -35,8 +35,8 @@ from scheduler.sim.scenario import Scenario, WorkerGroup
 from scheduler.sim.traffic import generate
 from scheduler.types import JobClass
 
-VARIANTS = ["fairway", "fairway-noguard", "fairway-blind", "fairway+lane", "fcfs",
-            "vllm-priority"]
+VARIANTS = ["fairway", "fairway-noguard", "fairway-blind", "fairway-unlocked", "fairway+lane",
+            "fcfs", "vllm-priority"]
 LANE = '{"rt_lane": true, "lane_min_workers": 1}'
 HEADER = (f"{'policy':<16}{'seed':>5}{'rt p50':>8}{'rt p99':>8}{'p99/alone':>11}{'rt slo%':>9}"
           f"{'rt rej':>8}{'batch tok/s':>13}{'left(tok)':>11}{'left(busy)':>12}{'preempt':>9}")
@@ -71,6 +71,8 @@ def run_seed(scenario: Scenario, variants: list[str], lane: str) -> list[dict[st
             s.fairway = {**s.fairway, **json.loads(lane)}
         if variant == "fairway-blind":
             s.fairway, engine = {**s.fairway, "rt_earliest_start": False}, "fairway"
+        if variant == "fairway-unlocked":
+            s.fairway_engine, engine = {**s.fairway_engine, "phase_period_s": 0.0}, "fairway"
         r = summarize(run_variant(s, engine, jobs), slo)
         rt, batch = r["class"]["realtime"], r["class"]["batch"]
         rows.append({

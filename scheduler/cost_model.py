@@ -89,6 +89,18 @@ class CostModel:
         tokens = base_multiple * self.step_base_s / max(self.prefill_per_token_s, 1e-12)
         return max(16, 32 * round(tokens / 32))
 
+    def phase_period_s(self) -> float:
+        """The step phase lock's period (``scheduler.step_phase``): a full batch's decode
+        (``max_slots`` sequences, context reads aside) plus a guard chunk, 33 ms on the H200
+        profile. Shorter periods shorten the residual a realtime arrival waits and cost batch
+        throughput (docs/scheduler.md, "Step phase lock", has the sweep). 0 (no lock) where
+        the chunk, the lock's only lever, is under a quarter of the period: decode work then
+        varies by more than the chunk can absorb (CPU: 61 of 369 ms; locked, its realtime p99
+        was no better and batch lost a point)."""
+        chunk_s = self.guard_chunk_tokens() * self.prefill_per_token_s
+        period = self.step_s(self.max_slots, 0, 0) + chunk_s
+        return period if chunk_s >= period / 4 else 0.0
+
     def typical_step_s(self, batch: int, ctx_per_seq: int = 512) -> float:
         """A decode step at ``batch`` sequences of ``ctx_per_seq`` context: the TPOT guess."""
         return self.step_s(batch, batch * ctx_per_seq, 0)

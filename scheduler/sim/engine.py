@@ -25,7 +25,8 @@ Realtime guard (``realtime_guard``, Fairway's engine scheduler; the same rules r
 only (batch decodes and prefills wait one step), and while realtime was seen within
 ``guard_hold_s`` batch prefill takes at most ``guard_chunk_tokens`` per step, so the step a
 realtime arrival must wait out stays short. docs/scheduler.md, "Realtime guard", has the
-figures.
+figures. With a ``phase`` grid (``scheduler.step_phase``) that cap instead sizes each guarded
+step's batch chunk (up to twice the cap) so the step ends on the engine's next grid point.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from scheduler.cost_model import CostModel
+from scheduler.step_phase import PhaseGrid, chunk_for_grid
 
 RECOMPUTE, SWAP = "recompute", "swap"
 MAX_ALONE_STEPS = 8  # as worker.engine.vllm_guard: then one step is shared with batch
@@ -93,6 +95,7 @@ class SimEngine:
         guard_hold_s: float = 60.0,
         preemption_mode: str = RECOMPUTE,
         prefix_hit_fraction: float = 0.0,
+        phase: PhaseGrid | None = None,
     ) -> None:
         if preemption_mode not in (RECOMPUTE, SWAP):
             raise ValueError(f"preemption_mode must be {RECOMPUTE!r} or {SWAP!r}")
@@ -120,6 +123,7 @@ class SimEngine:
         if self.guard_chunk_tokens < 1:
             raise ValueError("guard_chunk_tokens must be >= 1")
         self.guard_hold_s = guard_hold_s
+        self.phase = phase  # step phase lock (guarded steps only)
         # An engine starts guarded: it cannot know whether realtime is coming until it sees
         # some, and a batch-only engine drops the cap after one quiet hold.
         self._realtime_seen = 0.0
@@ -207,6 +211,11 @@ class SimEngine:
             self._transfer_s = 0.0  # a swap-out on an engine going idle overlaps the idle time
             return None
         ctx = sum(s.prompt + s.generated for s in decode)
+        if prefill and batch_cap is not None and self.phase is not None:
+            fixed = self.cost.step_s(len(decode), ctx, 0) + self._transfer_s
+            batch_cap = chunk_for_grid(
+                self.phase, now, fixed, self.cost.prefill_per_token_s, 2 * batch_cap
+            )
         if prefill:
             budget = max(0, self.cost.token_budget - len(decode))
             chunks: dict[str, int] = {}

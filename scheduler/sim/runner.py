@@ -19,6 +19,7 @@ from scheduler.sim.engine import Seq, SimEngine, StepResult
 from scheduler.sim.metrics import JobRecord, Metrics
 from scheduler.sim.scenario import Scenario
 from scheduler.sim.traffic import SimJob, generate
+from scheduler.step_phase import PhaseGrid
 from scheduler.types import Assign, Decision, JobClass, JobView, Preempt, Reject, WorkerView
 
 # name -> (policy, engine options: priority order, preemption for realtime, realtime guard)
@@ -55,8 +56,9 @@ class SimResult:
 class Simulation:
     def __init__(self, scenario: Scenario, variant: str, jobs: list[SimJob] | None = None):
         kind, engine_options = VARIANTS[variant]
+        engine_options = dict(engine_options)
         if variant == "fairway":
-            engine_options = {**engine_options, **scenario.fairway_engine}
+            engine_options.update(scenario.fairway_engine)
         self.scenario, self.variant = scenario, variant
         config = FairwayConfig(**scenario.fairway)
         config.default_ttft_slo_s = {p: scenario.default_ttft_slo_s for p in range(3)}
@@ -76,13 +78,23 @@ class Simulation:
         self.metrics = Metrics(scenario.bin_s, config.w_in, config.w_out)
         self.engines: dict[str, SimEngine] = {}
         self.models: dict[str, tuple[str, ...]] = {}
+        period = engine_options.pop("phase_period_s", None)  # None: the profile's default
+        slots: dict[tuple[str, ...], int] = {}  # the next phase slot of each pool
         for g, group in enumerate(scenario.workers):
             for i in range(group.count):
                 worker_id = f"g{g}w{i}"
+                cost = group.cost()
+                phase = None
+                if engine_options.get("realtime_guard"):
+                    p = cost.phase_period_s() if period is None else period
+                    slot = slots.get(group.models, 0)
+                    slots[group.models] = slot + 1
+                    phase = PhaseGrid.for_slot(p, slot) if p > 0 else None
                 engine = SimEngine(
-                    group.cost(),
+                    cost,
                     preemption_mode=scenario.preemption_mode,
                     prefix_hit_fraction=scenario.prefix_hit_fraction,
+                    phase=phase,
                     **engine_options,
                 )
                 self.engines[worker_id] = engine
