@@ -72,9 +72,13 @@ class Settings(BaseSettings):
     preemption_mode: Literal["recompute", "swap"] = "recompute"
     kv_offload_gib: float = 8.0  # swap mode: CPU memory for offloaded KV, per worker
     # The engine's realtime guard (docs/scheduler.md, "Realtime guard"): batch prefill tokens
-    # per step while realtime is around. None: 512 on a GPU, 64 on CPU; 0: off.
+    # per step while realtime is around. None: 480 on a GPU, 64 on CPU; 0: off.
     guard_chunk_tokens: int | None = Field(default=None, ge=0)
     guard_hold_s: float = Field(default=60.0, ge=0)
+    # The step phase lock (scheduler.step_phase): guarded engine steps end on a grid of this
+    # period, offset by the worker's phase slot. None: the cost profile's phase_period_s()
+    # (33 ms on h200-llama3-8b, off on cpu-smollm2-135m); 0: off.
+    phase_period_s: float | None = Field(default=None, ge=0)
 
     # Timing
     lease_seconds: float = 30.0

@@ -26,6 +26,7 @@ from service.observability.jobs import observe_engine
 from service.settings import Settings
 from worker.engine import step_clock
 from worker.engine.base import Engine
+from worker.phase_slot import keep_phase_slot, release_phase_slot
 from worker.runner import JobRunner, engine_request_id
 
 log = logging.getLogger("fairway.worker")
@@ -41,11 +42,21 @@ def default_cost_profile(settings: Settings) -> str:
     return "h200-llama3-8b" if torch.cuda.is_available() else "cpu-smollm2-135m"
 
 
+def key_ttl_s(settings: Settings) -> int:
+    """TTL of the keys a worker keeps alive with its heartbeats (its beat, step clock, phase
+    slot). Generous: a loaded host that misses a beat or two must not look dead."""
+    return max(5, int(settings.heartbeat_seconds * 5))
+
+
 class EngineHost:
-    def __init__(self, engine: Engine, settings: Settings, worker_id: str) -> None:
+    def __init__(self, engine: Engine, settings: Settings, worker_id: str,
+                 phase_slot: int | None = None) -> None:
         self.engine = engine
         self.settings = settings
         self.worker_id = worker_id
+        # The step phase slot claimed for this worker (worker.phase_slot), kept alive here.
+        self.phase_slot = phase_slot
+        self._phase_slot_lost = False
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name="engine-loop", daemon=True)
         self._tasks: list[asyncio.Task[None]] = []
@@ -99,6 +110,9 @@ class EngineHost:
             task.cancel()
         if self.redis is not None:
             await self.redis.delete(worker_key(self.worker_id), step_clock_key(self.worker_id))
+            if self.phase_slot is not None:
+                await release_phase_slot(self.redis, self.engine.model_name, self.phase_slot,
+                                         self.worker_id)
             await self.redis.aclose()
         await self.engine.shutdown()
         await async_engine(self.settings.database_url).dispose()
@@ -137,8 +151,7 @@ class EngineHost:
         return clock if isinstance(clock, step_clock.StepClock) else None
 
     def _key_ttl_s(self) -> int:
-        # Generous: a loaded host that misses a beat or two must not look dead.
-        return max(5, int(self.settings.heartbeat_seconds * 5))
+        return key_ttl_s(self.settings)
 
     # -- heartbeats and leases -----------------------------------------------------------------
     async def _heartbeat_forever(self) -> None:
@@ -173,6 +186,12 @@ class EngineHost:
         clock = self._step_clock()
         if clock is not None:
             await self._publish_step_clock(clock)
+        if self.phase_slot is not None:
+            kept = await keep_phase_slot(self.redis, self.engine.model_name, self.phase_slot,
+                                         self.worker_id, self._key_ttl_s())
+            if not kept and not self._phase_slot_lost:
+                log.warning("step phase slot %d was taken by another worker", self.phase_slot)
+            self._phase_slot_lost = not kept
         await self._renew_leases()
 
     async def _renew_leases(self) -> None:

@@ -6,11 +6,17 @@ import logging
 import os
 import socket
 
+from redis import Redis
+
+from scheduler.sim.profiles import profile
+from scheduler.step_phase import PhaseGrid
 from service.jobs.events import worker_queue
 from service.settings import Settings
 from worker.celery_app import make_celery
 from worker.engine import build_engine
-from worker.host import EngineHost
+from worker.engine.vllm_guard import PHASE_COST_FIELDS
+from worker.host import EngineHost, default_cost_profile, key_ttl_s
+from worker.phase_slot import claim_phase_slot
 from worker.tasks import register_tasks
 
 log = logging.getLogger("fairway.worker")
@@ -20,7 +26,34 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-def engine_from_settings(settings: Settings):  # type: ignore[no-untyped-def]
+def phase_lock_plan(settings: Settings) -> tuple[float, dict[str, float]]:
+    """The step phase lock's period for this worker and the step costs its engine predicts
+    with, both from the worker's cost profile (``settings.phase_period_s`` overrides the
+    period). Period 0: no lock (the sim engine, the guard off, or a profile without one)."""
+    if settings.engine != "vllm" or settings.guard_chunk_tokens == 0:
+        return 0.0, {}
+    cost = profile(settings.cost_profile or default_cost_profile(settings))
+    period = cost.phase_period_s() if settings.phase_period_s is None else settings.phase_period_s
+    return period, {f: float(getattr(cost, f)) for f in PHASE_COST_FIELDS}
+
+
+def claim_phase_slot_for(settings: Settings, worker_id: str) -> int | None:
+    """This worker's step phase slot, or None where it runs unlocked (no lock planned, Redis
+    unreachable, every slot taken)."""
+    if phase_lock_plan(settings)[0] <= 0 or not settings.redis_url:
+        return None
+    redis = Redis.from_url(settings.redis_url, socket_connect_timeout=5)
+    try:
+        return claim_phase_slot(redis, settings.served_model_name, worker_id,
+                                key_ttl_s(settings))
+    finally:
+        redis.close()
+
+
+def engine_from_settings(settings: Settings,  # type: ignore[no-untyped-def]
+                         phase_slot: int | None = None):
+    """The worker's engine; ``phase_slot`` (claim_phase_slot_for) sets its phase grid offset,
+    None runs it without the phase lock."""
     if settings.engine == "sim":
         return build_engine("sim", model_name=settings.served_model_name,
                             max_num_seqs=settings.max_num_seqs,
@@ -28,18 +61,29 @@ def engine_from_settings(settings: Settings):  # type: ignore[no-untyped-def]
     from worker.model_prep import ensure_default_model
 
     model_path = settings.model_path or str(ensure_default_model())
+    period, cost = phase_lock_plan(settings)
+    offset = 0.0
+    if period > 0 and phase_slot is not None:
+        offset = PhaseGrid.for_slot(period, phase_slot).offset_s
+    else:
+        period = 0.0
     return build_engine("vllm", model_path=model_path, model_name=settings.served_model_name,
                         kv_cache_gib=settings.kv_cache_gib, max_num_seqs=settings.max_num_seqs,
                         max_model_len=settings.max_model_len,
                         kv_offload_gib=(settings.kv_offload_gib
                                         if settings.preemption_mode == "swap" else None),
                         guard_chunk_tokens=settings.guard_chunk_tokens,
-                        guard_hold_s=settings.guard_hold_s)
+                        guard_hold_s=settings.guard_hold_s,
+                        phase_period_s=period, phase_offset_s=offset,
+                        phase_cost=cost if period > 0 else None)
 
 
 def run_worker(settings: Settings) -> None:
     worker_id = settings.worker_id or default_worker_id()
-    host = EngineHost(engine_from_settings(settings), settings, worker_id)
+    slot = claim_phase_slot_for(settings, worker_id)
+    if slot is not None:
+        log.info("step phase slot %d for %s", slot, settings.served_model_name)
+    host = EngineHost(engine_from_settings(settings, slot), settings, worker_id, phase_slot=slot)
     host.start()
     app = make_celery(settings)
     register_tasks(app, host)

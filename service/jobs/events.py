@@ -36,6 +36,11 @@ def step_clock_key(worker_id: str) -> str:
     return f"fairway:step:{worker_id}"
 
 
+def phase_slot_key(model: str, slot: int) -> str:
+    """Who holds step phase slot ``slot`` (scheduler.step_phase) among ``model``'s workers."""
+    return f"fairway:phase:{model}:{slot}"
+
+
 def worker_queue(worker_id: str) -> str:
     """Each worker consumes its own Celery queue, so the dispatcher decides placement."""
     return f"fairway.worker.{worker_id}"

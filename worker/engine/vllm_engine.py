@@ -114,6 +114,12 @@ class VllmEngine:
         # is around. None: 512 tokens on CUDA-alike GPUs, 64 elsewhere; 0: off.
         guard_chunk_tokens: int | None = None,
         guard_hold_s: float = 60.0,
+        # The step phase lock (scheduler.step_phase, part of the guard): guarded steps end on
+        # a grid of this period and offset (wall-clock seconds), predicted from phase_cost,
+        # the worker's CostModel step coefficients (vllm_guard.PHASE_COST_FIELDS). 0: off.
+        phase_period_s: float = 0.0,
+        phase_offset_s: float = 0.0,
+        phase_cost: dict[str, float] | None = None,
         # "swap" preemption mode: CPU memory (GiB) for vLLM's KV offloading connector. None or
         # 0: off. Only CUDA platforms can offload; elsewhere this is ignored with a warning.
         kv_offload_gib: float | None = None,
@@ -138,6 +144,13 @@ class VllmEngine:
             raise ValueError("guard_chunk_tokens and guard_hold_s must be >= 0")
         self.guard_chunk_tokens = guard_chunk_tokens
         self.guard_hold_s = guard_hold_s
+        if phase_period_s < 0:
+            raise ValueError("phase_period_s must be >= 0")
+        if phase_period_s and phase_cost is None:
+            raise ValueError("phase_period_s needs phase_cost (the profile's step costs)")
+        self.phase_period_s = phase_period_s
+        self.phase_offset_s = phase_offset_s
+        self.phase_cost = dict(phase_cost) if phase_cost is not None else None
         self.kv_offload_gib = kv_offload_gib
         self.kv_connector: str | None = None  # the KV connector vLLM runs, once started
         self.scheduler_cls: str | None = None  # the class vLLM runs, once started
@@ -256,7 +269,15 @@ class VllmEngine:
         chunk = self.guard_chunk_tokens
         if chunk is None:
             chunk = default_chunk_tokens(current_platform.is_cuda_alike())
-        return install(vllm_config, self.preempt_priority_gap, chunk, self.guard_hold_s)
+        return install(
+            vllm_config,
+            self.preempt_priority_gap,
+            chunk,
+            self.guard_hold_s,
+            phase_period_s=self.phase_period_s,
+            phase_offset_s=self.phase_offset_s,
+            phase_cost=self.phase_cost,
+        )
 
     @property
     def supports_kv_offload(self) -> bool:

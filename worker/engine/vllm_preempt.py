@@ -45,6 +45,7 @@ from vllm.v1.core.sched.request_queue import RequestQueue, SchedulingPolicy
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request, RequestStatus
 
+from scheduler.step_phase import PhaseGrid
 from worker.engine import vllm_guard
 from worker.engine.vllm_guard import RealtimeGuardMixin
 
@@ -355,15 +356,24 @@ def install(
     priority_gap: int = DEFAULT_GAP,
     guard_chunk_tokens: int = 0,
     guard_hold_s: float = vllm_guard.DEFAULT_HOLD_S,
+    phase_period_s: float = 0.0,
+    phase_offset_s: float = 0.0,
+    phase_cost: dict[str, float] | None = None,
 ) -> str:
     """Plug the matching class into a resolved VllmConfig; returns the qualname used.
 
-    ``guard_chunk_tokens`` > 0 turns the realtime guard on (``vllm_guard``). Call it after
-    the config is created: the platform hook decides async scheduling there (vLLM does the
-    same for its diffusion schedulers).
+    ``guard_chunk_tokens`` > 0 turns the realtime guard on (``vllm_guard``); with it,
+    ``phase_period_s`` > 0 turns the step phase lock on, with the grid offset and the step
+    costs (``vllm_guard.PHASE_COST_FIELDS``) it predicts steps with. Call it after the config
+    is created: the platform hook decides async scheduling there (vLLM does the same for its
+    diffusion schedulers).
     """
-    if guard_chunk_tokens < 0 or guard_hold_s < 0:
-        raise ValueError("guard_chunk_tokens and guard_hold_s must be >= 0")
+    if guard_chunk_tokens < 0 or guard_hold_s < 0 or phase_period_s < 0:
+        raise ValueError("guard_chunk_tokens, guard_hold_s and phase_period_s must be >= 0")
+    if phase_period_s and guard_chunk_tokens:
+        if phase_cost is None:
+            raise ValueError("phase_period_s needs phase_cost (the profile's step costs)")
+        vllm_guard.PhaseLock(PhaseGrid(phase_period_s), phase_cost)  # checks the costs
     if priority_gap < 1:
         raise ValueError(f"priority_gap must be >= 1, got {priority_gap}")
     sched = vllm_config.scheduler_config
@@ -377,4 +387,11 @@ def install(
     if guard_chunk_tokens:
         vllm_config.additional_config[vllm_guard.CHUNK_KEY] = int(guard_chunk_tokens)
         vllm_config.additional_config[vllm_guard.HOLD_KEY] = float(guard_hold_s)
+        if phase_period_s and phase_cost is not None:
+            extra = vllm_config.additional_config
+            extra[vllm_guard.PHASE_PERIOD_KEY] = float(phase_period_s)
+            extra[vllm_guard.PHASE_OFFSET_KEY] = float(phase_offset_s)
+            extra[vllm_guard.PHASE_COST_KEY] = {
+                f: float(phase_cost[f]) for f in vllm_guard.PHASE_COST_FIELDS
+            }
     return qualname

@@ -63,6 +63,7 @@ def make_sched(model_dir: Path) -> MakeSched:
         num_blocks: int = 400,
         gap: int | None = None,
         guard_chunk: int = 0,
+        extra: dict[str, Any] | None = None,  # more VllmConfig.additional_config keys
     ) -> Any:
         sched_cfg = SchedulerConfig(
             max_num_seqs=max_num_seqs,
@@ -87,6 +88,7 @@ def make_sched(model_dir: Path) -> MakeSched:
             vllm_cfg.additional_config[GAP_KEY] = gap
         if guard_chunk:
             vllm_cfg.additional_config[vllm_guard.CHUNK_KEY] = guard_chunk
+        vllm_cfg.additional_config.update(extra or {})
         spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=1, head_size=1, dtype=torch.float32)
         kv_cfg = KVCacheConfig(
             num_blocks=num_blocks,
