@@ -5,12 +5,12 @@ this module is cheap and works where vLLM is not installed.
 
 Where `stats()` gets its numbers: vLLM's scheduler builds a `SchedulerStats` (running and
 waiting counts, KV cache usage) after every engine step and hands it to each stat logger we
-pass to `AsyncLLM.from_vllm_config(stat_loggers=[...])`; `_SchedulerStatsSink` keeps the
+pass to `AsyncLLM.from_vllm_config(stat_loggers=[...])` (`worker.engine.vllm_stats`); we keep the
 latest one. vLLM sends no stats while idle, so the last snapshot goes stale when the last
 request finishes or is aborted. We therefore clamp the snapshot with our own count of
 in-flight requests: nothing in flight reads as an empty engine, and requests submitted after
 the snapshot count as waiting until the next step reports them. `num_preemptions` adds up the
-per-request PREEMPTED events vLLM reports in its IterationStats (see `_make_stats_sink`).
+per-request PREEMPTED events vLLM reports in its IterationStats (see `make_stats_sink`).
 
 Layer 1 of "realtime preempts batch" (docs/preemption.md): with ``preempt_for_priority`` on
 (the default) and the priority policy, vLLM's scheduler is swapped for
@@ -39,7 +39,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from worker.engine.base import (
@@ -52,42 +52,11 @@ from worker.engine.base import (
     validate_request,
 )
 from worker.engine.step_clock import StepClock
+from worker.engine.vllm_stats import make_stats_sink
 
 log = logging.getLogger(__name__)
 
 _GIB = 1 << 30
-
-
-def _make_stats_sink(
-    on_stats: Callable[[Any], None], on_preemptions: Callable[[int], None]
-) -> Callable[[Any, int], Any]:
-    """A per-engine StatLoggerFactory whose logger forwards each SchedulerStats, and the
-    preemptions each IterationStats saw."""
-    from vllm.v1.metrics.loggers import StatLoggerBase
-
-    class _SchedulerStatsSink(StatLoggerBase):  # type: ignore[misc]
-        def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
-            self.engine_index = engine_index
-
-        def record(
-            self,
-            scheduler_stats: Any,
-            iteration_stats: Any,
-            mm_cache_stats: Any = None,
-            engine_idx: int = 0,
-        ) -> None:
-            if scheduler_stats is not None:
-                on_stats(scheduler_stats)
-            # vLLM counts a preemption when the preempted request next reports output, so
-            # this lags the preemption itself (a request aborted while preempted never counts).
-            n = int(getattr(iteration_stats, "num_preempted_reqs", 0) or 0)
-            if n:
-                on_preemptions(n)
-
-        def log_engine_initialized(self) -> None:
-            pass
-
-    return _SchedulerStatsSink
 
 
 class VllmEngine:
@@ -111,7 +80,7 @@ class VllmEngine:
         preempt_priority_gap: int = 1,
         # The realtime guard (worker.engine.vllm_guard), part of the preemptive scheduler:
         # realtime prefill steps run alone and batch prefill is capped per step while realtime
-        # is around. None: 512 tokens on CUDA-alike GPUs, 64 elsewhere; 0: off.
+        # is around. None: 480 tokens on CUDA-alike GPUs, 64 elsewhere; 0: off.
         guard_chunk_tokens: int | None = None,
         guard_hold_s: float = 60.0,
         # The step phase lock (scheduler.step_phase, part of the guard): guarded steps end on
@@ -244,7 +213,7 @@ class VllmEngine:
         self.scheduler_cls = self._plug_scheduler(vllm_config)
         return AsyncLLM.from_vllm_config(
             vllm_config,
-            stat_loggers=[_make_stats_sink(self._on_stats, self._on_preemptions)],
+            stat_loggers=[make_stats_sink(self._on_stats, self._on_preemptions)],
             enable_log_requests=args.enable_log_requests,
             disable_log_stats=args.disable_log_stats,
         )
