@@ -49,7 +49,7 @@ class ProbeScheduler(PreemptiveScheduler):  # type: ignore[misc]
 
 
 async def flood(period: float, requests: int, log: Path) -> None:
-    from scheduler.sim.profiles import profile
+    from scheduler.cost_profiles import profile
     from worker.engine import vllm_guard
     from worker.engine.base import EngineRequest, SamplingSpec
     from worker.engine.vllm_engine import VllmEngine

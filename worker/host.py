@@ -34,7 +34,7 @@ T = TypeVar("T")
 
 
 def default_cost_profile(settings: Settings) -> str:
-    """The scheduler's cost model for this worker (scheduler.sim.profiles names)."""
+    """The scheduler's cost model for this worker (scheduler.cost_profiles names)."""
     if settings.engine == "sim":
         return "cpu-smollm2-135m"
     import torch

@@ -8,7 +8,7 @@ import socket
 
 from redis import Redis
 
-from scheduler.sim.profiles import profile
+from scheduler.cost_profiles import profile
 from scheduler.step_phase import PhaseGrid
 from service.jobs.events import worker_queue
 from service.settings import Settings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from scheduler.sim.profiles import PROFILES
+from scheduler.cost_profiles import PROFILES
 from scheduler.types import JobClass, JobView, WorkerView
 from service.jobs.dispatch_store import QueuedJob
 

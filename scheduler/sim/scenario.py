@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.cost_model import CostModel
-from scheduler.sim.profiles import profile
+from scheduler.cost_profiles import profile
 
 
 @dataclass(slots=True)

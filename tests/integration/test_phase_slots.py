@@ -11,7 +11,7 @@ import pytest
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 
-from scheduler.sim.profiles import profile
+from scheduler.cost_profiles import profile
 from scheduler.step_phase import PhaseGrid
 from service.jobs.events import phase_slot_key
 from service.settings import Settings

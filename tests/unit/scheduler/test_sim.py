@@ -126,7 +126,7 @@ def test_guard_chunk_applies_only_while_realtime_was_seen_recently() -> None:
 
 
 def test_guard_chunk_follows_the_profile() -> None:
-    from scheduler.sim.profiles import profile
+    from scheduler.cost_profiles import profile
 
     assert profile("h200-llama3-8b").guard_chunk_tokens() == 480
     assert profile("cpu-smollm2-135m").guard_chunk_tokens() == 64

@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from scheduler.cost_model import DEFAULT_COST, CostModel
+from scheduler.cost_profiles import profile
 from scheduler.sim.engine import Seq, SimEngine
-from scheduler.sim.profiles import profile
 from scheduler.sim.report import summarize, table
 from scheduler.sim.runner import run_variant
 from scheduler.sim.scenario import Scenario

