@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: install (idempotent), lint, type-check, then every test tier.
+# The README's test command: install (idempotent), lint, import layers, type-check, then every
+# test tier.
 # Needs PostgreSQL on 127.0.0.1:5432 (trust auth) and Redis on 127.0.0.1:6379; .ci/run starts
 # them when they are down. Extra arguments go to pytest (e.g. -m "not e2e").
 set -euo pipefail
@@ -10,5 +11,7 @@ venv=${FAIRWAY_VENV:-.venv}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 
 "$venv/bin/ruff" check .
+# The import layers (pyproject.toml, [tool.importlinter]); its report is printed only on failure.
+"$venv/bin/lint-imports" --no-cache >/dev/null || "$venv/bin/lint-imports" --no-cache
 "$venv/bin/mypy" --no-error-summary
 "$venv/bin/python" -m pytest -p no:cacheprovider -q -rs "$@"

@@ -31,11 +31,11 @@ if str(ROOT) not in sys.path:
 from redis.asyncio import Redis  # noqa: E402
 
 from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
-from service.db.session import async_engine, async_sessionmaker_for, sync_session  # noqa: E402
 from service.quotas.admission import admit_request  # noqa: E402
-from service.quotas.models import TenantQuota  # noqa: E402
-from service.quotas.store import QuotaStore  # noqa: E402
-from service.settings import Settings  # noqa: E402
+from service.store.db import async_engine, async_sessionmaker_for, sync_session  # noqa: E402
+from service.store.models.quotas import TenantQuota  # noqa: E402
+from service.store.quota_store import QuotaStore  # noqa: E402
+from service.store.settings import Settings  # noqa: E402
 from service.tenants.service import authenticate  # noqa: E402
 
 UNLIMITED = {"requests_per_minute": None, "tokens_per_minute": None,

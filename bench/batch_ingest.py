@@ -34,8 +34,8 @@ import psycopg  # noqa: E402
 
 from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
 from service.cli.embedded import free_port  # noqa: E402
-from service.db.migrate import upgrade  # noqa: E402
-from service.settings import Settings  # noqa: E402
+from service.store.migrate import upgrade  # noqa: E402
+from service.store.settings import Settings  # noqa: E402
 
 PG_ADMIN = os.environ.get("FAIRWAY_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 MODEL = "bench-model"

@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from service.observability import state  # noqa: E402
-from service.observability.jobs import observe_job  # noqa: E402
 from service.observability.requests import observe_request  # noqa: E402
+from service.store.telemetry import state  # noqa: E402
+from worker.metrics import observe_job  # noqa: E402
 
 MODEL = "sim-bench"
 
@@ -80,7 +80,7 @@ def end_to_end(requests: int, rounds: int, max_tokens: int) -> dict[str, list[fl
     from redis import Redis
 
     from service.cli.bootstrap import create_tenant_with_key
-    from service.settings import Settings
+    from service.store.settings import Settings
     from tests.support.services import create_database, drop_database, redis_url
     from tests.support.stack import Stack
 

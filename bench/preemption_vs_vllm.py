@@ -84,7 +84,7 @@ from bench.preemption_report import (  # noqa: E402
     print_table,
 )
 from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
-from service.settings import Settings  # noqa: E402
+from service.store.settings import Settings  # noqa: E402
 from tests.support.services import (  # noqa: E402
     claim_redis_db,
     create_database,

@@ -90,7 +90,7 @@ from bench.realtime_report import (  # noqa: E402
     write_out,
 )
 from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
-from service.settings import Settings  # noqa: E402
+from service.store.settings import Settings  # noqa: E402
 from tests.support.services import (  # noqa: E402
     claim_redis_db,
     create_database,

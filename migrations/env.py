@@ -1,12 +1,12 @@
-"""Alembic environment: the URL comes from the config (set by service.db.migrate) or settings."""
+"""Alembic environment: the URL comes from the config (set by service.store.migrate) or settings."""
 
 from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from service.db.models_registry import metadata
-from service.settings import get_settings, to_sqlalchemy_url
+from service.store.models import metadata
+from service.store.settings import get_settings, to_sqlalchemy_url
 
 config = context.config
 url = config.get_main_option("sqlalchemy.url") or get_settings().database_url

@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy.orm import Session
 
 from service.cli.bootstrap import create_tenant_with_key
-from service.db.session import sync_engine
-from service.settings import Settings
+from service.store.db import sync_engine
+from service.store.settings import Settings
 from tests.support.services import (
     claim_redis_db,
     create_database,

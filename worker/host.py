@@ -16,16 +16,16 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from redis.asyncio import Redis
-from sqlalchemy import update
 
-from service.db.session import async_engine, async_sessionmaker_for
-from service.jobs.events import control_channel, step_clock_key, worker_key, worker_queue
-from service.jobs.models import Job, JobStatus
-from service.observability.endpoint import start_metrics_endpoint
-from service.observability.jobs import observe_engine
-from service.settings import Settings
+from service.store import lifecycle, wakeups
+from service.store.db import async_engine, async_sessionmaker_for
+from service.store.heartbeats import encode_step_clock
+from service.store.keys import control_channel, step_clock_key, worker_key, worker_queue
+from service.store.settings import Settings
+from service.store.telemetry.endpoint import start_metrics_endpoint
 from worker.engine import step_clock
 from worker.engine.base import Engine
+from worker.metrics import observe_engine
 from worker.phase_slot import keep_phase_slot, release_phase_slot
 from worker.runner import JobRunner, engine_request_id
 
@@ -142,7 +142,7 @@ class EngineHost:
 
     async def _publish_step_clock(self, clock: step_clock.StepClock) -> None:
         assert self.redis is not None
-        await self.redis.set(step_clock_key(self.worker_id), step_clock.encode(clock.published),
+        await self.redis.set(step_clock_key(self.worker_id), encode_step_clock(clock.published),
                              ex=self._key_ttl_s())
 
     def _step_clock(self) -> step_clock.StepClock | None:
@@ -202,14 +202,10 @@ class EngineHost:
         held = [uuid.UUID(job_id) for job_id in self.runner.active]
         if not held:
             return
-        now = dt.datetime.now(dt.UTC)
         async with self.runner.sessionmaker() as session:
-            await session.execute(
-                update(Job)
-                .where(Job.worker_id == self.worker_id, Job.id.in_(held),
-                       Job.status == JobStatus.RUNNING)
-                .values(lease_expires_at=now + dt.timedelta(seconds=self.settings.lease_seconds))
-            )
+            await session.execute(lifecycle.renew(held, worker_id=self.worker_id,
+                                                  lease_s=self.settings.lease_seconds,
+                                                  now=dt.datetime.now(dt.UTC)))
             await session.commit()
 
     # -- aborts --------------------------------------------------------------------------------
@@ -221,14 +217,18 @@ class EngineHost:
             if message.get("type") != "message":
                 continue
             try:
-                command = json.loads(message["data"])
-                if command.get("op") == "abort":
-                    rid = engine_request_id(command["job_id"], int(command["attempt"]))
-                    await self.engine.abort(rid)
-                    log.info("aborted on request", extra={"job_id": command["job_id"]})
-                elif command.get("op") == "preempt" and self.runner is not None:
-                    taken = await self.runner.preempt(command["job_id"])
-                    log.info("preempt %s", "started" if taken else "ignored: not running here",
-                             extra={"job_id": command["job_id"]})
+                await self._on_command(wakeups.decode_command(message["data"]))
             except Exception:
-                log.exception("bad control message")
+                log.exception("control command failed")
+
+    async def _on_command(self, command: wakeups.Command | None) -> None:
+        match command:
+            case wakeups.AbortJob(job_id, attempt):
+                await self.engine.abort(engine_request_id(job_id, attempt))
+                log.info("aborted on request", extra={"job_id": job_id})
+            case wakeups.PreemptJob(job_id) if self.runner is not None:
+                taken = await self.runner.preempt(job_id)
+                log.info("preempt %s", "started" if taken else "ignored: not running here",
+                         extra={"job_id": job_id})
+            case None:
+                log.warning("unreadable control message ignored")

@@ -10,9 +10,9 @@ from redis import Redis
 
 from scheduler.cost_profiles import profile
 from scheduler.step_phase import PhaseGrid
-from service.jobs.events import worker_queue
-from service.settings import Settings
-from worker.celery_app import make_celery
+from service.store.keys import worker_queue
+from service.store.settings import Settings
+from service.store.task_queue import make_celery
 from worker.engine import build_engine
 from worker.engine.vllm_guard import PHASE_COST_FIELDS
 from worker.host import EngineHost, default_cost_profile, key_ttl_s

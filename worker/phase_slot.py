@@ -14,7 +14,7 @@ from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 from redis.exceptions import RedisError
 
-from service.jobs.events import phase_slot_key
+from service.store.keys import phase_slot_key
 
 log = logging.getLogger("fairway.worker")
 

@@ -12,19 +12,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
-from sqlalchemy import String, func, literal_column, text, update
+from sqlalchemy import String, literal_column
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from service.jobs import nul_codec
-from service.jobs.events import JOBS_CHANNEL, stream_key
-from service.jobs.models import Job, JobStatus
-from service.observability.jobs import JobObserver, observe_job
-from service.observability.logfmt import bind_job
-from service.settings import Settings
-from service.usage.job_end import account_job_end
-from worker.checkpoint import append_events, job_event, park_job, preemption_mode
+from service.store import lifecycle, nul_codec, wakeups
+from service.store.keys import stream_key
+from service.store.lifecycle import job_event
+from service.store.models.jobs import Job, JobStatus
+from service.store.settings import Settings
+from service.store.telemetry.logfmt import bind_job
+from worker.accounting import account_job_end
+from worker.checkpoint import park_job, preemption_mode
 from worker.engine.base import Engine, EngineError, EngineRequest, SamplingSpec
+from worker.metrics import JobObserver, observe_job
 
 log = logging.getLogger("fairway.worker")
 
@@ -58,7 +59,7 @@ class Progress:
     finish_reason: str | None = None
 
 
-# What the claim returns for metrics (service.observability.jobs) and the log context.
+# What the claim returns for metrics (worker.metrics) and the log context.
 OBSERVED_COLUMNS = (Job.created_at, Job.assigned_at, Job.first_token_at, Job.kind,
                     Job.service_tier, Job.tenant_id, Job.model, Job.batch_id, Job.deadline_at)
 
@@ -119,16 +120,10 @@ class JobRunner:
     async def _claim(self, job_id: uuid.UUID, attempt: int) -> ClaimedJob | None:
         """Only the delivery for the current attempt, sent to this worker, may start the job."""
         now = dt.datetime.now(dt.UTC)
-        lease = now + dt.timedelta(seconds=self.settings.lease_seconds)
         async with self.sessionmaker() as session:
             row = (await session.execute(
-                update(Job)
-                .where(Job.id == job_id, Job.attempt == attempt,
-                       Job.status == JobStatus.ASSIGNED, Job.worker_id == self.worker_id)
-                .values(status=JobStatus.RUNNING, started_at=now, updated_at=now,
-                        lease_expires_at=lease, preempted_at=None,
-                        parked_seconds=Job.parked_seconds + func.coalesce(
-                            func.extract("epoch", now - Job.preempted_at), 0))
+                lifecycle.start(job_id, attempt=attempt, worker_id=self.worker_id,
+                                lease_s=self.settings.lease_seconds, now=now)
                 .returning(Job.endpoint, Job.request, Job.max_tokens, Job.priority,
                            Job.checkpoint_token_ids, Job.preempted_at,
                            _LAST_EVENT_TYPE.label("last_event"),
@@ -239,18 +234,15 @@ class JobRunner:
         """Append the "resumed" event, once the resume's prefill is done (cached count known)."""
         job.resume_logged = True
         async with self.sessionmaker() as session:
-            await session.execute(
-                update(Job)
-                .where(Job.id == job.job_id, Job.attempt == job.attempt,
-                       Job.worker_id == self.worker_id)
-                .values(events=append_events(self._resumed_event(job, request, cached))))
+            await session.execute(lifecycle.record_resume(
+                job.job_id, attempt=job.attempt, worker_id=self.worker_id,
+                event=self._resumed_event(job, request, cached), now=dt.datetime.now(dt.UTC)))
             await session.commit()
 
     async def _mark_first_token(self, job: ClaimedJob) -> None:
         async with self.sessionmaker() as session:
-            await session.execute(update(Job).where(Job.id == job.job_id,
-                                                    Job.attempt == job.attempt)
-                                  .values(first_token_at=dt.datetime.now(dt.UTC)))
+            await session.execute(lifecycle.first_token(job.job_id, attempt=job.attempt,
+                                                        now=dt.datetime.now(dt.UTC)))
             await session.commit()
 
     async def _succeed(self, job: ClaimedJob, progress: Progress,
@@ -262,7 +254,7 @@ class JobRunner:
         output = self.engine.decode(generated) if job.checkpoint else "".join(progress.pieces)
         prompt_tokens = progress.prompt_tokens - len(job.checkpoint)
         values: dict[str, Any] = {
-            "status": JobStatus.SUCCEEDED, "result": {"text": output},
+            "result": {"text": output},
             "finish_reason": progress.finish_reason, "prompt_tokens": prompt_tokens,
             "completion_tokens": len(generated), "cached_tokens": progress.cached}
         if job.checkpoint or job.resume_of is not None:
@@ -270,8 +262,9 @@ class JobRunner:
                                                                               request)
         if job.resume_of is not None and not job.resume_logged:
             job.resume_logged = True
-            values["events"] = append_events(self._resumed_event(job, request, progress.cached))
-        if not await self._finish_row(job, now, values):
+            values["events"] = lifecycle.append_events(
+                self._resumed_event(job, request, progress.cached))
+        if not await self._finish_row(job, now, values, succeeded=True):
             return "aborted"
         await self._publish_end(job, {"type": "final", "finish_reason": progress.finish_reason,
                                       "prompt_tokens": prompt_tokens,
@@ -280,35 +273,32 @@ class JobRunner:
 
     async def _fail(self, job: ClaimedJob, status: int, code: str, message: str) -> None:
         now = dt.datetime.now(dt.UTC)
-        values = {"status": JobStatus.FAILED,
-                  "error": {"code": code, "message": message, "status": status}}
-        if await self._finish_row(job, now, values):
+        values = {"error": {"code": code, "message": message, "status": status}}
+        if await self._finish_row(job, now, values, succeeded=False):
             await self._publish_end(job, {"type": "error", "status": status, "code": code,
                                           "message": message})
 
-    async def _finish_row(self, job: ClaimedJob, now: dt.datetime, values: dict[str, Any]) -> bool:
+    async def _finish_row(self, job: ClaimedJob, now: dt.datetime, values: dict[str, Any], *,
+                          succeeded: bool) -> bool:
         """Final write, only if this attempt still owns the job (not cancelled, not re-leased)."""
+        status = JobStatus.SUCCEEDED if succeeded else JobStatus.FAILED
+        prompt = int(values.get("prompt_tokens") or 0)
+        completion = int(values.get("completion_tokens") or 0)
         async with self.sessionmaker() as session:
-            row = (await session.execute(
-                update(Job)
-                .where(Job.id == job.job_id, Job.attempt == job.attempt,
-                       Job.status == JobStatus.RUNNING, Job.worker_id == self.worker_id)
-                .values(finished_at=now, updated_at=now, lease_expires_at=None, **values)
-                .returning(Job.id, Job.tenant_id, Job.model, Job.kind)
-            )).first()
+            row = (await session.execute(lifecycle.end(
+                job.job_id, attempt=job.attempt, worker_id=self.worker_id, succeeded=succeeded,
+                values=values, now=now))).first()
             if row is not None:
-                await session.execute(text("SELECT pg_notify(:c, :p)"), {
-                    "c": JOBS_CHANNEL,
-                    "p": f"done:{job.job_id}:{self.worker_id}:"
-                         f"{values.get('prompt_tokens') or 0}:"
-                         f"{values.get('completion_tokens') or 0}"})
+                await session.execute(*wakeups.notify(wakeups.JobEnded(
+                    job.job_id, self.worker_id, prompt, completion)))
                 await account_job_end(session, self.redis, job_id=row.id, tenant_id=row.tenant_id,
-                                      model=row.model, job_class=row.kind, values=values)
+                                      model=row.model, job_class=row.kind,
+                                      values={**values, "status": status})
             await session.commit()
         if row is not None:
-            log.info("job ended: %s", values["status"])
+            log.info("job ended: %s", status)
         if row is not None and job.obs is not None:
-            job.obs.finished(str(values["status"]), prompt_tokens=values.get("prompt_tokens") or 0,
+            job.obs.finished(str(status), prompt_tokens=prompt,
                              cached_tokens=values.get("cached_tokens") or 0)
         return row is not None
 

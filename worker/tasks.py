@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import Celery
 
-from worker.celery_app import RUN_JOB_TASK
+from service.store.task_queue import RUN_JOB_TASK
 from worker.host import EngineHost
 
 

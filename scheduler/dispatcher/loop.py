@@ -8,33 +8,33 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 
 import psycopg
 from redis import Redis
 from sqlalchemy.orm import Session
 
+from scheduler.dispatcher import metrics as sched_obs
 from scheduler.dispatcher.leader import acquire_leadership, still_leader
 from scheduler.dispatcher.views import job_view, worker_view
 from scheduler.interface import SchedulingPolicy
 from scheduler.policies import FairwayConfig, make_policy
 from scheduler.types import Assign, Decision, JobClass, Preempt, Reject
-from service.batches.maintenance import run_batch_maintenance
-from service.db.session import sync_session
-from service.jobs import dispatch_store as store
-from service.jobs.events import (
-    JOBS_CHANNEL,
+from service.store import job_queries as store
+from service.store import wakeups
+from service.store.db import sync_session
+from service.store.heartbeats import decode_step_clock
+from service.store.keys import (
     WORKER_KEY_PATTERN,
     control_channel,
     step_clock_key,
     stream_key,
     worker_queue,
 )
-from service.observability import scheduling as sched_obs
-from service.observability.endpoint import start_metrics_endpoint
-from service.observability.requests import record_rejection
-from service.settings import Settings, to_libpq_url
-from worker.celery_app import RUN_JOB_TASK, make_celery
-from worker.engine import step_clock
+from service.store.settings import Settings, to_libpq_url
+from service.store.task_queue import RUN_JOB_TASK, make_celery
+from service.store.telemetry.endpoint import start_metrics_endpoint
+from service.store.telemetry.state import record_rejection
 
 log = logging.getLogger("fairway.scheduler")
 
@@ -42,8 +42,13 @@ MAINTENANCE_S = 0.5  # worker refresh + lease recovery cadence; realtime wakes o
 
 
 class Dispatcher:
-    def __init__(self, settings: Settings, policy: SchedulingPolicy | None = None) -> None:
+    def __init__(self, settings: Settings, policy: SchedulingPolicy | None = None,
+                 upkeep: Sequence[Callable[[], None]] = ()) -> None:
+        """``upkeep``: more work for the leader's maintenance tick, handed in by whoever runs
+        the dispatcher (the CLI adds batch maintenance), so this process stays below the
+        packages that own that work."""
         self.settings = settings
+        self.upkeep = list(upkeep)
         self.policy = policy or make_policy(
             settings.scheduler_policy,
             FairwayConfig(dispatch_lead_s=settings.dispatch_lead_s,
@@ -69,7 +74,7 @@ class Dispatcher:
             return
         sched_obs.set_leader(True)
         with lock_conn, psycopg.connect(libpq, autocommit=True) as listen_conn:
-            listen_conn.execute(f"LISTEN {JOBS_CHANNEL}")
+            listen_conn.execute(f"LISTEN {wakeups.CHANNEL}")
             self._bootstrap()
             while not stop.is_set():
                 self.step(listen_conn)
@@ -106,23 +111,23 @@ class Dispatcher:
     def _handle(self, payloads: list[str]) -> None:
         new_ids: list[uuid.UUID] = []
         for payload in payloads:
-            op, _, rest = payload.partition(":")
-            if op == "new":
-                new_ids.append(uuid.UUID(rest))
-            elif op == "done":  # done:<job>:<worker>:<prompt tokens>:<completion tokens>
-                job_id, _, usage = rest.partition(":")
-                prompt, completion = _two_ints(usage.partition(":")[2])
-                self._release(job_id, prompt, completion)
-            elif op == "requeue":  # a preempted job parked its checkpoint: queue it again
-                job_id, _, rest = rest.partition(":")
-                self._release(job_id, 0, _two_ints(rest.partition(":")[2] + ":0")[0])
-                new_ids.append(uuid.UUID(job_id))
-            elif op == "cancel":
-                self.policy.on_job_cancelled(rest)
-                self.classes.pop(rest, None)
-                self._release(rest)
-            elif op == "scan":
-                self._next_scan = 0.0
+            match wakeups.decode(payload):
+                case wakeups.JobQueued(job_id):
+                    new_ids.append(job_id)
+                case wakeups.JobEnded(job_id, _worker, prompt, completion):
+                    self._release(str(job_id), prompt, completion)
+                case wakeups.JobParked(job_id, _worker, generated):
+                    # Queued again with its checkpoint: free its room, then place it anew.
+                    self._release(str(job_id), 0, generated)
+                    new_ids.append(job_id)
+                case wakeups.JobCancelled(job_id):
+                    self.policy.on_job_cancelled(str(job_id))
+                    self.classes.pop(str(job_id), None)
+                    self._release(str(job_id))
+                case wakeups.Rescan():
+                    self._next_scan = 0.0
+                case None:
+                    log.warning("unreadable wake-up ignored: %.80s", payload)
         if new_ids:
             with sync_session(self.settings.database_url) as session:
                 for job in store.fetch_queued(session, job_ids=new_ids):
@@ -146,7 +151,8 @@ class Dispatcher:
         self._refresh_workers()
         with sync_session(self.settings.database_url) as session:
             lost = store.requeue_expired_leases(session)
-        run_batch_maintenance(self.settings, self.redis)  # finalize/expire batches, off-thread
+        for task in self.upkeep:  # e.g. finalize/expire batches (off-thread)
+            task()
         if lost:
             log.warning("re-queued %d job(s) whose lease expired", len(lost))
             for job_id, _worker in lost:
@@ -181,7 +187,7 @@ class Dispatcher:
         for worker_id, value in zip(workers, raw, strict=True):
             # No (or no readable) clock: unknown, which the policy reads as idle, so a phase
             # from before the key expired is not extrapolated forever.
-            clock = step_clock.decode(value) or (None, 0.0)
+            clock = decode_step_clock(value) or (None, 0.0)
             self.policy.on_worker_step(worker_id, *clock)
 
     def _scan_queued(self) -> None:
@@ -224,7 +230,7 @@ class Dispatcher:
         The policy already counts the victim's room as free."""
         log.info("preempting %s on %s: %s", decision.job_id, decision.worker_id, decision.reason)
         self.redis.publish(control_channel(decision.worker_id),
-                           json.dumps({"op": "preempt", "job_id": decision.job_id}))
+                           wakeups.encode_command(wakeups.PreemptJob(decision.job_id)))
 
     def _reject(self, session: Session, decision: Reject) -> None:
         retry = max(1, round(decision.retry_after_s))
@@ -238,10 +244,3 @@ class Dispatcher:
                 "type": "error", "attempt": 0, "status": 429, "code": "slo_unattainable",
                 "message": decision.reason, "retry_after": retry})
 
-
-def _two_ints(text: str) -> tuple[int, int]:
-    first, _, second = text.partition(":")
-    try:
-        return int(first or 0), int(second or 0)
-    except ValueError:
-        return 0, 0

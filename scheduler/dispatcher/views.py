@@ -7,7 +7,7 @@ from typing import Any
 
 from scheduler.cost_profiles import PROFILES
 from scheduler.types import JobClass, JobView, WorkerView
-from service.jobs.dispatch_store import QueuedJob
+from service.store.job_queries import QueuedJob
 
 
 def job_view(job: QueuedJob) -> JobView:

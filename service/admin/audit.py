@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.admin.models import AuditEntry
+from service.store.models.audit import AuditEntry
 
 
 def record(session: AsyncSession, *, actor: str, action: str, target_type: str,

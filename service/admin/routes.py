@@ -12,11 +12,11 @@ from redis.exceptions import RedisError
 from service.admin import tenant_ops as ops
 from service.admin.audit import record
 from service.admin.schemas import KeyCreate, QuotaUpdate, TenantCreate, TenantUpdate, TierUpsert
-from service.api.deps import AdminDep, RedisDep, SessionDep, SettingsDep, require_admin
-from service.errors import APIError
-from service.quotas.limits import effective_limits
-from service.quotas.store import QuotaStore
+from service.store.quota_limits import effective_limits
+from service.store.quota_store import QuotaStore
 from service.tiers import service as tiers
+from service.web.deps import AdminDep, RedisDep, SessionDep, SettingsDep, require_admin
+from service.web.errors import APIError
 
 log = logging.getLogger("fairway.admin")
 router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])

@@ -9,10 +9,10 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from service.admin import audit, live
-from service.api.deps import RedisDep, SessionDep, require_admin
-from service.api.workers_view import live_workers
-from service.errors import APIError
 from service.usage.service import usage_rows
+from service.web.catalog import live_workers
+from service.web.deps import RedisDep, SessionDep, require_admin
+from service.web.errors import APIError
 
 router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
 

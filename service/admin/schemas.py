@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from service.quotas.limits import QuotaSpec
+from service.store.quota_limits import QuotaSpec
 from service.tiers.defaults import ALL_SERVICE_TIERS
 
 

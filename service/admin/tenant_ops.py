@@ -8,19 +8,20 @@ import uuid
 from typing import Any
 
 from redis.asyncio import Redis
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.admin import audit
-from service.batches.models import BATCH_PREFIX
 from service.batches.service import cancel_tenant_batches
-from service.errors import APIError
-from service.jobs.events import JOBS_CHANNEL, stream_key
-from service.jobs.models import Job, JobStatus
-from service.quotas.models import TenantQuota
+from service.store import lifecycle, wakeups
+from service.store.keys import stream_key
+from service.store.models.batches import BATCH_PREFIX
+from service.store.models.jobs import Job
+from service.store.models.quotas import TenantQuota
+from service.store.models.tenants import ApiKey, Tenant
+from service.store.models.tiers import Tier
 from service.tenants.keys import display_prefix, generate_key, hash_key
-from service.tenants.models import ApiKey, Tenant
-from service.tiers.models import Tier
+from service.web.errors import APIError
 
 
 def _ts(value: dt.datetime | None) -> str | None:
@@ -116,16 +117,11 @@ async def stop_queued_work(session: AsyncSession, *, tenant_id: uuid.UUID
     ends `cancelled` with its partial results). Jobs already on a worker run to their end.
     No commit: it lands with the suspension and its audit entry."""
     now = dt.datetime.now(dt.UTC)
-    jobs = list((await session.scalars(
-        update(Job).where(Job.tenant_id == tenant_id, Job.batch_id.is_(None),
-                          Job.status == JobStatus.QUEUED)
-        .values(status=JobStatus.CANCELLED, cancelled_at=now, finished_at=now, updated_at=now,
-                lease_expires_at=None, error=SUSPENDED_ERROR)
-        .returning(Job.id))).all())
+    jobs = list((await session.scalars(lifecycle.cancel(
+        Job.tenant_id == tenant_id, Job.batch_id.is_(None), now=now, error=SUSPENDED_ERROR,
+        only_queued=True))).all())
     if jobs:  # delivered on commit, like every NOTIFY
-        await session.execute(
-            text("SELECT pg_notify(:c, 'cancel:' || j) FROM unnest(CAST(:ids AS text[])) AS j"),
-            {"c": JOBS_CHANNEL, "ids": [str(j) for j in jobs]})
+        await session.execute(*wakeups.notify_all(wakeups.JobCancelled(j) for j in jobs))
     batches = await cancel_tenant_batches(session, tenant_id=tenant_id)
     return jobs, batches
 

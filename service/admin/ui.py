@@ -11,7 +11,7 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, RedirectResponse
 
-from service.errors import APIError
+from service.web.errors import APIError
 
 DASHBOARD_DIR = Path(__file__).resolve().parents[2] / "dashboards" / "admin"
 _FILES = {"app.js": "text/javascript", "style.css": "text/css", "charts.js": "text/javascript"}

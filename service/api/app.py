@@ -13,16 +13,16 @@ from service.admin.routes import router as admin_router
 from service.admin.routes_state import router as admin_state_router
 from service.admin.ui import router as admin_ui_router
 from service.api.openai_routes import router as openai_router
-from service.api.workers_view import ModelCatalog
 from service.batches.router import router as batches_router
-from service.db.session import async_engine, async_sessionmaker_for
-from service.errors import error_body, install_error_handlers
 from service.files.router import router as files_router
-from service.logs import configure_logging
 from service.observability import http as obs_http
-from service.observability.state import configure as configure_metrics
 from service.quotas.admission import install_redis_unavailable_handler
-from service.settings import Settings, get_settings
+from service.store.db import async_engine, async_sessionmaker_for
+from service.store.settings import Settings, get_settings
+from service.store.telemetry.logs import configure_logging
+from service.store.telemetry.state import configure as configure_metrics
+from service.web.catalog import ModelCatalog
+from service.web.errors import error_body, install_error_handlers
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

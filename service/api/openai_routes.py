@@ -13,18 +13,18 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from service.api.deps import CurrentTenant, SessionDep, SettingsDep
 from service.api.relay import ClientGone, follow_job
-from service.api.shapes import ShapeBuilder, sse, usage_dict
-from service.errors import APIError, error_body
-from service.jobs.models import Job
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 from service.jobs.service import cancel_job, create_job, get_job, job_public_view, parse_public_id
+from service.jobs.shapes import ShapeBuilder, sse, usage_dict
 from service.jobs.tiers import classify
 from service.observability.requests import NULL_OBSERVER, observe_request, record_refusal
 from service.quotas.admission import admit_request, quota_store
-from service.settings import Settings
-from service.tenants.models import Tenant
+from service.store.models.jobs import Job
+from service.store.models.tenants import Tenant
+from service.store.settings import Settings
+from service.web.deps import CurrentTenant, SessionDep, SettingsDep
+from service.web.errors import APIError, error_body
 
 log = logging.getLogger("fairway.api")
 router = APIRouter(prefix="/v1")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 
-from service.jobs.events import decode_fields, stream_key
+from service.store.keys import decode_fields, stream_key
 
 
 @dataclass(slots=True)

@@ -33,26 +33,26 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from service.batches.models import Batch, BatchStatus
 from service.batches.validation import ENDPOINTS, LineError, LineLimits, LineValidator
-from service.files.models import StoredFile
 from service.files.storage import FileStorage, StorageWriter
-from service.jobs.events import JOBS_CHANNEL
-from service.jobs.models import JobKind, JobStatus
 from service.jobs.tiers import BATCH_PRIORITY
-from service.observability.requests import record_rejection
 from service.quotas.batch import admit_batch_sync, settle_batch_sync
-from service.quotas.store import SyncQuotaStore
-from service.settings import Settings
-from service.tenants.models import Tenant
+from service.store import batch_lifecycle as batches
+from service.store import lifecycle, wakeups
+from service.store.batch_lifecycle import BatchEvent
+from service.store.models.batches import Batch, BatchStatus
+from service.store.models.files import StoredFile
+from service.store.models.jobs import JobKind
+from service.store.models.tenants import Tenant
+from service.store.quota_store import SyncQuotaStore
+from service.store.settings import Settings
+from service.store.telemetry.state import record_rejection
 
 log = logging.getLogger("fairway.batches")
 
 MAX_LINE_BYTES = 8 * 1024 * 1024
 MAX_ERRORS_IN_BATCH = 100  # errors.data[] keeps the first ones; the error file has all
-_COPY_SQL = ("COPY jobs (id, tenant_id, kind, service_tier, priority, endpoint, model, request,"
-             " stream, max_tokens, deadline_at, status, attempt, batch_id, custom_id, line_no)"
-             " FROM STDIN")
+_COPY_SQL = f"COPY jobs ({', '.join(lifecycle.COPY_COLUMNS)}) FROM STDIN"
 
 
 def validation_errors_key(batch_id: uuid.UUID) -> str:
@@ -118,11 +118,12 @@ def validate_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorag
     savepoint.commit()
     run.commit()
     now = dt.datetime.now(dt.UTC)
-    batch.status, batch.in_progress_at, batch.model = BatchStatus.IN_PROGRESS, now, validator.model
+    batches.advance(batch, BatchEvent.VALIDATED, now)
+    batch.model = validator.model
     batch.total, batch.invalid_lines = run.total, run.invalid
     batch.errors = run.sample or None
     # One NOTIFY for the whole batch: the dispatcher rescans instead of hearing 50k "new".
-    session.execute(text("SELECT pg_notify(:c, 'scan')"), {"c": JOBS_CHANNEL})
+    session.execute(*wakeups.notify(wakeups.Rescan()))
     session.commit()
     log.info("batch validated", extra={"batch_id": str(batch_id), "lines": run.total,
                                        "invalid": run.invalid})
@@ -158,8 +159,8 @@ class _Run:
                 copy.write_row((
                     uuid.uuid4(), b.tenant_id, JobKind.BATCH.value, "default", BATCH_PRIORITY,
                     endpoint, result.model, result.request_json,
-                    False, result.max_tokens, b.expires_at, JobStatus.QUEUED.value, 0, b.id,
-                    result.custom_id, line_no))
+                    False, result.max_tokens, b.expires_at, lifecycle.NEW_STATUS,
+                    lifecycle.NEW_ATTEMPT, b.id, result.custom_id, line_no))
 
     def _error(self, error: LineError) -> None:
         self.invalid += 1
@@ -226,7 +227,7 @@ def _prefer_lz4(session: Session) -> None:
 
 def _fail(session: Session, batch: Batch, code: str, message: str,
           errors: list[dict[str, object]] | None = None) -> str:
-    batch.status, batch.failed_at = BatchStatus.FAILED, dt.datetime.now(dt.UTC)
+    batches.advance(batch, BatchEvent.REFUSED, dt.datetime.now(dt.UTC))
     batch.errors = [{"code": code, "line": None, "message": message, "param": None},
                     *(errors or [])][:MAX_ERRORS_IN_BATCH]
     batch.final_counts = {"total": 0, "completed": 0, "failed": 0}

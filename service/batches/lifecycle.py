@@ -15,24 +15,27 @@ fails the step before the result files are written, and the next tick retries it
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import uuid
 from dataclasses import dataclass
 
 from redis import Redis
-from sqlalchemy import exists, func, select, text, update
+from sqlalchemy import exists, func, select
 from sqlalchemy.orm import Session
 
 from service.batches.ingest import validate_batch, validation_errors_key
-from service.batches.models import OPEN_STATUSES, Batch, BatchStatus
 from service.batches.results import EXPIRED, Assembled, assemble_results
 from service.files.storage import FileStorage
-from service.jobs.events import JOBS_CHANNEL, control_channel
-from service.jobs.models import ACTIVE_STATUSES, Job, JobStatus
 from service.quotas.batch import settle_batch_sync
-from service.quotas.store import SyncQuotaStore
-from service.settings import Settings
+from service.store import batch_lifecycle as batches
+from service.store import lifecycle as jobs
+from service.store import wakeups
+from service.store.batch_lifecycle import BatchEvent
+from service.store.keys import control_channel
+from service.store.models.batches import OPEN_STATUSES, Batch, BatchStatus
+from service.store.models.jobs import ACTIVE_STATUSES, Job
+from service.store.quota_store import SyncQuotaStore
+from service.store.settings import Settings
 
 log = logging.getLogger("fairway.batches")
 _ACTIVE = [s.value for s in ACTIVE_STATUSES]
@@ -74,8 +77,7 @@ def run_step(session: Session, *, due: Due, storage: FileStorage, settings: Sett
     if due.action == "expire":
         return expire_batch(session, batch_id=due.batch_id, storage=storage, redis=redis)
     if due.action == "cancel":
-        return _close(session, due.batch_id, storage, BatchStatus.CANCELLING,
-                      BatchStatus.CANCELLED, redis)
+        return _close(session, due.batch_id, storage, BatchEvent.CANCELLED, redis)
     return finalize_batch(session, batch_id=due.batch_id, storage=storage, redis=redis)
 
 
@@ -83,65 +85,56 @@ def finalize_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorag
                    redis: Redis) -> str | None:
     """in_progress -> finalizing (committed, so clients see it) -> completed with files."""
     now = dt.datetime.now(dt.UTC)
-    moved = session.execute(
-        update(Batch).where(Batch.id == batch_id, Batch.status == BatchStatus.IN_PROGRESS,
-                            ~exists().where(Job.batch_id == batch_id, Job.status.in_(_ACTIVE)))
-        .values(status=BatchStatus.FINALIZING, finalizing_at=now).returning(Batch.id)).first()
+    moved = session.execute(batches.guarded(
+        BatchEvent.FINALIZE, Batch.id == batch_id,
+        ~exists().where(Job.batch_id == batch_id, Job.status.in_(_ACTIVE)), now=now)
+        .returning(Batch.id)).first()
     session.commit()
     if moved is None and session.scalar(select(Batch.status).where(Batch.id == batch_id)) != (
             BatchStatus.FINALIZING):
         session.rollback()
         return None
-    return _close(session, batch_id, storage, BatchStatus.FINALIZING, BatchStatus.COMPLETED,
-                  redis)
+    return _close(session, batch_id, storage, BatchEvent.COMPLETE, redis)
 
 
 def expire_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorage,
                  redis: Redis) -> str | None:
     """Window over: unfinished lines become batch_expired errors, running ones are aborted."""
-    batch = _lock(session, batch_id, BatchStatus.IN_PROGRESS)
+    batch = _lock(session, batch_id, BatchEvent.EXPIRE)
     if batch is None:
         return None
     now = dt.datetime.now(dt.UTC)
-    stopped = session.execute(
-        update(Job).where(Job.batch_id == batch_id, Job.status.in_(_ACTIVE))
-        .values(status=JobStatus.CANCELLED, cancelled_at=now, finished_at=now, updated_at=now,
-                lease_expires_at=None, error={**EXPIRED, "status": 408})
-        .returning(Job.id, Job.worker_id, Job.attempt)).all()
+    stopped = session.execute(jobs.expire(batch_id, error={**EXPIRED, "status": 408},
+                                          now=now)).all()
     placed = [r for r in stopped if r.worker_id]
-    for row in placed:  # the dispatcher frees their slots, as for any cancelled job
-        session.execute(text("SELECT pg_notify(:c, :p)"),
-                        {"c": JOBS_CHANNEL, "p": f"cancel:{row.id}"})
+    if placed:  # the dispatcher frees their slots, as for any cancelled job
+        session.execute(*wakeups.notify_all(wakeups.JobCancelled(r.id) for r in placed))
     settle_quota(session, batch, redis)
     assembled = assemble_results(session, batch=batch, storage=storage)
     _apply(batch, assembled)
-    batch.status, batch.expired_at = BatchStatus.EXPIRED, now
+    batches.advance(batch, BatchEvent.EXPIRE, now)
     session.commit()
     for row in placed:  # after commit: the worker's final write then finds the row cancelled
-        redis.publish(control_channel(row.worker_id), json.dumps(
-            {"op": "abort", "job_id": str(row.id), "attempt": row.attempt}))
+        redis.publish(control_channel(row.worker_id),
+                      wakeups.encode_command(wakeups.AbortJob(str(row.id), row.attempt)))
     storage.delete(validation_errors_key(batch_id))
     log.info("batch expired", extra={"batch_id": str(batch_id), "unfinished": len(stopped)})
     return BatchStatus.EXPIRED
 
 
-def _close(session: Session, batch_id: uuid.UUID, storage: FileStorage, from_status: str,
-           to_status: BatchStatus, redis: Redis) -> str | None:
-    batch = _lock(session, batch_id, from_status)
+def _close(session: Session, batch_id: uuid.UUID, storage: FileStorage, event: BatchEvent,
+           redis: Redis) -> str | None:
+    """finalizing -> completed or cancelling -> cancelled, with the output and error files."""
+    batch = _lock(session, batch_id, event)
     if batch is None:
         return None
     settle_quota(session, batch, redis)
     _apply(batch, assemble_results(session, batch=batch, storage=storage))
-    now = dt.datetime.now(dt.UTC)
-    batch.status = to_status
-    if to_status == BatchStatus.COMPLETED:
-        batch.completed_at = now
-    else:
-        batch.cancelled_at = now
+    batches.advance(batch, event, dt.datetime.now(dt.UTC))
     session.commit()
     storage.delete(validation_errors_key(batch_id))  # now part of the error file
-    log.info("batch closed", extra={"batch_id": str(batch_id), "status": to_status.value})
-    return to_status
+    log.info("batch closed", extra={"batch_id": str(batch_id), "status": batch.status})
+    return batch.status
 
 
 def settle_quota(session: Session, batch: Batch, redis: Redis) -> int | None:
@@ -160,8 +153,10 @@ def settle_quota(session: Session, batch: Batch, redis: Redis) -> int | None:
     return reserved
 
 
-def _lock(session: Session, batch_id: uuid.UUID, status: str) -> Batch | None:
-    batch = session.scalar(select(Batch).where(Batch.id == batch_id, Batch.status == status)
+def _lock(session: Session, batch_id: uuid.UUID, event: BatchEvent) -> Batch | None:
+    """The batch row, locked, if it is in a status ``event`` may leave and nobody holds it."""
+    batch = session.scalar(select(Batch).where(Batch.id == batch_id,
+                                               Batch.status.in_(batches.sources(event)))
                            .with_for_update(skip_locked=True))
     if batch is None:
         session.rollback()

@@ -1,6 +1,7 @@
 """Runs batch steps for the dispatcher's maintenance tick, off the dispatcher's thread.
 
-The dispatcher calls `run_batch_maintenance` every tick. It looks for due steps at most once
+The active dispatcher calls `BatchMaintenance.tick` from its maintenance tick (`fairway
+scheduler` hands it in as upkeep). It looks for due steps at most once
 per `batch_maintenance_seconds` (a few indexed queries) and hands each to a small thread pool,
 because assembling a 50k-line output file takes seconds and the dispatcher must keep
 placing realtime work meanwhile. Only the active dispatcher leader calls this. Every
@@ -19,10 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 from redis import Redis
 
 from service.batches.lifecycle import Due, find_due, run_step
-from service.db.session import sync_session
 from service.files.expiry import expire_files
 from service.files.storage import storage_for
-from service.settings import Settings
+from service.store.db import sync_session
+from service.store.settings import Settings
 
 log = logging.getLogger("fairway.batches")
 
@@ -82,14 +83,3 @@ class BatchMaintenance:
         finally:
             with self._lock:
                 self._in_flight.discard(step.batch_id)
-
-
-_RUNNERS: dict[str, BatchMaintenance] = {}
-
-
-def run_batch_maintenance(settings: Settings, redis: Redis) -> None:
-    """The dispatcher's one-line hook; one runner per database for the process's lifetime."""
-    runner = _RUNNERS.get(settings.database_url)
-    if runner is None:
-        runner = _RUNNERS[settings.database_url] = BatchMaintenance(settings, redis)
-    runner.tick()

@@ -15,13 +15,13 @@ from typing import Any
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
-from service.api.shapes import ShapeBuilder, usage_dict
 from service.batches.ingest import validation_errors_key
-from service.batches.models import Batch
-from service.errors import _TYPES as ERROR_TYPES
-from service.files.models import StoredFile
 from service.files.storage import FileStorage, StorageWriter
-from service.jobs.models import Job, JobStatus
+from service.jobs.shapes import ShapeBuilder, usage_dict
+from service.store.models.batches import Batch
+from service.store.models.files import StoredFile
+from service.store.models.jobs import Job, JobStatus
+from service.web.errors import _TYPES as ERROR_TYPES
 
 PAGE = 1000
 EXPIRED = {"code": "batch_expired",

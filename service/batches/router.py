@@ -10,9 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from redis import Redis
 
-from service.api.deps import CurrentTenant, SessionDep, SettingsDep
 from service.batches.ingest import validate_batch
-from service.batches.models import Batch, parse_batch_id
 from service.batches.schemas import BatchCreate, allowed_windows
 from service.batches.service import (
     batch_view,
@@ -22,13 +20,15 @@ from service.batches.service import (
     list_batches,
     live_counts,
 )
-from service.db.session import sync_session
-from service.errors import APIError
 from service.files.storage import storage_for
 from service.observability.requests import record_refusal
 from service.quotas.admission import quota_store
 from service.quotas.batch import check_batch_create
-from service.settings import Settings
+from service.store.db import sync_session
+from service.store.models.batches import Batch, parse_batch_id
+from service.store.settings import Settings
+from service.web.deps import CurrentTenant, SessionDep, SettingsDep
+from service.web.errors import APIError
 
 log = logging.getLogger("fairway.batches")
 router = APIRouter(prefix="/v1")

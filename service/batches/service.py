@@ -8,18 +8,19 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
-from sqlalchemy import func, select, tuple_, update
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.batches.models import Batch, BatchStatus
 from service.batches.results import CANCELLED
 from service.batches.schemas import BatchCreate
-from service.errors import APIError
-from service.files.models import parse_file_id
 from service.files.service import get_file
-from service.jobs.models import Job, JobStatus
-
-CANCELLABLE = (BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS)
+from service.store import batch_lifecycle as batches
+from service.store import lifecycle
+from service.store.batch_lifecycle import BatchEvent
+from service.store.models.batches import Batch, BatchStatus
+from service.store.models.files import parse_file_id
+from service.store.models.jobs import Job, JobStatus
+from service.web.errors import APIError
 
 
 async def create_batch(session: AsyncSession, *, tenant_id: uuid.UUID, body: BatchCreate,
@@ -33,10 +34,10 @@ async def create_batch(session: AsyncSession, *, tenant_id: uuid.UUID, body: Bat
         raise APIError(400, "The input file must have purpose 'batch'.", code="invalid_value",
                        param="input_file_id")
     now = dt.datetime.now(dt.UTC)
-    batch = Batch(tenant_id=tenant_id, endpoint=body.endpoint, input_file_id=source.id,
-                  completion_window=body.completion_window, status=BatchStatus.VALIDATING,
-                  batch_metadata=body.metadata, created_at=now, expires_at=now + window,
-                  total=0, invalid_lines=0)
+    batch = batches.new_batch(
+        now=now, tenant_id=tenant_id, endpoint=body.endpoint, input_file_id=source.id,
+        completion_window=body.completion_window, batch_metadata=body.metadata,
+        expires_at=now + window, total=0, invalid_lines=0)
     session.add(batch)
     await session.commit()
     return batch
@@ -70,9 +71,8 @@ async def cancel_batch(session: AsyncSession, *, batch: Batch) -> Batch:
     is in_progress with all its jobs, and the same statements cancel it.
     """
     now = dt.datetime.now(dt.UTC)
-    moved = await session.scalar(
-        update(Batch).where(Batch.id == batch.id, Batch.status.in_(CANCELLABLE))
-        .values(status=BatchStatus.CANCELLING, cancelling_at=now).returning(Batch.id))
+    moved = await session.scalar(batches.guarded(BatchEvent.CANCEL, Batch.id == batch.id, now=now)
+                                 .returning(Batch.id))
     if moved is None:
         await session.rollback()
         await session.refresh(batch)
@@ -93,8 +93,7 @@ async def cancel_tenant_batches(session: AsyncSession, *, tenant_id: uuid.UUID
     Like cancel_batch, a batch being validated is waited for (the validator's row lock)."""
     now = dt.datetime.now(dt.UTC)
     ids = list((await session.scalars(
-        update(Batch).where(Batch.tenant_id == tenant_id, Batch.status.in_(CANCELLABLE))
-        .values(status=BatchStatus.CANCELLING, cancelling_at=now)
+        batches.guarded(BatchEvent.CANCEL, Batch.tenant_id == tenant_id, now=now)
         .returning(Batch.id))).all())
     if ids:
         await _cancel_queued_lines(session, ids, now)
@@ -104,10 +103,8 @@ async def cancel_tenant_batches(session: AsyncSession, *, tenant_id: uuid.UUID
 async def _cancel_queued_lines(session: AsyncSession, batch_ids: list[uuid.UUID],
                                now: dt.datetime) -> None:
     """Queued lines stop now; the dispatcher drops them when it tries to place them."""
-    await session.execute(
-        update(Job).where(Job.batch_id.in_(batch_ids), Job.status == JobStatus.QUEUED)
-        .values(status=JobStatus.CANCELLED, cancelled_at=now, finished_at=now, updated_at=now,
-                error={**CANCELLED, "status": 499}))
+    await session.execute(lifecycle.cancel(Job.batch_id.in_(batch_ids), now=now,
+                                           error={**CANCELLED, "status": 499}, only_queued=True))
 
 
 async def live_counts(session: AsyncSession, batches: list[Batch]) -> dict[uuid.UUID, dict[str,

@@ -27,8 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from service.jobs import nul_codec
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
+from service.store import nul_codec
 
 ENDPOINTS = {"/v1/chat/completions": "chat.completions", "/v1/completions": "completions"}
 MAX_CUSTOM_ID = 512

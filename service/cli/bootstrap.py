@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from service.db.session import sync_session
-from service.settings import Settings
+from service.store.db import sync_session
+from service.store.settings import Settings
 from service.tenants.service import create_tenant, get_tenant_by_name, issue_key
 
 

@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 
-from service.settings import Settings
+from service.store.settings import Settings
 
 
 def _settings(**overrides: object) -> Settings:
@@ -20,7 +20,7 @@ def cmd_api(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.api.app import create_app
-    from service.logs import configure_logging
+    from service.store.telemetry.logs import configure_logging
 
     settings = _settings(api_port=args.port)
     configure_logging(settings.log_level)  # uvicorn's own loggers then log JSON lines too
@@ -30,20 +30,24 @@ def cmd_api(args: argparse.Namespace) -> int:
 
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
+    from redis import Redis
+
     from scheduler.dispatcher.loop import Dispatcher
-    from service.logs import configure_logging
+    from service.batches.maintenance import BatchMaintenance
+    from service.store.telemetry.logs import configure_logging
 
     settings = _settings(scheduler_policy=args.policy)
     configure_logging(settings.log_level)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    Dispatcher(settings).run(stop)
+    batches = BatchMaintenance(settings, Redis.from_url(settings.redis_url))
+    Dispatcher(settings, upkeep=[batches.tick]).run(stop)
     return 0
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from service.logs import configure_logging
+    from service.store.telemetry.logs import configure_logging
     from worker.main import run_worker
 
     settings = _settings(engine=args.engine, worker_id=args.worker_id)
@@ -59,7 +63,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(_: argparse.Namespace) -> int:
-    from service.db.migrate import upgrade
+    from service.store.migrate import upgrade
 
     upgrade(Settings().database_url)
     print("database at head")

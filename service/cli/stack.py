@@ -13,10 +13,10 @@ from redis import Redis
 
 from service.cli.bootstrap import ensure_demo_key
 from service.cli.embedded import EmbeddedServers, child_env
-from service.db.migrate import upgrade
-from service.jobs.events import WORKER_KEY_PATTERN
-from service.logs import configure_logging
-from service.settings import Settings
+from service.store.keys import WORKER_KEY_PATTERN
+from service.store.migrate import upgrade
+from service.store.settings import Settings
+from service.store.telemetry.logs import configure_logging
 
 ROLES = ("api", "scheduler", "worker")
 

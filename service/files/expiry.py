@@ -15,9 +15,9 @@ import logging
 from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
-from service.batches.models import Batch, BatchStatus
-from service.files.models import StoredFile
 from service.files.storage import FileStorage
+from service.store.models.batches import Batch, BatchStatus
+from service.store.models.files import StoredFile
 
 log = logging.getLogger("fairway.files")
 

@@ -9,9 +9,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
-from service.api.deps import CurrentTenant, SessionDep, SettingsDep
-from service.errors import APIError
-from service.files.models import StoredFile, parse_file_id
 from service.files.service import (
     add_file,
     delete_file,
@@ -22,7 +19,10 @@ from service.files.service import (
 )
 from service.files.storage import FileStorage, iter_chunks, storage_for
 from service.files.upload import UploadLimits, receive_upload
-from service.settings import Settings
+from service.store.models.files import StoredFile, parse_file_id
+from service.store.settings import Settings
+from service.web.deps import CurrentTenant, SessionDep, SettingsDep
+from service.web.errors import APIError
 
 router = APIRouter(prefix="/v1")
 UPLOAD_PURPOSES = ("batch",)

@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import func, or_, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.files.models import StoredFile
 from service.files.storage import FileStorage
+from service.store.models.files import StoredFile
 
 
 def storage_key(tenant_id: uuid.UUID, file_id: uuid.UUID) -> str:

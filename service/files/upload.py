@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from service.errors import APIError
 from service.files.storage import FileStorage, StorageWriter
+from service.web.errors import APIError
 
 MAX_FIELD_BYTES = 64 * 1024
 

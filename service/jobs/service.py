@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import uuid
 from typing import Any
 
 from redis.asyncio import Redis
-from sqlalchemy import select, text, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.jobs import nul_codec
-from service.jobs.events import JOBS_CHANNEL, control_channel
-from service.jobs.models import ACTIVE_STATUSES, Job, JobStatus
 from service.jobs.tiers import Classification
+from service.store import lifecycle, nul_codec, wakeups
+from service.store.keys import control_channel
+from service.store.models.jobs import Job
 
 
 async def create_job(
@@ -32,7 +31,7 @@ async def create_job(
 
     NOTIFY is transactional: the dispatcher hears of the job only once the row is visible.
     """
-    job = Job(
+    job = lifecycle.new_job(
         tenant_id=tenant_id,
         kind=classification.kind,
         service_tier=classification.service_tier,
@@ -43,13 +42,10 @@ async def create_job(
         stream=stream,
         max_tokens=max_tokens,
         deadline_at=classification.deadline_at,
-        status=JobStatus.QUEUED,
-        attempt=0,
     )
     session.add(job)
     await session.flush()
-    await session.execute(text("SELECT pg_notify(:c, :p)"),
-                          {"c": JOBS_CHANNEL, "p": f"new:{job.id}"})
+    await session.execute(*wakeups.notify(wakeups.JobQueued(job.id)))
     await session.commit()
     return job
 
@@ -64,23 +60,15 @@ async def get_job(session: AsyncSession, *, job_id: uuid.UUID, tenant_id: uuid.U
 async def cancel_job(session: AsyncSession, redis: Redis, *, job_id: uuid.UUID) -> bool:
     """Cancel an active job; if a worker holds it, tell that worker to abort it at once."""
     now = dt.datetime.now(dt.UTC)
-    row = (await session.execute(
-        update(Job)
-        .where(Job.id == job_id, Job.status.in_([s.value for s in ACTIVE_STATUSES]))
-        .values(status=JobStatus.CANCELLED, cancelled_at=now, finished_at=now, updated_at=now,
-                lease_expires_at=None)
-        .returning(Job.worker_id, Job.attempt)
-    )).first()
+    row = (await session.execute(lifecycle.cancel(Job.id == job_id, now=now))).first()
     if row is None:
         await session.rollback()
         return False
-    await session.execute(text("SELECT pg_notify(:c, :p)"),
-                          {"c": JOBS_CHANNEL, "p": f"cancel:{job_id}"})
+    await session.execute(*wakeups.notify(wakeups.JobCancelled(job_id)))
     await session.commit()
-    worker_id, attempt = row
-    if worker_id:
-        await redis.publish(control_channel(worker_id),
-                            json.dumps({"op": "abort", "job_id": str(job_id), "attempt": attempt}))
+    if row.worker_id:
+        await redis.publish(control_channel(row.worker_id), wakeups.encode_command(
+            wakeups.AbortJob(str(job_id), row.attempt)))
     return True
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from service.jobs.models import JobKind
+from service.store.models.jobs import JobKind
 
 
 @dataclass(frozen=True, slots=True)

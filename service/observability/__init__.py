@@ -1,6 +1,4 @@
-"""Observability shared by every Fairway process: Prometheus metrics (``metrics``), JSON logs
-that never carry prompts, outputs or keys (``logfmt``), the metrics endpoint of the dispatcher
-and the workers (``endpoint``) and the API's readiness checks (``health``).
-
-See docs/observability.md.
+"""The API's observability: its request observer (TTFT, E2E, SLO outcome), HTTP counters,
+/metrics and /readyz, and the Flower entry point. What every process shares sits in
+service.store.telemetry. See docs/observability.md.
 """

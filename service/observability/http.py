@@ -11,8 +11,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.observability import metrics as m
-from service.observability.metrics import REGISTRY
+from service.store.telemetry import metrics as m
+from service.store.telemetry.metrics import REGISTRY
 
 CHECK_TIMEOUT_S = 2.0
 
@@ -49,7 +49,7 @@ async def metrics_response(_: Request) -> Response:
 
 async def readiness(state: Any) -> tuple[bool, dict[str, Any]]:
     """DB, Redis, and a live worker for every model this API serves; reasons when not."""
-    from service.api.workers_view import live_workers
+    from service.web.catalog import live_workers
 
     checks: dict[str, Any] = {}
     reasons: list[str] = []

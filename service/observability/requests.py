@@ -7,10 +7,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
-from service.errors import APIError
-from service.observability import metrics as m
-from service.observability.labels import class_label, tenant_label, tier_label
-from service.observability.state import SLO_WINDOWS, enabled
+from service.store.telemetry import metrics as m
+from service.store.telemetry.labels import class_label, tenant_label, tier_label
+from service.store.telemetry.state import SLO_WINDOWS, enabled, record_rejection
+from service.web.errors import APIError
 
 T = TypeVar("T")
 
@@ -101,11 +101,6 @@ def observe_request(*, model: str, tenant: object, job_class: object, tier: obje
         return NULL_OBSERVER
     return RequestObserver(model=model, tenant=tenant, job_class=job_class, tier=tier,
                            slo_s=slo_s, started=started)
-
-
-def record_rejection(tenant: object, reason: str) -> None:
-    if enabled():
-        m.REJECTIONS.labels(tenant_label(tenant), reason).inc()
 
 
 def record_refusal(tenant: object, error: APIError) -> None:

@@ -23,11 +23,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from service.errors import APIError
 from service.quotas.headers import rate_limit_headers
 from service.quotas.policy import TenantPolicy, load_policy, resolve_service_tier
-from service.quotas.store import Decision, QuotaStore
+from service.store.quota_store import Decision, QuotaStore
 from service.usage.service import month_tokens_used
+from service.web.errors import APIError
 
 log = logging.getLogger("fairway.quotas")
 T = TypeVar("T")

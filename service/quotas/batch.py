@@ -25,16 +25,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from service.quotas.admission import refusal, reserve, unavailable
-from service.quotas.limits import QuotaLimits
 from service.quotas.policy import TenantPolicy, load_policy, load_policy_sync
-from service.quotas.store import (
+from service.store.models.usage import UsageDaily
+from service.store.quota_limits import QuotaLimits
+from service.store.quota_store import (
     BATCH_RESERVATION_TTL_S,
     Decision,
     QuotaStore,
     SyncQuotaStore,
     seconds_to_next_month,
 )
-from service.usage.models import UsageDaily
 from service.usage.service import month_tokens_used
 
 log = logging.getLogger("fairway.quotas")

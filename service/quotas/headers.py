@@ -7,8 +7,8 @@ full again. A limit that is off sends no headers.
 
 from __future__ import annotations
 
-from service.quotas.limits import QuotaLimits
-from service.quotas.store import Decision
+from service.store.quota_limits import QuotaLimits
+from service.store.quota_store import Decision
 
 
 def _duration(seconds: float) -> str:

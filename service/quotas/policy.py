@@ -10,9 +10,9 @@ from sqlalchemy import Row, Select, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
-from service.quotas.limits import QuotaLimits, effective_limits
-from service.quotas.models import TenantQuota
-from service.tiers.models import Tier
+from service.store.models.quotas import TenantQuota
+from service.store.models.tiers import Tier
+from service.store.quota_limits import QuotaLimits, effective_limits
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,8 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
+from service.store.models.tenants import ApiKey, Tenant
 from service.tenants.keys import display_prefix, generate_key, hash_key
-from service.tenants.models import ApiKey, Tenant
 
 
 def create_tenant(session: Session, *, name: str, tier: str = "standard",

@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.tenants.models import Tenant
-from service.tiers.models import Tier
+from service.store.models.tenants import Tenant
+from service.store.models.tiers import Tier
 
 
 def tier_view(tier: Tier) -> dict[str, Any]:

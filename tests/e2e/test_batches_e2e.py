@@ -16,7 +16,7 @@ CHAT = "/v1/chat/completions"
 
 def test_batch_on_the_real_engine_with_one_bad_line(vllm_stack: Stack):
     from service.cli.bootstrap import create_tenant_with_key
-    from service.settings import Settings
+    from service.store.settings import Settings
 
     settings = Settings(database_url=vllm_stack.database_url, redis_url=vllm_stack.redis_url)
     _, key = create_tenant_with_key(settings, f"e2e-batch-{time.time_ns()}")

@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import select
 
 from service.cli.bootstrap import create_tenant_with_key
-from service.db.session import sync_session
-from service.jobs.models import Job
-from service.settings import Settings
+from service.store.db import sync_session
+from service.store.models.jobs import Job
+from service.store.settings import Settings
 from tests.support.stack import Stack, wait_until
 
 MODEL = "SmolLM2-135M-Instruct"

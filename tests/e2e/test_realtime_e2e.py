@@ -13,12 +13,12 @@ from sqlalchemy import select
 from transformers import AutoTokenizer
 
 from service.cli.bootstrap import create_tenant_with_key
-from service.db.session import sync_session
-from service.jobs.events import step_clock_key
-from service.jobs.models import Job
-from service.settings import Settings
+from service.store.db import sync_session
+from service.store.heartbeats import decode_step_clock
+from service.store.keys import step_clock_key
+from service.store.models.jobs import Job
+from service.store.settings import Settings
 from tests.support.stack import Stack, wait_until
-from worker.engine import step_clock
 from worker.model_prep import ensure_default_model
 
 MODEL = "SmolLM2-135M-Instruct"
@@ -86,13 +86,13 @@ def test_real_engine_publishes_its_step_clock(client: openai.OpenAI, vllm_stack:
     for _ in client.chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": "Count from one to forty."}],
             temperature=0, max_tokens=48, stream=True):
-        clock = step_clock.decode(redis.get(step_clock_key("vllm-1")))
+        clock = decode_step_clock(redis.get(step_clock_key("vllm-1")))
         if clock is not None and clock[0] is not None:
             seen.append(clock)
     assert seen, "no busy step clock was published while the engine stepped"
     started, step = seen[-1]
     assert started is not None and abs(time.time() - started) < 120 and 0 < step < 10
-    wait_until(lambda: step_clock.decode(redis.get(step_clock_key("vllm-1"))) == (None, 0.0),
+    wait_until(lambda: decode_step_clock(redis.get(step_clock_key("vllm-1"))) == (None, 0.0),
                30, "the idle clock", vllm_stack)
 
 

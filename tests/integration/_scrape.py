@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis
 
-from service.observability.endpoint import KEY_PREFIX
+from service.store.telemetry.endpoint import KEY_PREFIX
 from tests.support.stack import Stack
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

@@ -21,12 +21,12 @@ from redis import Redis
 from sqlalchemy import func, select
 
 from service.batches.lifecycle import Due, run_step
-from service.db.session import sync_session
 from service.files.storage import storage_for
-from service.jobs.models import Job
 from service.quotas.batch import settle_batch_sync
-from service.quotas.store import SyncQuotaStore
-from service.settings import Settings
+from service.store.db import sync_session
+from service.store.models.jobs import Job
+from service.store.quota_store import SyncQuotaStore
+from service.store.settings import Settings
 from tests.support.admin import Admin
 from tests.support.stack import Stack, own_stack
 

@@ -20,10 +20,10 @@ import openai
 import pytest
 from sqlalchemy import func, select
 
-from service.batches.models import Batch
-from service.db.session import sync_session
-from service.files.models import StoredFile
-from service.jobs.models import Job
+from service.store.db import sync_session
+from service.store.models.batches import Batch
+from service.store.models.files import StoredFile
+from service.store.models.jobs import Job
 from tests.support.stack import Stack, own_stack, wait_until
 
 MODEL = "sim-model"
@@ -313,7 +313,7 @@ def test_validation_resumes_after_the_api_died(batch_stack: Stack, make_tenant_f
 @pytest.fixture
 def make_tenant_for_stack(batch_stack: Stack):  # type: ignore[no-untyped-def]
     from service.cli.bootstrap import create_tenant_with_key
-    from service.settings import Settings
+    from service.store.settings import Settings
 
     settings = Settings(database_url=batch_stack.database_url, redis_url=batch_stack.redis_url)
 

@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from service.cli.bootstrap import create_tenant_with_key
-from service.settings import Settings
+from service.store.settings import Settings
 from tests.support.stack import Stack, own_stack
 
 MODEL = "sim-redact"

@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from service.api.app import create_app
-from service.db.session import sync_session
-from service.jobs.models import Job
-from service.settings import Settings
+from service.store.db import sync_session
+from service.store.models.jobs import Job
+from service.store.settings import Settings
 from tests.integration._scrape import (
     api_url,
     has,

@@ -1,7 +1,7 @@
 from sqlalchemy import create_engine, inspect
 
-from service.db.migrate import downgrade, upgrade
-from service.settings import to_sqlalchemy_url
+from service.store.migrate import downgrade, upgrade
+from service.store.settings import to_sqlalchemy_url
 from tests.support.services import create_empty_database, drop_database
 
 

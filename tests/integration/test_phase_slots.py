@@ -13,8 +13,8 @@ from redis.asyncio import Redis as AsyncRedis
 
 from scheduler.cost_profiles import profile
 from scheduler.step_phase import PhaseGrid
-from service.jobs.events import phase_slot_key
-from service.settings import Settings
+from service.store.keys import phase_slot_key
+from service.store.settings import Settings
 from worker.phase_slot import (
     MAX_PHASE_SLOTS,
     claim_phase_slot,

@@ -10,8 +10,8 @@ import httpx
 import openai
 from sqlalchemy import select
 
-from service.db.session import sync_session
-from service.jobs.models import Job
+from service.store.db import sync_session
+from service.store.models.jobs import Job
 from tests.integration.test_preemption import _job
 from tests.support.stack import Stack, wait_until
 

@@ -13,12 +13,12 @@ import pytest
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.db.session import async_sessionmaker_for
-from service.errors import APIError
 from service.quotas.admission import admit_request
 from service.quotas.batch import admit_batch, settle_batch
-from service.quotas.limits import QuotaLimits
-from service.quotas.store import QuotaStore, TenantKeys, month_tag
+from service.store.db import async_sessionmaker_for
+from service.store.quota_limits import QuotaLimits
+from service.store.quota_store import QuotaStore, TenantKeys, month_tag
+from service.web.errors import APIError
 
 T = TypeVar("T")
 

@@ -13,10 +13,10 @@ import pytest
 from redis import Redis
 from sqlalchemy import select
 
-from service.db.session import sync_session
-from service.jobs import nul_codec
-from service.jobs.events import stream_key
-from service.jobs.models import Job
+from service.store import nul_codec
+from service.store.db import sync_session
+from service.store.keys import stream_key
+from service.store.models.jobs import Job
 from tests.support.stack import Stack, wait_until
 
 MODEL = "sim-model"
@@ -199,9 +199,9 @@ def test_client_disconnect_cancels_job_and_frees_slot(sim_stack: Stack, make_ten
 
 def test_duplicate_delivery_runs_the_job_once(sim_stack: Stack, make_tenant, database_url,
                                               test_redis_url):
-    from service.jobs.events import worker_queue
-    from service.settings import Settings
-    from worker.celery_app import RUN_JOB_TASK, make_celery
+    from service.store.keys import worker_queue
+    from service.store.settings import Settings
+    from service.store.task_queue import RUN_JOB_TASK, make_celery
 
     _, key = make_tenant()
     resp = client(sim_stack, key).chat.completions.create(

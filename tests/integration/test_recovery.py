@@ -8,8 +8,8 @@ import uuid
 import openai
 from sqlalchemy import select
 
-from service.db.session import sync_session
-from service.jobs.models import Job
+from service.store.db import sync_session
+from service.store.models.jobs import Job
 from tests.support.stack import Stack, wait_until
 
 

@@ -10,10 +10,10 @@ from redis import Redis
 
 from scheduler.dispatcher.loop import Dispatcher
 from scheduler.policies import FairwayPolicy
-from service.jobs.events import step_clock_key
-from service.settings import Settings
+from service.store.heartbeats import decode_step_clock, encode_step_clock
+from service.store.keys import step_clock_key
+from service.store.settings import Settings
 from tests.support.stack import Stack, wait_until
-from worker.engine import step_clock
 
 
 class RecordingPolicy(FairwayPolicy):
@@ -36,14 +36,14 @@ def test_worker_publishes_its_step_clock_while_busy_and_idle_after(sim_stack: St
         model="sim-model", messages=[{"role": "user", "content": "count slowly"}],
         max_tokens=64, stream=True)
     for _ in stream:
-        clock = step_clock.decode(redis.get(step_clock_key("sim-1")))
+        clock = decode_step_clock(redis.get(step_clock_key("sim-1")))
         if clock is not None and clock[0] is not None:
             seen.append(clock)
     assert seen, "no busy step clock was published while the job streamed"
     started, step = seen[-1]
     assert started is not None and time.time() - 60 < started <= time.time()
     assert 0 < step < 5
-    wait_until(lambda: step_clock.decode(redis.get(step_clock_key("sim-1"))) == (None, 0.0),
+    wait_until(lambda: decode_step_clock(redis.get(step_clock_key("sim-1"))) == (None, 0.0),
                10, "the idle clock after the job", sim_stack)
 
 
@@ -52,8 +52,8 @@ def test_dispatcher_feeds_published_clocks_to_the_policy(settings: Settings):
     policy = RecordingPolicy()
     dispatcher = Dispatcher(settings, policy)
     dispatcher.workers = {"clock-a", "clock-b", "clock-c", "clock-d"}
-    redis.set(step_clock_key("clock-a"), step_clock.encode((100.5, 0.025)), ex=30)
-    redis.set(step_clock_key("clock-b"), step_clock.encode((None, 0.0)), ex=30)
+    redis.set(step_clock_key("clock-a"), encode_step_clock((100.5, 0.025)), ex=30)
+    redis.set(step_clock_key("clock-b"), encode_step_clock((None, 0.0)), ex=30)
     redis.set(step_clock_key("clock-c"), "garbage", ex=30)  # unreadable: not fatal
     try:
         dispatcher._refresh_step_clocks()

@@ -21,9 +21,9 @@ import openai
 import pytest
 from sqlalchemy import select
 
-from service.batches.models import Batch
-from service.db.session import sync_session
-from service.jobs.models import Job
+from service.store.db import sync_session
+from service.store.models.batches import Batch
+from service.store.models.jobs import Job
 from tests.support.admin import Admin
 from tests.support.stack import Stack, own_stack, wait_until
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from service.settings import DEV_ADMIN_TOKEN
+from service.store.settings import DEV_ADMIN_TOKEN
 
 
 class Admin:

@@ -7,7 +7,7 @@ import uuid
 
 import psycopg
 
-from service.db.migrate import upgrade
+from service.store.migrate import upgrade
 
 PG_ADMIN_URL = os.environ.get("FAIRWAY_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_BASE_URL = os.environ.get("FAIRWAY_TEST_REDIS_URL", "redis://127.0.0.1:6379")

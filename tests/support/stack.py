@@ -19,7 +19,7 @@ from pathlib import Path
 from redis import Redis
 
 from service.cli.embedded import free_port
-from service.jobs.events import worker_key
+from service.store.keys import worker_key
 from tests.support.services import (
     claim_redis_db,
     create_database,

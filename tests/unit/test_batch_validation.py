@@ -113,7 +113,7 @@ def test_metadata_limits():
 
 
 def test_nul_in_a_line_is_accepted_and_stored_escaped() -> None:
-    from service.jobs import nul_codec
+    from service.store import nul_codec
 
     raw = line(messages=[{"role": "user", "content": "a\x00b"}])
     result = check(raw)

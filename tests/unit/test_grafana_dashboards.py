@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from service.observability.metrics import exported_metric_names
+from service.store.telemetry.metrics import exported_metric_names
 
 GRAFANA = Path(__file__).resolve().parents[2] / "dashboards" / "grafana"
 DASHBOARDS = sorted((GRAFANA / "dashboards").glob("*.json"))

@@ -7,8 +7,8 @@ import json
 import time
 from typing import Any
 
-from service.api.workers_view import ModelCatalog
-from service.settings import Settings
+from service.store.settings import Settings
+from service.web.catalog import ModelCatalog
 
 
 class FakeRedis:

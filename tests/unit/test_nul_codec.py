@@ -7,7 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.jobs import nul_codec
+from service.store import nul_codec
 
 ESC = nul_codec.ESC
 tricky = st.text(alphabet=st.sampled_from(["a", "0", "\x00", ESC, "\\", "u"]), max_size=20)

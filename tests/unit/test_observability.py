@@ -6,10 +6,10 @@ import asyncio
 import json
 import logging
 
-from service.observability import metrics as m
-from service.observability.labels import OTHER, TenantLabels, tier_label
-from service.observability.logfmt import JsonFormatter, TextFormatter, bind_job, unbind_job
-from service.observability.slo import SloWindows
+from service.store.telemetry import metrics as m
+from service.store.telemetry.labels import OTHER, TenantLabels, tier_label
+from service.store.telemetry.logfmt import JsonFormatter, TextFormatter, bind_job, unbind_job
+from service.store.telemetry.slo import SloWindows
 
 
 def _record(msg: str, *args: object, exc: bool = False, **extra: object) -> logging.LogRecord:

@@ -12,10 +12,11 @@ from pydantic import ValidationError
 from sqlalchemy import update
 from sqlalchemy.dialects import postgresql
 
-from service.jobs.models import Job
 from service.jobs.service import job_public_view
-from service.settings import Settings
-from worker.checkpoint import append_events, job_event, preemption_mode
+from service.store.lifecycle import append_events, job_event
+from service.store.models.jobs import Job
+from service.store.settings import Settings
+from worker.checkpoint import preemption_mode
 from worker.engine.base import supports_kv_offload
 from worker.engine.sim import SimEngine
 

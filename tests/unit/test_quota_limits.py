@@ -8,9 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from service.quotas.admission import estimate_prompt_tokens, refusal
-from service.quotas.limits import QuotaLimits, effective_limits, validate_quota_doc
 from service.quotas.policy import resolve_service_tier
-from service.quotas.store import Decision, seconds_to_next_month
+from service.store.quota_limits import QuotaLimits, effective_limits, validate_quota_doc
+from service.store.quota_store import Decision, seconds_to_next_month
 from service.tiers.defaults import DEFAULT_TIERS
 
 TIER = {"requests_per_minute": 20, "tokens_per_minute": 1000, "concurrent_requests": 2,
@@ -85,8 +85,8 @@ def test_seconds_to_next_month():
 
 def test_rate_limit_headers_follow_openai() -> None:
     from service.quotas.headers import rate_limit_headers
-    from service.quotas.limits import QuotaLimits
-    from service.quotas.store import Decision
+    from service.store.quota_limits import QuotaLimits
+    from service.store.quota_store import Decision
 
     limits = QuotaLimits(requests_per_minute=600, tokens_per_minute=None)
     h = rate_limit_headers(limits, Decision(True, remaining_requests=590, remaining_tokens=None))

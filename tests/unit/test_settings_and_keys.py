@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from service.settings import Settings, to_sqlalchemy_url
+from service.store.settings import Settings, to_sqlalchemy_url
 from service.tenants.keys import display_prefix, generate_key, hash_key
 
 

@@ -2,8 +2,8 @@ import datetime as dt
 
 import pytest
 
-from service.jobs.models import JobKind
 from service.jobs.tiers import classify
+from service.store.models.jobs import JobKind
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from worker.engine.step_clock import StepClock, decode, encode
+from service.store.heartbeats import decode_step_clock as decode
+from service.store.heartbeats import encode_step_clock as encode
+from worker.engine.step_clock import StepClock
 
 
 def ticking(clock: StepClock, start: float, step: float, n: int) -> float:

@@ -31,7 +31,7 @@ def test_a_system_prompt_becomes_prefix_key_and_its_length_estimate() -> None:
     from types import SimpleNamespace
 
     from scheduler.dispatcher.views import job_view
-    from service.jobs.dispatch_store import _to_queued
+    from service.store.job_queries import _to_queued
 
     system = {"role": "system", "content": "You are terse. " * 40}
     row = SimpleNamespace(

@@ -1,0 +1,87 @@
+"""What the dispatcher exports: decision latency and counts per pass, and, refreshed from its
+maintenance every few seconds, its queue/placement/worker gauges, the policy's fair-share
+counters, and jobs and batches by status from Postgres (indexed queries on open rows only)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy import text
+
+from service.store.db import sync_session
+from service.store.telemetry import metrics as m
+from service.store.telemetry.labels import tenant_label
+from service.store.telemetry.state import enabled
+
+REFRESH_S = 2.0
+OPEN_JOB_STATUSES = ("queued", "assigned", "running")
+OPEN_BATCH_STATUSES = ("validating", "in_progress", "finalizing", "cancelling")
+
+_JOBS_SQL = text("SELECT status, kind, count(*) FROM jobs "
+                 "WHERE status IN ('queued', 'assigned', 'running') GROUP BY status, kind")
+_BATCHES_SQL = text("SELECT status, count(*) FROM batches WHERE status IN "
+                    "('validating', 'in_progress', 'finalizing', 'cancelling') GROUP BY status")
+_BATCH_LINES_SQL = text(
+    "SELECT b.tenant_id, j.status, count(*) FROM batches b JOIN jobs j ON j.batch_id = b.id "
+    "WHERE b.status IN ('in_progress', 'finalizing', 'cancelling') "
+    "GROUP BY b.tenant_id, j.status")
+
+_next_refresh = 0.0
+
+
+def observe_pass(seconds: float, decisions: list[Any]) -> None:
+    if not enabled():
+        return
+    m.DECISION_SECONDS.observe(seconds)
+    for decision in decisions:
+        m.DECISIONS.labels(type(decision).__name__.lower()).inc()
+
+
+def set_leader(is_leader: bool) -> None:
+    if enabled():
+        m.SCHED_LEADER.set(1 if is_leader else 0)
+
+
+def refresh(dispatcher: Any, *, force: bool = False) -> None:
+    """Called from the dispatcher's maintenance; does its work at most every REFRESH_S."""
+    global _next_refresh
+    if not enabled() or (not force and time.monotonic() < _next_refresh):
+        return
+    _next_refresh = time.monotonic() + REFRESH_S
+    policy = dispatcher.policy
+    m.SCHED_QUEUED.set(policy.num_queued())
+    placed = {"realtime": 0, "batch": 0}
+    for _, job_class in dispatcher.placed.values():
+        placed[str(job_class)] = placed.get(str(job_class), 0) + 1
+    for job_class, n in placed.items():
+        m.SCHED_PLACED.labels(job_class).set(n)
+    m.SCHED_WORKERS.set(len(dispatcher.workers))
+    for level, counters in enumerate(getattr(policy, "counters", None) or ()):
+        for tenant, value in dict(getattr(counters, "counters", {})).items():
+            m.FAIR_SHARE.labels(tenant_label(tenant), str(level)).set(value)
+    with sync_session(dispatcher.settings.database_url) as session:
+        jobs = {(s, k): n for s, k, n in session.execute(_JOBS_SQL)}
+        batches = dict(session.execute(_BATCHES_SQL).all())
+        lines = session.execute(_BATCH_LINES_SQL).all()
+    for status in OPEN_JOB_STATUSES:
+        for kind in ("realtime", "batch"):
+            m.JOBS_BY_STATUS.labels(status, kind).set(jobs.get((status, kind), 0))
+    for status in OPEN_BATCH_STATUSES:
+        m.BATCHES.labels(status).set(batches.get(status, 0))
+    _set_batch_lines(lines)
+
+
+def _set_batch_lines(rows: list[Any]) -> None:
+    per_tenant: dict[str, dict[str, int]] = {}
+    for tenant_id, status, n in rows:
+        counts = per_tenant.setdefault(tenant_label(tenant_id), dict.fromkeys(
+            ("total", "completed", "failed", "pending"), 0))
+        counts["total"] += n
+        state = {"succeeded": "completed", "failed": "failed"}.get(status, "pending")
+        if status != "cancelled":
+            counts[state] += n
+    m.BATCH_REQUESTS.clear()
+    for tenant, counts in per_tenant.items():
+        for state, n in counts.items():
+            m.BATCH_REQUESTS.labels(tenant, state).set(n)

@@ -1,0 +1,102 @@
+"""The dispatcher's reads and writes of jobs (sync): queued work for the policy, claims, lost
+leases and rejections (the status changes themselves are service.store.lifecycle's)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Row, func, select
+from sqlalchemy.orm import Session
+
+from service.store import lifecycle
+from service.store.models.jobs import Job, JobStatus
+from service.store.models.tenants import Tenant
+
+
+@dataclass(slots=True)
+class QueuedJob:
+    """A queued job with what the policy needs; built from one row."""
+
+    job_id: uuid.UUID
+    seq: int
+    tenant_id: uuid.UUID
+    tenant_weight: float
+    kind: str
+    priority: int
+    model: str
+    created_at: dt.datetime
+    deadline_at: dt.datetime | None
+    max_tokens: int
+    prompt_tokens_estimate: int
+    prefix_key: str | None
+    generated_tokens: int  # checkpointed output of a preempted job
+    prefix_tokens: int = 0  # the shared prefix's length (estimate), what a cache hit saves
+
+
+_QUEUED_COLUMNS = (Job.id, Job.seq, Job.tenant_id, Tenant.weight, Job.kind, Job.priority,
+                   Job.model, Job.created_at, Job.deadline_at, Job.max_tokens, Job.request,
+                   func.coalesce(func.jsonb_array_length(Job.checkpoint_token_ids), 0)
+                   .label("generated"))
+
+
+def _to_queued(row: Row[Any]) -> QueuedJob:
+    request = row.request
+    messages = request.get("messages")
+    body_text = json.dumps(messages if messages is not None else request.get("prompt", ""))
+    prefix_key, prefix_tokens = None, 0
+    if messages and len(messages) > 1 and messages[0].get("role") in ("system", "developer"):
+        prefix = json.dumps(messages[0])
+        prefix_key = hashlib.sha1(prefix.encode()).hexdigest()[:16]
+        prefix_tokens = len(prefix) // 4  # the same ~4 characters a token as the prompt
+    return QueuedJob(row.id, row.seq, row.tenant_id, row.weight, row.kind, row.priority,
+                     row.model, row.created_at, row.deadline_at, row.max_tokens,
+                     max(1, len(body_text) // 4), prefix_key, row.generated, prefix_tokens)
+
+
+def fetch_queued(session: Session, *, job_ids: Iterable[uuid.UUID] | None = None,
+                 limit: int = 10_000) -> list[QueuedJob]:
+    query = (select(*_QUEUED_COLUMNS).join(Tenant, Tenant.id == Job.tenant_id)
+             .where(Job.status == JobStatus.QUEUED).order_by(Job.seq).limit(limit))
+    if job_ids is not None:
+        query = query.where(Job.id.in_(list(job_ids)))
+    return [_to_queued(r) for r in session.execute(query)]
+
+
+def claim_job(session: Session, *, job_id: uuid.UUID, worker_id: str,
+              lease_s: float) -> int | None:
+    """queued -> assigned with attempt+1 and a lease; None if someone else changed it first."""
+    now = dt.datetime.now(dt.UTC)
+    attempt = session.scalar(lifecycle.claim(job_id, worker_id=worker_id, lease_s=lease_s,
+                                             now=now))
+    session.commit()
+    return attempt
+
+
+def requeue_expired_leases(session: Session) -> list[tuple[uuid.UUID, str | None]]:
+    """Jobs whose worker stopped renewing go back to the queue; the next claim bumps attempt."""
+    rows = session.execute(lifecycle.requeue_expired(dt.datetime.now(dt.UTC))).all()
+    session.commit()
+    return [(r[0], r[1]) for r in rows]
+
+
+def active_assignments(session: Session) -> list[tuple[uuid.UUID, str, str]]:
+    rows = session.execute(
+        select(Job.id, Job.worker_id, Job.kind)
+        .where(Job.status.in_([JobStatus.ASSIGNED, JobStatus.RUNNING]),
+               Job.worker_id.is_not(None)))
+    return [(r.id, r.worker_id, r.kind) for r in rows]
+
+
+def reject_job(session: Session, *, job_id: uuid.UUID, status: int, code: str,
+               message: str) -> bool:
+    done = session.scalar(lifecycle.reject(
+        job_id, error={"code": code, "message": message, "status": status},
+        now=dt.datetime.now(dt.UTC)))
+    session.commit()
+    return done is not None

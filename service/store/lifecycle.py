@@ -1,0 +1,249 @@
+"""The job lifecycle: every change of a job row's status, and the one place that writes them.
+
+The allowed transitions are the table ``TRANSITIONS`` (docs/jobs.md draws the same table, and a
+test holds the two together). Each function below builds one guarded statement,
+``UPDATE jobs SET status = <to> ... WHERE id = ... AND status IN (<from>)``, plus, for the
+actors that hold a job (a worker's attempt), ``AND attempt = ... AND worker_id = ...``. A
+stale or duplicate actor's write therefore matches no row and changes nothing; its caller sees
+no returned row and stands down. Statements are plain SQLAlchemy, so the API and the workers
+(async sessions) and the dispatcher (sync) execute them alike; the caller commits, together
+with the wake-up (service.store.wakeups) the change calls for.
+
+    event        from                         to          actor
+    create       -                            queued      API insert, batch ingest (COPY)
+    claim        queued                       assigned    dispatcher (attempt+1, lease)
+    start        assigned                     running     worker, for its attempt
+    first_token  running                      running     worker (stamps first_token_at)
+    resume       running                      running     worker (records the resume)
+    renew        running                      running     worker heartbeat (lease)
+    park         running                      queued      worker, preempted (checkpoint)
+    finish       running                      succeeded   worker
+    fail         running                      failed      worker
+    requeue      assigned | running           queued      dispatcher, lease expired
+    reject       queued                       failed      dispatcher, policy refused
+    cancel       queued | assigned | running  cancelled   API, admin, batch cancel
+    expire       queued | assigned | running  cancelled   batch window over
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    String,
+    Update,
+    cast,
+    func,
+    literal,
+    literal_column,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+from service.store.models.jobs import Job, JobStatus
+
+Q, A, R = JobStatus.QUEUED, JobStatus.ASSIGNED, JobStatus.RUNNING
+ACTIVE = frozenset({Q, A, R})
+
+
+class JobEvent(enum.StrEnum):
+    CREATE = "create"
+    CLAIM = "claim"
+    START = "start"
+    FIRST_TOKEN = "first_token"
+    RESUME = "resume"
+    RENEW = "renew"
+    PARK = "park"
+    FINISH = "finish"
+    FAIL = "fail"
+    REQUEUE = "requeue"
+    REJECT = "reject"
+    CANCEL = "cancel"
+    EXPIRE = "expire"
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    sources: frozenset[JobStatus]  # empty: the row does not exist yet
+    target: JobStatus
+
+    @property
+    def moves(self) -> bool:
+        return self.target not in self.sources
+
+
+TRANSITIONS: Mapping[JobEvent, Transition] = {
+    JobEvent.CREATE: Transition(frozenset(), Q),
+    JobEvent.CLAIM: Transition(frozenset({Q}), A),
+    JobEvent.START: Transition(frozenset({A}), R),
+    JobEvent.FIRST_TOKEN: Transition(frozenset({R}), R),
+    JobEvent.RESUME: Transition(frozenset({R}), R),
+    JobEvent.RENEW: Transition(frozenset({R}), R),
+    JobEvent.PARK: Transition(frozenset({R}), Q),
+    JobEvent.FINISH: Transition(frozenset({R}), JobStatus.SUCCEEDED),
+    JobEvent.FAIL: Transition(frozenset({R}), JobStatus.FAILED),
+    JobEvent.REQUEUE: Transition(frozenset({A, R}), Q),
+    JobEvent.REJECT: Transition(frozenset({Q}), JobStatus.FAILED),
+    JobEvent.CANCEL: Transition(ACTIVE, JobStatus.CANCELLED),
+    JobEvent.EXPIRE: Transition(ACTIVE, JobStatus.CANCELLED),
+}
+
+# Every (from, to) pair some event allows; a status change outside it is a bug.
+ALLOWED_MOVES: frozenset[tuple[JobStatus, JobStatus]] = frozenset(
+    (source, t.target) for t in TRANSITIONS.values() for source in t.sources)
+
+
+def guarded(event: JobEvent, *where: ColumnElement[bool], now: dt.datetime,
+            values: Mapping[str, Any] | None = None,
+            sources: Iterable[JobStatus] | None = None) -> Update:
+    """``UPDATE jobs SET <event's target>, <values> WHERE status IN <sources> AND <where>``.
+    ``sources`` narrows the table's (e.g. cancel only what is still queued), never widens it."""
+    rule = TRANSITIONS[event]
+    allowed = rule.sources if sources is None else frozenset(sources)
+    if not allowed or not allowed <= rule.sources:
+        raise ValueError(f"{event}: {sorted(allowed)} is not within {sorted(rule.sources)}")
+    changes: dict[str, Any] = dict(values or {})
+    if rule.moves:  # updated_at follows status changes, not stamps on a running job
+        changes |= {"status": rule.target, "updated_at": now}
+    return update(Job).where(Job.status.in_(sorted(allowed)), *where).values(**changes)
+
+
+def owned_by(job_id: uuid.UUID, attempt: int, worker_id: str) -> tuple[ColumnElement[bool], ...]:
+    """The row is still this worker's attempt (not re-leased, re-claimed or taken back)."""
+    return Job.id == job_id, Job.attempt == attempt, Job.worker_id == worker_id
+
+
+# -- create ------------------------------------------------------------------------------------
+def new_job(**fields: Any) -> Job:
+    """A queued job for the API to add (its NOTIFY goes in the same transaction)."""
+    return Job(**fields, status=TRANSITIONS[JobEvent.CREATE].target, attempt=0)
+
+
+# Batch lines arrive by COPY (service.batches.ingest): the columns, and each row's status part.
+COPY_COLUMNS = ("id", "tenant_id", "kind", "service_tier", "priority", "endpoint", "model",
+                "request", "stream", "max_tokens", "deadline_at", "status", "attempt",
+                "batch_id", "custom_id", "line_no")
+NEW_STATUS, NEW_ATTEMPT = TRANSITIONS[JobEvent.CREATE].target.value, 0
+
+
+# -- the dispatcher ----------------------------------------------------------------------------
+def claim(job_id: uuid.UUID, *, worker_id: str, lease_s: float, now: dt.datetime) -> Update:
+    """queued -> assigned, attempt+1, with a lease. RETURNING the new attempt."""
+    return guarded(JobEvent.CLAIM, Job.id == job_id, now=now, values={
+        "attempt": Job.attempt + 1, "worker_id": worker_id, "assigned_at": now,
+        "lease_expires_at": now + dt.timedelta(seconds=lease_s)}).returning(Job.attempt)
+
+
+def requeue_expired(now: dt.datetime) -> Update:
+    """Jobs whose worker stopped renewing go back to the queue (the next claim bumps attempt).
+    Rows another dispatcher is handling are skipped. RETURNING (id, the lost worker)."""
+    rule = TRANSITIONS[JobEvent.REQUEUE]
+    lost = (select(Job.id, Job.worker_id)
+            .where(Job.status.in_(sorted(rule.sources)), Job.lease_expires_at < now)
+            .with_for_update(skip_locked=True).cte("lost"))
+    return (guarded(JobEvent.REQUEUE, Job.id == lost.c.id, now=now, values={
+        "queued_at": now, "lease_expires_at": None, "worker_id": None})
+        .returning(Job.id, lost.c.worker_id))
+
+
+def reject(job_id: uuid.UUID, *, error: dict[str, Any], now: dt.datetime) -> Update:
+    """queued -> failed: the policy refused the job (e.g. its SLO cannot be met)."""
+    return guarded(JobEvent.REJECT, Job.id == job_id, now=now,
+                   values={"finished_at": now, "error": error}).returning(Job.id)
+
+
+# -- a worker's attempt ------------------------------------------------------------------------
+def start(job_id: uuid.UUID, *, attempt: int, worker_id: str, lease_s: float,
+          now: dt.datetime) -> Update:
+    """assigned -> running, for the delivery of the current attempt to the worker named in the
+    row only. A parked job's time in the queue is added to ``parked_seconds``."""
+    return guarded(JobEvent.START, *owned_by(job_id, attempt, worker_id), now=now, values={
+        "started_at": now, "lease_expires_at": now + dt.timedelta(seconds=lease_s),
+        "preempted_at": None,
+        "parked_seconds": Job.parked_seconds + func.coalesce(
+            func.extract("epoch", now - Job.preempted_at), 0)})
+
+
+def first_token(job_id: uuid.UUID, *, attempt: int, now: dt.datetime) -> Update:
+    return guarded(JobEvent.FIRST_TOKEN, Job.id == job_id, Job.attempt == attempt, now=now,
+                   values={"first_token_at": now})
+
+
+def record_resume(job_id: uuid.UUID, *, attempt: int, worker_id: str, event: dict[str, Any],
+                  now: dt.datetime) -> Update:
+    return guarded(JobEvent.RESUME, *owned_by(job_id, attempt, worker_id), now=now,
+                   values={"events": append_events(event)})
+
+
+def renew(job_ids: list[uuid.UUID], *, worker_id: str, lease_s: float,
+          now: dt.datetime) -> Update:
+    """A live worker keeps the jobs it is running; only those (not ones merely assigned)."""
+    return guarded(JobEvent.RENEW, Job.worker_id == worker_id, Job.id.in_(job_ids), now=now,
+                   values={"lease_expires_at": now + dt.timedelta(seconds=lease_s)})
+
+
+def park(job_id: uuid.UUID, *, attempt: int, worker_id: str, generated_ids: list[int],
+         recomputed: int, events: list[dict[str, Any]], now: dt.datetime) -> Update:
+    """running -> queued with every token generated so far (the checkpoint a later attempt
+    continues from). RETURNING the id: none if the attempt no longer owns the job."""
+    values: dict[str, Any] = {
+        "worker_id": None, "lease_expires_at": None, "queued_at": now, "preempted_at": now,
+        "preemptions": Job.preemptions + 1, "checkpoint_token_ids": generated_ids,
+        "recomputed_tokens": Job.recomputed_tokens + recomputed}
+    if events:
+        values["events"] = append_events(*events)
+    return guarded(JobEvent.PARK, *owned_by(job_id, attempt, worker_id), now=now,
+                   values=values).returning(Job.id)
+
+
+def end(job_id: uuid.UUID, *, attempt: int, worker_id: str, succeeded: bool,
+        values: Mapping[str, Any], now: dt.datetime) -> Update:
+    """running -> succeeded | failed: the attempt's final write, only while it owns the job.
+    RETURNING what usage accounting needs."""
+    event = JobEvent.FINISH if succeeded else JobEvent.FAIL
+    return guarded(event, *owned_by(job_id, attempt, worker_id), now=now, values={
+        "finished_at": now, "lease_expires_at": None, **values}).returning(
+        Job.id, Job.tenant_id, Job.model, Job.kind)
+
+
+# -- cancellation ------------------------------------------------------------------------------
+def cancel(*where: ColumnElement[bool], now: dt.datetime, error: dict[str, Any] | None = None,
+           only_queued: bool = False) -> Update:
+    """active -> cancelled for the rows ``where`` picks (one job, a batch's lines, a tenant's
+    queued requests). ``only_queued``: leave running work to finish. RETURNING (id, worker_id,
+    attempt), so the caller can tell the dispatcher and abort running attempts."""
+    values: dict[str, Any] = {"cancelled_at": now, "finished_at": now, "lease_expires_at": None}
+    if error is not None:
+        values["error"] = error
+    return guarded(JobEvent.CANCEL, *where, now=now, values=values,
+                   sources={Q} if only_queued else None).returning(
+        Job.id, Job.worker_id, Job.attempt)
+
+
+def expire(batch_id: uuid.UUID, *, error: dict[str, Any], now: dt.datetime) -> Update:
+    """A batch's window is over: its unfinished lines end (running ones are aborted by the
+    caller after commit). RETURNING (id, worker_id, attempt)."""
+    return guarded(JobEvent.EXPIRE, Job.batch_id == batch_id, now=now, values={
+        "cancelled_at": now, "finished_at": now, "lease_expires_at": None,
+        "error": error}).returning(Job.id, Job.worker_id, Job.attempt)
+
+
+# -- the job's event record ----------------------------------------------------------------------
+def job_event(type_: str, **fields: Any) -> dict[str, Any]:
+    """One entry of a job's events: {"at": ISO timestamp, "type": ..., ...}."""
+    return {"at": dt.datetime.now(dt.UTC).isoformat(), "type": type_, **fields}
+
+
+def append_events(*events: dict[str, Any]) -> ColumnElement[Any]:
+    """``COALESCE(events, '[]'::jsonb) || CAST(:new AS jsonb)``: for an UPDATE's SET, so the
+    append happens atomically in the database, whatever else touches the row."""
+    new = cast(literal(json.dumps(list(events)), String), JSONB)
+    return func.coalesce(Job.events, literal_column("'[]'::jsonb")).op("||")(new)

@@ -1,0 +1,16 @@
+"""Every ORM model of Fairway's system of record. Importing this package loads them all, so
+``Base.metadata`` is complete (foreign keys across tables resolve; Alembic and tests use it)."""
+
+from service.store.db import Base
+from service.store.models import (  # noqa: F401
+    audit,
+    batches,
+    files,
+    jobs,
+    quotas,
+    tenants,
+    tiers,
+    usage,
+)
+
+metadata = Base.metadata

@@ -1,0 +1,45 @@
+"""Tenants and their API keys."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from sqlalchemy import DateTime, ForeignKey, String
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from service.store.db import Base, utcnow_column
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    tier: Mapped[str] = mapped_column(
+        String(32), ForeignKey("tiers.name", onupdate="CASCADE"), default="standard")
+    # Effective fair-share weight, read by the dispatcher. service.tiers keeps it equal to the
+    # tier's weight (set on tier change and when a tier's weight is edited).
+    weight: Mapped[float] = mapped_column(default=1.0)
+    suspended_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[dt.datetime] = utcnow_column()
+
+    keys: Mapped[list[ApiKey]] = relationship(back_populates="tenant", cascade="all, delete")
+
+
+class ApiKey(Base):
+    """An API key, stored only as an HMAC of the secret; the prefix identifies it to humans."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(128), default="default")
+    prefix: Mapped[str] = mapped_column(String(16))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = utcnow_column()
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+
+    tenant: Mapped[Tenant] = relationship(back_populates="keys")

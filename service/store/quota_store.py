@@ -1,0 +1,223 @@
+"""The quota state in Redis: admit, bind, settle, and read back. No HTTP or SQL here."""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import math
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from redis import Redis as SyncRedis
+from redis.asyncio import Redis
+
+from service.store import quota_scripts as scripts
+from service.store.quota_limits import QuotaLimits
+
+MONTH_TTL_S = 40 * 24 * 3600
+REALTIME_RESERVATION_TTL_S = 2 * 3600
+BATCH_RESERVATION_TTL_S = 48 * 3600
+
+
+def _n(limit: int | None) -> int:
+    return -1 if limit is None else int(limit)
+
+
+def month_tag(now: dt.datetime) -> str:
+    return now.strftime("%Y%m")
+
+
+def seconds_to_next_month(now: dt.datetime) -> int:
+    days = calendar.monthrange(now.year, now.month)[1]
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return max(1, math.ceil((start + dt.timedelta(days=days) - now).total_seconds()))
+
+
+@dataclass(frozen=True, slots=True)
+class TenantKeys:
+    tenant_id: str
+
+    def key(self, suffix: str) -> str:
+        # The hash tag keeps one tenant's keys in one Cluster slot (the scripts touch several).
+        return f"fw:q:{{{self.tenant_id}}}:{suffix}"
+
+    @property
+    def rpm(self) -> str:
+        return self.key("rpm")
+
+    @property
+    def tpm(self) -> str:
+        return self.key("tpm")
+
+    @property
+    def conc(self) -> str:
+        return self.key("conc")
+
+    @property
+    def batch(self) -> str:
+        return self.key("batch")
+
+    def month(self, tag: str) -> str:
+        return self.key(f"m:{tag}")
+
+    def reservation(self, ref: uuid.UUID | str) -> str:
+        return self.key(f"res:{ref}")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    admitted: bool
+    reason: str = ""  # the limit that refused, e.g. "requests_per_minute"
+    retry_after_s: int = 0
+    alert_crossed: bool = False  # this admission took the month past the soft alert level
+    needs_seed: bool = False  # the month counter is missing (new month, or Redis lost it)
+    # The buckets after this admission (None: that limit is off), for x-ratelimit headers.
+    remaining_requests: int | None = None
+    remaining_tokens: int | None = None
+
+
+def _admit_call(*, tenant_id: uuid.UUID, limits: QuotaLimits, tokens: int, ticket: uuid.UUID,
+                batch: bool, hold_slot: bool, slot_ttl_s: float, now: dt.datetime
+                ) -> tuple[list[str], list[Any]]:
+    """KEYS and ARGV of the ADMIT script (shared by the async and sync stores)."""
+    keys = TenantKeys(str(tenant_id))
+    t = time.time()
+    res_ttl = BATCH_RESERVATION_TTL_S if batch else REALTIME_RESERVATION_TTL_S
+    return ([keys.rpm, keys.tpm, keys.conc, keys.month(month_tag(now)), keys.batch,
+             keys.reservation(ticket)],
+            [repr(t), _n(limits.requests_per_minute), _n(limits.tokens_per_minute),
+             _n(limits.concurrent_requests), _n(limits.monthly_tokens),
+             _n(limits.batch_enqueued_tokens), int(tokens), str(ticket), repr(t + slot_ttl_s),
+             int(batch), int(hold_slot), res_ttl, MONTH_TTL_S, _n(limits.monthly_alert_tokens)])
+
+
+def _decision(out: list[Any], now: dt.datetime) -> Decision:
+    code = int(out[0])
+    if code == -1:
+        return Decision(False, needs_seed=True)
+    if code == 1:
+        left = [int(v) for v in out[2:4]] + [-1, -1]
+        return Decision(True, alert_crossed=bool(int(out[1])),
+                        remaining_requests=left[0] if left[0] >= 0 else None,
+                        remaining_tokens=left[1] if left[1] >= 0 else None)
+    reason = out[1].decode() if isinstance(out[1], bytes) else str(out[1])
+    retry_ms = int(out[2])
+    if reason == "monthly_tokens":
+        return Decision(False, reason, seconds_to_next_month(now))
+    return Decision(False, reason, max(1, math.ceil(retry_ms / 1000)))
+
+
+def _settle_call(*, tenant_id: uuid.UUID, ref: uuid.UUID | str, actual_tokens: int,
+                 free_slot: uuid.UUID | None) -> tuple[list[str], list[Any]]:
+    keys = TenantKeys(str(tenant_id))
+    args: list[Any] = [repr(time.time()), int(actual_tokens)]
+    if free_slot is not None:
+        args.append(str(free_slot))
+    return [keys.reservation(ref), keys.tpm, keys.conc, keys.batch], args
+
+
+class QuotaStore:
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self._admit = redis.register_script(scripts.ADMIT)
+        self._settle = redis.register_script(scripts.SETTLE)
+        self._bind = redis.register_script(scripts.BIND)
+
+    async def admit(self, *, tenant_id: uuid.UUID, limits: QuotaLimits, tokens: int,
+                    ticket: uuid.UUID, batch: bool, hold_slot: bool, slot_ttl_s: float,
+                    now: dt.datetime | None = None) -> Decision:
+        now = now or dt.datetime.now(dt.UTC)
+        keys, args = _admit_call(tenant_id=tenant_id, limits=limits, tokens=tokens,
+                                 ticket=ticket, batch=batch, hold_slot=hold_slot,
+                                 slot_ttl_s=slot_ttl_s, now=now)
+        return _decision(await self._admit(keys=keys, args=args), now)
+
+    async def seed_month(self, *, tenant_id: uuid.UUID, used_tokens: int,
+                         now: dt.datetime | None = None) -> None:
+        """Start the month counter from Postgres' usage; NX so a racing seed can't double it."""
+        key = TenantKeys(str(tenant_id)).month(month_tag(now or dt.datetime.now(dt.UTC)))
+        await self.redis.set(key, int(used_tokens), nx=True, ex=MONTH_TTL_S)
+
+    async def month_used(self, *, tenant_id: uuid.UUID, now: dt.datetime | None = None
+                         ) -> int | None:
+        """Tokens charged this month, or None when the counter is missing (needs a seed)."""
+        key = TenantKeys(str(tenant_id)).month(month_tag(now or dt.datetime.now(dt.UTC)))
+        raw = await self.redis.get(key)
+        return None if raw is None else int(raw)
+
+    async def bind(self, *, tenant_id: uuid.UUID, ticket: uuid.UUID, job_id: uuid.UUID) -> bool:
+        keys = TenantKeys(str(tenant_id))
+        moved = await self._bind(keys=[keys.reservation(ticket), keys.reservation(job_id)])
+        return bool(int(moved))
+
+    async def settle(self, *, tenant_id: uuid.UUID, ref: uuid.UUID | str, actual_tokens: int,
+                     free_slot: uuid.UUID | None = None) -> int | None:
+        """Correct the reservation `ref` to the real token count; None if already settled.
+        `free_slot` also frees that concurrency slot, settled or not (one round trip)."""
+        keys, args = _settle_call(tenant_id=tenant_id, ref=ref, actual_tokens=actual_tokens,
+                                  free_slot=free_slot)
+        out = int(await self._settle(keys=keys, args=args))
+        return None if out < 0 else out
+
+    async def release_slot(self, *, tenant_id: uuid.UUID, ticket: uuid.UUID) -> None:
+        await self.redis.zrem(TenantKeys(str(tenant_id)).conc, str(ticket))
+
+    async def state(self, *, tenant_id: uuid.UUID, limits: QuotaLimits) -> dict[str, Any]:
+        """What the dashboard shows: remaining bucket levels, open requests, month used."""
+        keys = TenantKeys(str(tenant_id))
+        now = time.time()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(keys.rpm, "tokens", "ts")
+            pipe.hmget(keys.tpm, "tokens", "ts")
+            pipe.zcount(keys.conc, now, "+inf")
+            pipe.get(keys.month(month_tag(dt.datetime.now(dt.UTC))))
+            pipe.get(keys.batch)
+            rpm, tpm, conc, month, batch = await pipe.execute()
+
+        def level(raw: list[Any], cap: int | None) -> float | None:
+            if cap is None:
+                return None
+            if raw[0] is None:
+                return float(cap)
+            return min(cap, float(raw[0]) + max(0.0, now - float(raw[1])) * cap / 60.0)
+
+        used = int(month or 0)
+        alert = limits.monthly_alert_tokens
+        return {"requests_per_minute_available": level(rpm, limits.requests_per_minute),
+                "tokens_per_minute_available": level(tpm, limits.tokens_per_minute),
+                "concurrent_requests_open": int(conc),
+                "monthly_tokens_used": used,
+                "monthly_alert": alert is not None and used >= alert,
+                "batch_enqueued_tokens": int(batch or 0)}
+
+
+class SyncQuotaStore:
+    """The same scripts over a synchronous Redis client, for code that runs in threads (batch
+    ingest, the dispatcher's batch maintenance). Only what batches need."""
+
+    def __init__(self, redis: SyncRedis) -> None:
+        self.redis = redis
+        self._admit = redis.register_script(scripts.ADMIT)
+        self._settle = redis.register_script(scripts.SETTLE)
+
+    def admit(self, *, tenant_id: uuid.UUID, limits: QuotaLimits, tokens: int,
+              ticket: uuid.UUID, batch: bool, now: dt.datetime | None = None) -> Decision:
+        now = now or dt.datetime.now(dt.UTC)
+        keys, args = _admit_call(tenant_id=tenant_id, limits=limits, tokens=tokens,
+                                 ticket=ticket, batch=batch, hold_slot=False,
+                                 slot_ttl_s=BATCH_RESERVATION_TTL_S, now=now)
+        return _decision(self._admit(keys=keys, args=args), now)
+
+    def seed_month(self, *, tenant_id: uuid.UUID, used_tokens: int,
+                   now: dt.datetime | None = None) -> None:
+        key = TenantKeys(str(tenant_id)).month(month_tag(now or dt.datetime.now(dt.UTC)))
+        self.redis.set(key, int(used_tokens), nx=True, ex=MONTH_TTL_S)
+
+    def settle(self, *, tenant_id: uuid.UUID, ref: uuid.UUID | str,
+               actual_tokens: int) -> int | None:
+        keys, args = _settle_call(tenant_id=tenant_id, ref=ref, actual_tokens=actual_tokens,
+                                  free_slot=None)
+        out = int(self._settle(keys=keys, args=args))
+        return None if out < 0 else out

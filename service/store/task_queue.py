@@ -1,0 +1,42 @@
+"""The Celery app. Configured from settings by a factory, never at import time.
+
+Delivery settings, chosen on purpose (Postgres, not the broker, is the source of truth):
+- task_acks_late=True: a message is acked only after the task ran, so one that a worker had
+  reserved but never started is redelivered if the worker dies instead of being lost.
+- task_reject_on_worker_lost=True: same, for a task whose worker process was killed.
+- worker_prefetch_multiplier=1: a worker reserves no more tasks than its pool has threads
+  (= engine slots), so queued work stays with the dispatcher, which can still re-place it.
+- visibility_timeout=3600 s (Redis broker): longer than any job may run, so the broker does
+  not redeliver a message whose task is merely slow. Recovery from a dead worker is the
+  dispatcher's lease expiry (seconds), which re-dispatches the job with attempt+1; any later
+  redelivery of the old (job, attempt) is then a no-op in the task's idempotency check.
+- task_ignore_result=True: results and usage go to Postgres; there is no result backend.
+- worker_send_task_events / task_send_sent_event: Flower works out of the box.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from service.store.settings import Settings
+
+RUN_JOB_TASK = "fairway.run_job"
+
+
+def make_celery(settings: Settings) -> Celery:
+    app = Celery("fairway", broker=settings.redis_url)
+    app.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_transport_options={"visibility_timeout": 3600},
+        broker_connection_retry_on_startup=True,
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        worker_hijack_root_logger=False,
+        task_default_queue="fairway.default",
+    )
+    return app

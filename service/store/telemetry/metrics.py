@@ -1,0 +1,129 @@
+"""Every metric Fairway exports, in one registry shared by the API, the dispatcher and workers.
+
+Each process updates the subset it can see (the ``where`` column of docs/observability.md) and
+serves the whole registry; series it never touches are simply absent from its /metrics.
+
+Names follow vLLM's where the meaning is the same (``vllm:*``), so existing vLLM dashboards
+and alerts keep working; everything else is ``fairway_*``. Labels are bounded: ``tenant`` is
+capped (service.store.telemetry.labels), ``class`` is realtime|batch, ``tier`` is the echoed
+service_tier (priority|default|flex) or ``batch`` for batch-file lines.
+
+Fairway uses its own ``CollectorRegistry``, not prometheus_client's global one: the real
+vLLM engine registers its own ``vllm:*`` collectors in the global registry, and serving
+both would duplicate names. The worker exports engine numbers from its heartbeat instead.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+ProcessCollector(registry=REGISTRY)
+
+# One bucket layout has to fit a CPU engine (TTFT of seconds) and an H200 (milliseconds):
+# vLLM's own layouts, with millisecond buckets added below them.
+TTFT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.25, 0.5,
+                0.75, 1.0, 1.5, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+E2E_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0,
+               20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+TOKEN_GAP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
+                     0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+DECISION_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                    0.05, 0.1, 0.25, 0.5, 1.0)
+
+REQUEST_LABELS = ("model_name", "tenant", "class", "tier")
+
+
+def _h(name: str, doc: str, labels: tuple[str, ...], buckets: tuple[float, ...]) -> Histogram:
+    return Histogram(name, doc, labels, buckets=buckets, registry=REGISTRY)
+
+
+def _c(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+    return Counter(name, doc, labels, registry=REGISTRY)
+
+
+def _g(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+    return Gauge(name, doc, labels, registry=REGISTRY)
+
+
+# -- request latency (API for HTTP requests; worker for batch-file lines: once per job) -------
+TTFT = _h("vllm:time_to_first_token_seconds",
+          "Time from request arrival to its first token.", REQUEST_LABELS, TTFT_BUCKETS)
+E2E = _h("vllm:e2e_request_latency_seconds",
+         "Time from request arrival to its last token (successful requests).",
+         REQUEST_LABELS, E2E_BUCKETS)
+TPOT = _h("vllm:time_per_output_token_seconds",
+          "(E2E - TTFT) / (output tokens - 1), per request.", REQUEST_LABELS, TOKEN_GAP_BUCKETS)
+QUEUE_TIME = _h("vllm:request_queue_time_seconds",
+                "Time a job waited from creation to its first start on a worker.",
+                REQUEST_LABELS, TTFT_BUCKETS)
+ITL = _h("vllm:inter_token_latency_seconds",
+         "Gap between successive outputs of one request on the engine.",
+         ("model_name", "class"), TOKEN_GAP_BUCKETS)
+
+# -- engine (worker, from each heartbeat's engine stats) ----------------------------------------
+RUNNING = _g("vllm:num_requests_running", "Requests running in the engine.", ("model_name",))
+WAITING = _g("vllm:num_requests_waiting", "Requests waiting in the engine.", ("model_name",))
+KV_USAGE = _g("vllm:kv_cache_usage_perc", "KV-cache usage, 0..1.", ("model_name",))
+PREEMPTIONS = _c("vllm:num_preemptions",
+                 "Requests preempted (engine recompute preemptions and jobs parked for "
+                 "realtime work).", ("model_name",))
+PREFIX_QUERIES = _c("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.",
+                    ("model_name",))
+PREFIX_HITS = _c("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.",
+                 ("model_name",))
+WORKER_ACTIVE_JOBS = _g("fairway_worker_active_jobs", "Jobs this worker is running.",
+                        ("model_name",))
+JOBS_FINISHED = _c("fairway_jobs_finished", "Jobs that reached a final status on a worker.",
+                   ("model_name", "tenant", "class", "tier", "status"))
+JOB_PREEMPTIONS = _c("fairway_job_preemptions",
+                     "Jobs a worker parked with a checkpoint because the dispatcher took them "
+                     "back.", ("model_name", "class"))
+DISPATCH_LAG = _h("fairway_dispatch_lag_seconds",
+                  "From the dispatcher's claim commit to the worker starting the job.",
+                  ("class",), TTFT_BUCKETS)
+
+# -- API ------------------------------------------------------------------------------------
+HTTP_REQUESTS = _c("fairway_http_requests", "HTTP requests by route template and status.",
+                   ("method", "route", "status"))
+IN_FLIGHT = _g("fairway_api_requests_in_flight",
+               "Completion requests the API is relaying now.", ("class",))
+REJECTIONS = _c("fairway_admission_rejections",
+                "Requests refused at admission (quota reason, or slo_unattainable from the "
+                "dispatcher).", ("tenant", "reason"))
+SLO_REQUESTS = _c("fairway_slo_requests",
+                  "Finished requests by SLO outcome (met: succeeded within every target).",
+                  ("tenant", "class", "tier", "outcome"))
+
+# -- dispatcher ---------------------------------------------------------------------------------
+DECISION_SECONDS = _h("fairway_scheduler_decision_seconds",
+                      "Time of one policy.schedule() pass.", (), DECISION_BUCKETS)
+DECISIONS = _c("fairway_scheduler_decisions", "Decisions carried out.", ("decision",))
+SCHED_QUEUED = _g("fairway_scheduler_queued_jobs", "Jobs queued in the policy.")
+SCHED_PLACED = _g("fairway_scheduler_placed_jobs",
+                  "Jobs sent to workers and not yet seen finish.", ("class",))
+SCHED_WORKERS = _g("fairway_scheduler_workers", "Workers with a live heartbeat.")
+SCHED_LEADER = _g("fairway_scheduler_leader", "1 on the active dispatcher, 0 on a standby.")
+JOBS_BY_STATUS = _g("fairway_jobs", "Jobs in a non-final status (from Postgres).",
+                    ("status", "class"))
+FAIR_SHARE = _g("fairway_fair_share_counter",
+                "Weighted VTC counter per tenant (level 0 realtime, 1 batch).",
+                ("tenant", "level"))
+BATCHES = _g("fairway_batches", "Batches by status (non-final statuses).", ("status",))
+BATCH_REQUESTS = _g("fairway_batch_requests",
+                    "Lines of in-progress batches, by tenant and state "
+                    "(total, completed, failed, pending).", ("tenant", "state"))
+
+
+def exported_metric_names() -> set[str]:
+    """Every sample name /metrics can carry (with _total, _bucket, ... suffixes)."""
+    names: set[str] = set()
+    for metric in REGISTRY.collect():
+        names.add(metric.name)
+        if metric.type == "counter":
+            names.update({metric.name + "_total", metric.name + "_created"})
+        elif metric.type == "histogram":
+            names.update(metric.name + s for s in ("_bucket", "_sum", "_count", "_created"))
+    from service.store.telemetry.slo import SLO_WINDOW_METRICS
+
+    return names | set(SLO_WINDOW_METRICS)

@@ -1,0 +1,158 @@
+"""Every message on Fairway's two wake-up channels, typed, with its one wire format.
+
+- The Postgres NOTIFY channel ``fairway_jobs`` tells the active dispatcher what changed in the
+  jobs table. A notification is sent inside the transaction that makes the change, so the
+  dispatcher hears of it exactly when the change is visible.
+- Each worker's Redis pub/sub control channel (``service.store.keys.control_channel``) carries
+  the dispatcher's and the API's commands to that worker.
+
+Senders build dataclasses and call ``encode``/``notify``; receivers ``decode`` and dispatch on
+the type. A payload that does not parse decodes to None (logged by the receiver), never an
+exception in a loop that must keep running.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import TextClause, text
+
+CHANNEL = "fairway_jobs"  # the Postgres NOTIFY channel the dispatcher LISTENs on
+
+
+# -- the NOTIFY channel (to the dispatcher) ---------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class JobQueued:
+    """A new job is queued (the API's insert). Wire: ``new:<job>``."""
+
+    job_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class JobEnded:
+    """A worker wrote a job's final row; its slot is free and its real usage known.
+    Wire: ``done:<job>:<worker>:<prompt tokens>:<completion tokens>``."""
+
+    job_id: uuid.UUID
+    worker_id: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class JobParked:
+    """A preempted job parked its checkpoint and is queued again.
+    Wire: ``requeue:<job>:<worker>:<checkpointed tokens>``."""
+
+    job_id: uuid.UUID
+    worker_id: str
+    generated_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobCancelled:
+    """A job was cancelled (client gone, admin, batch cancel or expiry). Wire: ``cancel:<job>``."""
+
+    job_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class Rescan:
+    """Many jobs appeared at once (a batch's COPY): rescan the queue. Wire: ``scan``."""
+
+
+Wakeup = JobQueued | JobEnded | JobParked | JobCancelled | Rescan
+
+
+def encode(message: Wakeup) -> str:
+    match message:
+        case JobQueued(job_id):
+            return f"new:{job_id}"
+        case JobEnded(job_id, worker_id, prompt, completion):
+            return f"done:{job_id}:{worker_id}:{prompt}:{completion}"
+        case JobParked(job_id, worker_id, generated):
+            return f"requeue:{job_id}:{worker_id}:{generated}"
+        case JobCancelled(job_id):
+            return f"cancel:{job_id}"
+        case Rescan():
+            return "scan"
+    raise TypeError(f"not a wake-up: {message!r}")
+
+
+def decode(payload: str) -> Wakeup | None:
+    """The message back, or None when the payload is not one of ours."""
+    op, _, rest = payload.partition(":")
+    try:
+        if op == "new":
+            return JobQueued(uuid.UUID(rest))
+        if op == "cancel":
+            return JobCancelled(uuid.UUID(rest))
+        if op == "scan":
+            return Rescan()
+        # Worker ids may contain ':' (host:port names): the job id is first, numbers last.
+        job, _, tail = rest.partition(":")
+        if op == "done":
+            worker, prompt, completion = tail.rsplit(":", 2)
+            return JobEnded(uuid.UUID(job), worker, int(prompt), int(completion))
+        if op == "requeue":
+            worker, generated = tail.rsplit(":", 1)
+            return JobParked(uuid.UUID(job), worker, int(generated))
+    except ValueError:
+        return None
+    return None
+
+
+def notify(message: Wakeup) -> tuple[TextClause, dict[str, str]]:
+    """``session.execute(*notify(msg))``: the NOTIFY, delivered when the transaction commits."""
+    return text("SELECT pg_notify(:channel, :payload)"), {"channel": CHANNEL,
+                                                         "payload": encode(message)}
+
+
+def notify_all(messages: Iterable[Wakeup]) -> tuple[TextClause, dict[str, Any]]:
+    """One statement for many notifications (a bulk cancel)."""
+    return (text("SELECT pg_notify(:channel, p) FROM unnest(CAST(:payloads AS text[])) AS p"),
+            {"channel": CHANNEL, "payloads": [encode(m) for m in messages]})
+
+
+# -- a worker's control channel -----------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class AbortJob:
+    """Stop this attempt of a job now (it was cancelled); whoever cancelled owns its row."""
+
+    job_id: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptJob:
+    """Take a running job back: park a checkpoint and queue it again (the dispatcher's choice)."""
+
+    job_id: str
+
+
+Command = AbortJob | PreemptJob
+
+
+def encode_command(command: Command) -> str:
+    match command:
+        case AbortJob(job_id, attempt):
+            return json.dumps({"op": "abort", "job_id": job_id, "attempt": attempt})
+        case PreemptJob(job_id):
+            return json.dumps({"op": "preempt", "job_id": job_id})
+    raise TypeError(f"not a worker command: {command!r}")
+
+
+def decode_command(raw: bytes | str) -> Command | None:
+    try:
+        body = json.loads(raw)
+        if body["op"] == "abort":
+            return AbortJob(str(body["job_id"]), int(body["attempt"]))
+        if body["op"] == "preempt":
+            return PreemptJob(str(body["job_id"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+    return None

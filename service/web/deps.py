@@ -1,0 +1,68 @@
+"""Request dependencies: settings, DB session, Redis, and the authenticated tenant."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.store.models.tenants import Tenant
+from service.store.settings import Settings
+from service.tenants.service import authenticate
+from service.web.errors import APIError
+
+
+def get_app_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
+    async with request.app.state.sessionmaker() as session:
+        yield session
+
+
+def get_redis(request: Request) -> Redis:
+    redis: Redis = request.app.state.redis
+    return redis
+
+
+SettingsDep = Annotated[Settings, Depends(get_app_settings)]
+SessionDep = Annotated[AsyncSession, Depends(get_session)]
+RedisDep = Annotated[Redis, Depends(get_redis)]
+
+
+def _bearer(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise APIError(401, "Missing API key: send 'Authorization: Bearer <key>'.",
+                       code="invalid_api_key")
+    return token.strip()
+
+
+async def current_tenant(request: Request, session: SessionDep, settings: SettingsDep) -> Tenant:
+    tenant = await authenticate(session, clear_key=_bearer(request), secret=settings.secret_key)
+    if tenant is None:
+        raise APIError(401, "Incorrect API key provided.", code="invalid_api_key")
+    return tenant
+
+
+CurrentTenant = Annotated[Tenant, Depends(current_tenant)]
+
+
+def require_admin(request: Request, settings: SettingsDep) -> str:
+    """The admin credential is its own secret, never a tenant key. Returns the actor name for
+    the audit log (X-Fairway-Actor if the caller names itself, else "admin")."""
+    token = _bearer(request)
+    if not hmac.compare_digest(token.encode(), settings.admin_token.encode()):
+        raise APIError(403, "This route needs the admin credential.", code="forbidden")
+    actor = request.headers.get("x-fairway-actor", "").strip()[:64]
+    return f"admin:{actor}" if actor else "admin"
+
+
+AdminDep = Annotated[str, Depends(require_admin)]

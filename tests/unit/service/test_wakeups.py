@@ -1,0 +1,56 @@
+"""The wake-up codec: every message survives its wire format, and junk decodes to None."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from service.store import wakeups as w
+
+ids = st.uuids()
+workers = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                  min_size=1, max_size=40)
+counts = st.integers(min_value=0, max_value=10**7)
+messages = st.one_of(
+    st.builds(w.JobQueued, ids),
+    st.builds(w.JobEnded, ids, workers, counts, counts),
+    st.builds(w.JobParked, ids, workers, counts),
+    st.builds(w.JobCancelled, ids),
+    st.just(w.Rescan()),
+)
+commands = st.one_of(st.builds(w.AbortJob, ids.map(str), counts),
+                     st.builds(w.PreemptJob, ids.map(str)))
+
+
+@given(messages)
+def test_every_wakeup_round_trips(message: w.Wakeup) -> None:
+    assert w.decode(w.encode(message)) == message
+
+
+@given(commands)
+def test_every_command_round_trips(command: w.Command) -> None:
+    assert w.decode_command(w.encode_command(command)) == command
+
+
+def test_the_wire_format_is_the_documented_one() -> None:
+    job = uuid.UUID(int=1)
+    assert w.encode(w.JobEnded(job, "gpu-0", 12, 34)) == f"done:{job}:gpu-0:12:34"
+    assert w.encode(w.JobParked(job, "gpu-0", 7)) == f"requeue:{job}:gpu-0:7"
+    assert w.encode(w.JobQueued(job)) == f"new:{job}"
+    assert w.encode(w.Rescan()) == "scan"
+
+
+@pytest.mark.parametrize("payload", ["", "new:", "new:not-a-uuid", "done:x", "bogus:1",
+                                     f"done:{uuid.UUID(int=1)}:w:many:tokens",
+                                     f"requeue:{uuid.UUID(int=1)}"])
+def test_junk_decodes_to_none(payload: str) -> None:
+    assert w.decode(payload) is None
+
+
+@pytest.mark.parametrize("raw", [b"", b"{}", b'{"op": "abort"}', b'{"op": "dance"}', b"[1]",
+                                 b'{"op": "abort", "job_id": "j", "attempt": "x"}'])
+def test_junk_commands_decode_to_none(raw: bytes) -> None:
+    assert w.decode_command(raw) is None
