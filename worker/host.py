@@ -131,7 +131,11 @@ class EngineHost:
             return
         changed = asyncio.Event()
         loop = asyncio.get_running_loop()
-        clock.on_change = lambda: loop.call_soon_threadsafe(changed.set)
+
+        def wake() -> None:  # called on the engine's thread
+            loop.call_soon_threadsafe(changed.set)
+
+        clock.on_change = wake
         while True:
             await changed.wait()
             changed.clear()

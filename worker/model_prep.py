@@ -117,7 +117,8 @@ def _convert(gguf: Path, out: Path) -> None:
     bad = [k for k in (*missing, *unexpected) if k != "lm_head.weight"]
     if bad:
         raise RuntimeError(f"GGUF weights do not match LlamaForCausalLM: {bad[:5]}")
-    model.to(torch.bfloat16).save_pretrained(out)
+    torch.nn.Module.to(model, torch.bfloat16)  # in place; transformers' own .to is untyped
+    model.save_pretrained(out)
     tokenizer.save_pretrained(out)
 
 

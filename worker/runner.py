@@ -16,7 +16,7 @@ from sqlalchemy import String, literal_column
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from service.store import lifecycle, nul_codec, wakeups
+from service.store import job_stream, lifecycle, nul_codec, wakeups
 from service.store.keys import stream_key
 from service.store.lifecycle import job_event
 from service.store.models.jobs import Job, JobStatus
@@ -184,9 +184,8 @@ class JobRunner:
                 progress.new_ids.extend(delta.token_ids)
                 progress.pieces.append(delta.text)
                 if job.streamed:
-                    await self.redis.xadd(key, {"type": "delta", "attempt": job.attempt,
-                                                "offset": offset, "text": delta.text,
-                                                "tokens": len(delta.token_ids)})
+                    await self.redis.xadd(key, job_stream.fields(job_stream.Delta(
+                        job.attempt, delta.text, len(delta.token_ids), offset)))
                 if first:  # after the token is on its way: the stamp is not on the hot path
                     await self._mark_first_token(job)
                 offset += len(delta.text)
@@ -266,17 +265,15 @@ class JobRunner:
                 self._resumed_event(job, request, progress.cached))
         if not await self._finish_row(job, now, values, succeeded=True):
             return "aborted"
-        await self._publish_end(job, {"type": "final", "finish_reason": progress.finish_reason,
-                                      "prompt_tokens": prompt_tokens,
-                                      "completion_tokens": len(generated)})
+        await self._publish_end(job, job_stream.Final(job.attempt, progress.finish_reason,
+                                                 prompt_tokens, len(generated)))
         return "succeeded"
 
     async def _fail(self, job: ClaimedJob, status: int, code: str, message: str) -> None:
         now = dt.datetime.now(dt.UTC)
         values = {"error": {"code": code, "message": message, "status": status}}
         if await self._finish_row(job, now, values, succeeded=False):
-            await self._publish_end(job, {"type": "error", "status": status, "code": code,
-                                          "message": message})
+            await self._publish_end(job, job_stream.Failure(job.attempt, status, code, message))
 
     async def _finish_row(self, job: ClaimedJob, now: dt.datetime, values: dict[str, Any], *,
                           succeeded: bool) -> bool:
@@ -302,10 +299,11 @@ class JobRunner:
                              cached_tokens=values.get("cached_tokens") or 0)
         return row is not None
 
-    async def _publish_end(self, job: ClaimedJob, fields: dict[str, Any]) -> None:
+    async def _publish_end(self, job: ClaimedJob,
+                           entry: job_stream.Final | job_stream.Failure) -> None:
         key = stream_key(job.job_id)
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.xadd(key, {"attempt": job.attempt, **fields})
+            pipe.xadd(key, job_stream.fields(entry))
             pipe.expire(key, self.settings.stream_ttl_seconds)
             await pipe.execute()
 

@@ -21,7 +21,7 @@ from scheduler.interface import SchedulingPolicy
 from scheduler.policies import FairwayConfig, make_policy
 from scheduler.types import Assign, Decision, JobClass, Preempt, Reject
 from service.store import job_queries as store
-from service.store import wakeups
+from service.store import job_stream, wakeups
 from service.store.db import sync_session
 from service.store.heartbeats import decode_step_clock
 from service.store.keys import (
@@ -240,7 +240,6 @@ class Dispatcher:
                             code="slo_unattainable",
                             message=f"Cannot meet this request's latency target now: "
                                     f"{decision.reason}. Retry after {retry}s."):
-            self.redis.xadd(stream_key(decision.job_id), {
-                "type": "error", "attempt": 0, "status": 429, "code": "slo_unattainable",
-                "message": decision.reason, "retry_after": retry})
+            self.redis.xadd(stream_key(decision.job_id), job_stream.fields(job_stream.Failure(
+                0, 429, "slo_unattainable", decision.reason, retry_after=retry)))
 

@@ -62,8 +62,8 @@ def refresh(dispatcher: Any, *, force: bool = False) -> None:
             m.FAIR_SHARE.labels(tenant_label(tenant), str(level)).set(value)
     with sync_session(dispatcher.settings.database_url) as session:
         jobs = {(s, k): n for s, k, n in session.execute(_JOBS_SQL)}
-        batches = dict(session.execute(_BATCHES_SQL).all())
-        lines = session.execute(_BATCH_LINES_SQL).all()
+        batches: dict[str, int] = {s: n for s, n in session.execute(_BATCHES_SQL)}
+        lines = list(session.execute(_BATCH_LINES_SQL).all())
     for status in OPEN_JOB_STATUSES:
         for kind in ("realtime", "batch"):
             m.JOBS_BY_STATUS.labels(status, kind).set(jobs.get((status, kind), 0))

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.admin import audit
 from service.batches.service import cancel_tenant_batches
-from service.store import lifecycle, wakeups
+from service.store import job_stream, lifecycle, wakeups
 from service.store.keys import stream_key
 from service.store.models.batches import BATCH_PREFIX
 from service.store.models.jobs import Job
@@ -78,8 +78,11 @@ async def create_tenant(session: AsyncSession, *, actor: str, name: str, tier: s
     return tenant
 
 
-SUSPENDED_ERROR = {"code": "tenant_suspended", "status": 403,
-                   "message": "The request was cancelled: its tenant was suspended."}
+# What a suspended tenant's cancelled requests end with (the job row and its event stream).
+SUSPENDED = job_stream.Failure(0, 403, "tenant_suspended",
+                               "The request was cancelled: its tenant was suspended.")
+SUSPENDED_ERROR = {"code": SUSPENDED.code, "status": SUSPENDED.status,
+                   "message": SUSPENDED.message}
 
 
 async def update_tenant(session: AsyncSession, *, actor: str, tenant: Tenant,
@@ -134,9 +137,7 @@ async def tell_cancelled(redis: Redis, job_ids: list[uuid.UUID], *, ttl_s: int) 
     async with redis.pipeline(transaction=False) as pipe:
         for job_id in job_ids:
             key = stream_key(job_id)
-            pipe.xadd(key, {"type": "error", "attempt": 0, "status": SUSPENDED_ERROR["status"],
-                            "code": SUSPENDED_ERROR["code"],
-                            "message": SUSPENDED_ERROR["message"]})
+            pipe.xadd(key, job_stream.fields(SUSPENDED))
             pipe.expire(key, ttl_s)
         await pipe.execute()
 

@@ -13,13 +13,14 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from service.api.relay import ClientGone, follow_job
+from service.api.relay import ClientGone, NewText, follow_job
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 from service.jobs.service import cancel_job, create_job, get_job, job_public_view, parse_public_id
 from service.jobs.shapes import ShapeBuilder, sse, usage_dict
 from service.jobs.tiers import classify
 from service.observability.requests import NULL_OBSERVER, observe_request, record_refusal
 from service.quotas.admission import admit_request, quota_store
+from service.store.job_stream import Failure, Final
 from service.store.models.jobs import Job
 from service.store.models.tenants import Tenant
 from service.store.settings import Settings
@@ -112,9 +113,9 @@ async def _wait(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
     try:
         async for ev in follow_job(state.redis, job_id, timeout_s=settings.request_timeout_seconds,
                                    is_disconnected=request.is_disconnected):
-            if ev.type == "delta":
+            if isinstance(ev, NewText):
                 obs.first_token()
-            if ev.type == "final":
+            elif isinstance(ev, Final):
                 async with state.sessionmaker() as session:
                     job = await session.get(Job, job_id)
                 assert job is not None  # the worker writes the row before the final event
@@ -122,10 +123,10 @@ async def _wait(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
                 return builder.completion((job.result or {}).get("text", ""), job.finish_reason,
                                           usage_dict(job.prompt_tokens or 0,
                                                      job.completion_tokens or 0))
-            if ev.type == "error":
+            elif isinstance(ev, Failure):
                 obs.finished(ok=False)
-                raise _job_error(ev.fields)
-            if ev.type == "timeout":
+                raise _job_error(ev)
+            else:
                 obs.finished(ok=False)
                 await _cancel(state, job_id)
                 raise APIError(504, "The request timed out before the job finished.",
@@ -146,26 +147,25 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
     role_pending = builder.chat
     try:
         async for ev in follow_job(state.redis, job_id, timeout_s=settings.request_timeout_seconds):
-            if ev.type == "delta":
+            if isinstance(ev, NewText):
                 obs.first_token()
                 yield sse(builder.chunk(ev.text, first=role_pending,
                                         with_usage_field=include_usage))
                 role_pending = False
-            elif ev.type == "final":
-                f = ev.fields
-                obs.finished(ok=True, completion_tokens=int(f.get("completion_tokens", 0)))
+            elif isinstance(ev, Final):
+                obs.finished(ok=True, completion_tokens=ev.completion_tokens)
                 if role_pending:
                     yield sse(builder.chunk("", first=True, with_usage_field=include_usage))
                 yield sse(builder.chunk(None if builder.chat else "",
-                                        finish_reason=f.get("finish_reason"),
+                                        finish_reason=ev.finish_reason,
                                         with_usage_field=include_usage))
                 if include_usage:
-                    yield sse(builder.usage_chunk(usage_dict(int(f["prompt_tokens"]),
-                                                             int(f["completion_tokens"]))))
+                    yield sse(builder.usage_chunk(usage_dict(ev.prompt_tokens,
+                                                             ev.completion_tokens)))
                 done = True
-            elif ev.type == "error":
+            elif isinstance(ev, Failure):
                 obs.finished(ok=False)
-                yield sse(_job_error(ev.fields).body())
+                yield sse(_job_error(ev).body())
                 done = True
             else:  # timeout
                 obs.finished(ok=False)
@@ -189,10 +189,9 @@ async def _cancel(state: Any, job_id: uuid.UUID) -> None:
         log.exception("cancelling job failed", extra={"job_id": str(job_id)})
 
 
-def _job_error(fields: dict[str, str]) -> APIError:
-    status = int(fields.get("status", 500))
-    headers = {"Retry-After": fields["retry_after"]} if fields.get("retry_after") else None
-    return APIError(status, fields.get("message", "The job failed."),
-                    code=fields.get("code") or None, headers=headers)
+def _job_error(failure: Failure) -> APIError:
+    headers = ({"Retry-After": str(failure.retry_after)} if failure.retry_after is not None
+               else None)
+    return APIError(failure.status, failure.message, code=failure.code, headers=headers)
 
 

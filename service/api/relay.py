@@ -5,18 +5,28 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import cast
 
 from redis.asyncio import Redis
 
-from service.store.keys import decode_fields, stream_key
+from service.store.job_stream import Entry, Failure, Final, parse
+from service.store.keys import stream_key
 
 
-@dataclass(slots=True)
-class RelayEvent:
-    type: str  # "delta" | "final" | "error" | "timeout"
-    text: str = ""
-    fields: dict[str, str] = field(default_factory=dict)
+@dataclass(frozen=True, slots=True)
+class NewText:
+    """Text the client has not seen yet (a resumed or re-run attempt's repeat is cut off)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class TimedOut:
+    """Nothing final arrived within the request's timeout."""
+
+
+RelayEvent = NewText | Final | Failure | TimedOut
 
 
 class ClientGone(Exception):
@@ -31,38 +41,39 @@ async def follow_job(
     is_disconnected: Callable[[], Awaitable[bool]] | None = None,
     block_ms: int = 1000,
 ) -> AsyncIterator[RelayEvent]:
-    """Yields deltas, then one final/error event (or a timeout event).
+    """Yields new text, then one Final or Failure (or TimedOut).
 
     A re-run attempt regenerates from its first token (or its checkpoint); text up to what was
     already sent is dropped, which is exact for deterministic (greedy or seeded) decoding.
     """
     key = stream_key(job_id)
-    last_id = "0-0"
+    last_id: bytes | str = "0-0"
     sent = 0
     produced: dict[int, int] = {}  # attempt -> characters that attempt has produced
     give_up = time.monotonic() + timeout_s
     while True:
-        batch = await redis.xread({key: last_id}, count=256, block=block_ms)
+        batch = cast(list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]],
+                     await redis.xread({key: last_id}, count=256, block=block_ms))
         if not batch:
             if is_disconnected is not None and await is_disconnected():
                 raise ClientGone
             if time.monotonic() > give_up:
-                yield RelayEvent("timeout")
+                yield TimedOut()
                 return
             continue
         for entry_id, raw in batch[0][1]:
             last_id = entry_id
-            ev = decode_fields(raw)
-            if ev["type"] != "delta":
-                yield RelayEvent(ev["type"], fields=ev)
+            entry: Entry | None = parse(raw)
+            if isinstance(entry, Final | Failure):
+                yield entry
                 return
-            attempt = int(ev.get("attempt", 0))
-            text = ev.get("text", "")
+            if entry is None:
+                continue
             # Workers send the delta's character offset in the whole output; a resumed
             # attempt starts after its checkpoint, a re-run from zero.
-            start = int(ev["offset"]) if "offset" in ev else produced.get(attempt, 0)
-            end = start + len(text)
-            produced[attempt] = end
+            start = entry.offset if entry.offset is not None else produced.get(entry.attempt, 0)
+            end = start + len(entry.text)
+            produced[entry.attempt] = end
             if end > sent:
-                yield RelayEvent("delta", text[max(0, sent - start):])
+                yield NewText(entry.text[max(0, sent - start):])
                 sent = end

@@ -26,7 +26,7 @@ import json
 import logging
 import uuid
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from redis import Redis
 from sqlalchemy import select, text
@@ -137,7 +137,7 @@ class _Run:
         self.batch, self.storage = batch, storage
         self.total = self.valid = self.invalid = 0
         self.tokens = 0  # sum of valid lines' prompt estimate + max_tokens (for admission)
-        self.sample: list[dict[str, object]] = []
+        self.sample: list[dict[str, Any]] = []
         self.errors: StorageWriter | None = None
 
     def copy_lines(self, session: Session, lines: Iterator[tuple[int, bytes | None]],
@@ -226,7 +226,7 @@ def _prefer_lz4(session: Session) -> None:
 
 
 def _fail(session: Session, batch: Batch, code: str, message: str,
-          errors: list[dict[str, object]] | None = None) -> str:
+          errors: list[dict[str, Any]] | None = None) -> str:
     batches.advance(batch, BatchEvent.REFUSED, dt.datetime.now(dt.UTC))
     batch.errors = [{"code": code, "line": None, "message": message, "param": None},
                     *(errors or [])][:MAX_ERRORS_IN_BATCH]

@@ -118,7 +118,8 @@ async def live_counts(session: AsyncSession, batches: list[Batch]) -> dict[uuid.
             select(Job.batch_id, Job.status, func.count()).where(Job.batch_id.in_(open_ids))
             .group_by(Job.batch_id, Job.status))
         for batch_id, status, n in rows:
-            by_batch[batch_id][status] = n
+            if batch_id is not None:  # always, by the query; the column is nullable
+                by_batch[batch_id][status] = n
     for b in batches:
         if b.final_counts is not None:
             counts[b.id] = dict(b.final_counts)

@@ -72,8 +72,8 @@ def claim_job(session: Session, *, job_id: uuid.UUID, worker_id: str,
               lease_s: float) -> int | None:
     """queued -> assigned with attempt+1 and a lease; None if someone else changed it first."""
     now = dt.datetime.now(dt.UTC)
-    attempt = session.scalar(lifecycle.claim(job_id, worker_id=worker_id, lease_s=lease_s,
-                                             now=now))
+    attempt: int | None = session.scalar(lifecycle.claim(job_id, worker_id=worker_id,
+                                                          lease_s=lease_s, now=now))
     session.commit()
     return attempt
 

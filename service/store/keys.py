@@ -1,16 +1,10 @@
-"""The per-job Redis Stream: the worker writes token deltas, the API relays them as SSE.
-
-Every entry has a `type` and the `attempt` that wrote it:
-  delta  text (new text), tokens (count of new tokens)
-  final  finish_reason, prompt_tokens, completion_tokens   (after the row is final in Postgres)
-  error  code, message, status                             (after the row is final in Postgres)
-A retried attempt starts again from its first token; readers drop what they already relayed.
-"""
+"""Redis key and channel names, in one place. What is stored under them is typed elsewhere:
+job streams in service.store.job_stream, control messages in service.store.wakeups, the step
+clock in service.store.heartbeats."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 
 def stream_key(job_id: uuid.UUID | str) -> str:
@@ -42,11 +36,3 @@ def phase_slot_key(model: str, slot: int) -> str:
 def worker_queue(worker_id: str) -> str:
     """Each worker consumes its own Celery queue, so the dispatcher decides placement."""
     return f"fairway.worker.{worker_id}"
-
-
-def decode_fields(fields: dict[bytes | str, bytes | str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in fields.items():
-        key = k.decode() if isinstance(k, bytes) else k
-        out[key] = v.decode() if isinstance(v, bytes) else v
-    return out

@@ -6,7 +6,8 @@ import asyncio
 import uuid
 from typing import Any
 
-from service.api.relay import follow_job
+from service.api.relay import NewText, TimedOut, follow_job
+from service.store.job_stream import Failure, Final
 
 
 class FakeStreamRedis:
@@ -24,12 +25,23 @@ class FakeStreamRedis:
         return [(b"k", rest[:count])] if rest else []
 
 
+def _kind(ev: object) -> tuple[str, str]:
+    if isinstance(ev, NewText):
+        return "delta", ev.text
+    if isinstance(ev, Final):
+        return "final", ""
+    if isinstance(ev, Failure):
+        return "error", ev.message
+    assert isinstance(ev, TimedOut)
+    return "timeout", ""
+
+
 def _collect(entries: list[dict[str, Any]]) -> list[tuple[str, str]]:
     async def run() -> list[tuple[str, str]]:
         redis = FakeStreamRedis(entries)
         out = []
         async for ev in follow_job(redis, uuid.uuid4(), timeout_s=0.05, block_ms=1):  # type: ignore[arg-type]
-            out.append((ev.type, ev.text))
+            out.append(_kind(ev))
         return out
 
     return asyncio.run(run())
@@ -54,3 +66,12 @@ def test_retried_attempt_does_not_repeat_text():
 
 def test_times_out_when_nothing_arrives():
     assert _collect([]) == [("timeout", "")]
+
+
+def test_an_error_ends_the_relay_and_junk_entries_are_skipped():
+    out = _collect([{"type": "delta", "attempt": 1, "text": "a"},
+                    {"type": "mystery", "attempt": 1},
+                    {"type": "delta", "attempt": "x", "text": "b"},
+                    {"type": "error", "attempt": 1, "status": 429, "message": "busy"},
+                    {"type": "delta", "attempt": 1, "text": "never"}])
+    assert out == [("delta", "a"), ("error", "busy")]

@@ -60,6 +60,17 @@ class SimScheduling:
     _running: list[_Req]
     _waiting: list[tuple[int, int, _Req]]
     _pool: BlockPool
+    max_num_seqs: int
+    token_budget: int
+    block_size: int
+    enable_prefix_caching: bool
+    preempt_for_priority: bool
+    preempt_priority_gap: int
+    num_preemptions: int
+    num_priority_preemptions: int
+
+    def _sample(self, r: _Req) -> None:
+        raise NotImplementedError  # SimEngine's
 
     def _is_decode(self, r: _Req, n: int) -> bool:
         return n == 1 and r.num_output > 0 and r.num_computed == len(r.tokens) - 1

@@ -282,7 +282,7 @@ class _PriorityPreemptMixin:
         free_blocks = self.kv_cache_manager.block_pool.get_num_free_blocks() - int(
             getattr(self.kv_cache_manager, "watermark_blocks", 0)
         )
-        return self._admission_blocks(req) <= free_blocks
+        return bool(self._admission_blocks(req) <= free_blocks)
 
     # ---- estimates ---------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ def make_stats_sink(
     preemptions each IterationStats saw."""
     from vllm.v1.metrics.loggers import StatLoggerBase
 
-    class _SchedulerStatsSink(StatLoggerBase):  # type: ignore[misc]
+    class _SchedulerStatsSink(StatLoggerBase):
         def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
             self.engine_index = engine_index
 

@@ -40,7 +40,7 @@ _job_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.Contex
 
 def bind_job(*, job_id: object, tenant: object = None, job_class: object = None,
              attempt: object = None) -> contextvars.Token[dict[str, Any] | None]:
-    context = {"job_id": str(job_id)}
+    context: dict[str, Any] = {"job_id": str(job_id)}
     for key, value in (("tenant", tenant), ("class", job_class), ("attempt", attempt)):
         if value is not None:
             context[key] = value if isinstance(value, int) else str(value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict, deque
+from collections.abc import Callable
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -22,7 +23,7 @@ SLO_WINDOW_METRICS = ("fairway_slo_attainment_ratio", "fairway_goodput_requests_
 
 class SloWindows(Collector):
     def __init__(self, horizon_s: int = max(WINDOWS_S.values()),
-                 clock: callable = time.monotonic) -> None:  # type: ignore[valid-type]
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._horizon = horizon_s
         self._clock = clock
         self._lock = threading.Lock()

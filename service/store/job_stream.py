@@ -1,0 +1,92 @@
+"""A job's Redis Stream (``service.store.keys.stream_key``): what a worker tells the API about one
+job, entry by entry, typed, with its one wire format.
+
+- ``Delta``: new text of the attempt that wrote it; ``offset`` is the text's character offset in
+  the whole output, so a reader can splice a resumed or re-run attempt onto what it relayed.
+- ``Final``: the job succeeded; written after its row is final in Postgres.
+- ``Failure``: the job failed or was refused or cancelled; also after the row is final.
+
+Writers build an entry and ``xadd(key, fields(entry))``; the relay ``parse``s. An entry that
+does not parse is None, and the reader skips it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from redis.typing import EncodableT, FieldT
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    attempt: int
+    text: str
+    tokens: int = 0
+    offset: int | None = None  # None: an older writer that sent no offset
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    attempt: int
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    attempt: int
+    status: int
+    code: str | None
+    message: str
+    retry_after: int | None = None  # seconds, for a 429 or 503
+
+
+Entry = Delta | Final | Failure
+Fields = dict[FieldT, EncodableT]  # what redis-py's xadd takes
+
+
+def fields(entry: Entry) -> Fields:
+    """The entry as stream fields (Redis takes str and int values, never None)."""
+    match entry:
+        case Delta(attempt, text, tokens, offset):
+            out: Fields = {"type": "delta", "attempt": attempt, "text": text, "tokens": tokens}
+            if offset is not None:
+                out["offset"] = offset
+            return out
+        case Final(attempt, finish_reason, prompt, completion):
+            return {"type": "final", "attempt": attempt, "finish_reason": finish_reason or "",
+                    "prompt_tokens": prompt, "completion_tokens": completion}
+        case Failure(attempt, status, code, message, retry_after):
+            out = {"type": "error", "attempt": attempt, "status": status, "code": code or "",
+                   "message": message}
+            if retry_after is not None:
+                out["retry_after"] = retry_after
+            return out
+    raise TypeError(f"not a stream entry: {entry!r}")
+
+
+def parse(raw: Mapping[bytes, bytes] | Mapping[str, str]) -> Entry | None:
+    """A stream entry back from Redis's bytes, or None when it is not one of ours."""
+    f = {_text(k): _text(v) for k, v in raw.items()}
+    try:
+        attempt = int(f.get("attempt", 0))
+        kind = f.get("type")
+        if kind == "delta":
+            offset = int(f["offset"]) if "offset" in f else None
+            return Delta(attempt, f.get("text", ""), int(f.get("tokens", 0)), offset)
+        if kind == "final":
+            return Final(attempt, f.get("finish_reason") or None, int(f.get("prompt_tokens", 0)),
+                         int(f.get("completion_tokens", 0)))
+        if kind == "error":
+            retry = f.get("retry_after")
+            return Failure(attempt, int(f.get("status", 500)), f.get("code") or None,
+                           f.get("message", "The job failed."), int(retry) if retry else None)
+    except ValueError:
+        return None
+    return None
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

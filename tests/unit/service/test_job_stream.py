@@ -1,0 +1,33 @@
+"""A job stream entry survives Redis (str/int fields, bytes back) exactly."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from service.store import job_stream as js
+
+text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
+ints = st.integers(min_value=0, max_value=10**6)
+reasons = st.sampled_from([None, "stop", "length"])
+entries = st.one_of(
+    st.builds(js.Delta, ints, text, ints, st.none() | ints),
+    st.builds(js.Final, ints, reasons, ints, ints),
+    st.builds(js.Failure, ints, st.integers(400, 599), st.none() | st.just("slo_unattainable"),
+              text, st.none() | ints),
+)
+
+
+def _through_redis(fields: js.Fields) -> dict[bytes, bytes]:
+    return {k.encode(): str(v).encode() for k, v in fields.items()}
+
+
+@given(entries)
+def test_every_entry_round_trips(entry: js.Entry) -> None:
+    assert js.parse(_through_redis(js.fields(entry))) == entry
+
+
+def test_unknown_or_malformed_entries_parse_to_none() -> None:
+    assert js.parse({b"type": b"mystery"}) is None
+    assert js.parse({b"type": b"delta", b"attempt": b"one"}) is None
+    assert js.parse({}) is None
