@@ -5,32 +5,33 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from service.store.quota_limits import QuotaSpec
+from service.store.storable import StorableModel
 from service.tiers.defaults import ALL_SERVICE_TIERS
 
 
-class TenantCreate(BaseModel):
+class TenantCreate(StorableModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")
     tier: str = "standard"
     issue_key: bool = True  # convenient default: a new tenant usually needs a key at once
 
 
-class TenantUpdate(BaseModel):
+class TenantUpdate(StorableModel):
     model_config = ConfigDict(extra="forbid")
     tier: str | None = None
     suspended: bool | None = None
 
 
-class KeyCreate(BaseModel):
+class KeyCreate(StorableModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(default="default", min_length=1, max_length=128)
     expires_at: dt.datetime | None = None
 
 
-class QuotaUpdate(BaseModel):
+class QuotaUpdate(StorableModel):
     """Sparse overrides: omitted keys inherit the tier; null lifts the limit."""
 
     model_config = ConfigDict(extra="forbid")
@@ -43,7 +44,7 @@ class QuotaUpdate(BaseModel):
         return {k: getattr(spec, k) for k in value}
 
 
-class TierUpsert(BaseModel):
+class TierUpsert(StorableModel):
     model_config = ConfigDict(extra="forbid")
     weight: float = Field(gt=0, le=1000)
     allowed_service_tiers: list[str] = Field(min_length=1)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from service.admin.routes import router as admin_router
 from service.admin.routes_state import router as admin_state_router
 from service.admin.ui import router as admin_ui_router
+from service.api.body_limit import BodyLimit
 from service.api.openai_routes import router as openai_router
 from service.batches.router import router as batches_router
 from service.files.router import router as files_router
@@ -22,7 +22,7 @@ from service.store.settings import Settings, get_settings
 from service.store.telemetry.logs import configure_logging
 from service.store.telemetry.state import configure as configure_metrics
 from service.web.catalog import ModelCatalog
-from service.web.errors import error_body, install_error_handlers
+from service.web.errors import install_error_handlers
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -46,20 +46,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     install_redis_unavailable_handler(app)
 
-    @app.middleware("http")
-    async def limit_body_size(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        length = request.headers.get("content-length")
+    def body_limit(path: str) -> int:
         # Uploads stream to storage and count their own limit exactly (service/files/upload.py);
-        # this early check only adds room for the multipart framing.
-        limit = (settings.batch_max_file_bytes + 1024 * 1024
-                 if request.url.path == "/v1/files" else settings.max_request_bytes)
-        if length and length.isdigit() and int(length) > limit:
-            return JSONResponse(status_code=413, content=error_body(
-                f"Request body exceeds {limit} bytes.",
-                "invalid_request_error", "request_too_large"))
-        return await call_next(request)
+        # this one only adds room for the multipart framing.
+        if path == "/v1/files":
+            return settings.batch_max_file_bytes + 1024 * 1024
+        return settings.max_request_bytes
+
+    app.add_middleware(BodyLimit, limit_for=body_limit)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

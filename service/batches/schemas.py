@@ -5,9 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from service.batches.validation import ENDPOINTS
+from service.store.storable import StorableModel
 
 _WINDOW = re.compile(r"^(\d{1,6})([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -30,7 +31,7 @@ def allowed_windows(setting: str) -> dict[str, dt.timedelta]:
     return out
 
 
-class BatchCreate(BaseModel):
+class BatchCreate(StorableModel):
     model_config = ConfigDict(extra="ignore")
 
     input_file_id: str = Field(min_length=1, max_length=128)

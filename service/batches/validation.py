@@ -22,6 +22,7 @@ and, for the first few, to the batch's errors.data[]). Codes:
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 from service.store import nul_codec
+from service.store.storable import first_unstorable
+
+log = logging.getLogger("fairway.batches")
 
 ENDPOINTS = {"/v1/chat/completions": "chat.completions", "/v1/completions": "completions"}
 MAX_CUSTOM_ID = 512
@@ -109,6 +113,15 @@ class LineValidator:
         self.model: str | None = None
 
     def check(self, raw: bytes, line: int) -> ValidLine | LineError:
+        """One line's verdict. Whatever goes wrong inside, the line becomes an error line with
+        its number and the rest of the file runs."""
+        try:
+            return self._check(raw, line)
+        except Exception:
+            log.exception("unexpected failure validating a batch line", extra={"line": line})
+            return LineError(line, "invalid_line", "The line could not be processed.")
+
+    def _check(self, raw: bytes, line: int) -> ValidLine | LineError:
         """Fast path: pydantic parses and validates the whole line in Rust, and dumps the
         body the same way (3-4x faster than json + model_validate + json.dumps on 4 KB
         lines). Any failure re-checks the line on the slow path, which names the error."""
@@ -118,6 +131,7 @@ class LineValidator:
             return self._check_slow(raw, line)
         custom_id = parsed_line.custom_id
         if (not custom_id or len(custom_id) > MAX_CUSTOM_ID or custom_id in self.seen
+                or first_unstorable(custom_id, allow_nul=False) is not None
                 or parsed_line.method != "POST" or parsed_line.url != self.endpoint
                 or parsed_line.body.stream):
             return self._check_slow(raw, line)
@@ -136,6 +150,10 @@ class LineValidator:
             return LineError(line, "missing_custom_id",
                              f"custom_id must be a non-empty string of at most "
                              f"{MAX_CUSTOM_ID} characters.", param="custom_id")
+        unstorable = first_unstorable(custom_id, allow_nul=False)
+        if unstorable is not None:
+            return LineError(line, "invalid_custom_id", f"custom_id {unstorable[1]}.",
+                             param="custom_id")
         if custom_id in self.seen:
             return LineError(line, "duplicate_custom_id",
                              f"custom_id '{custom_id}' is used on an earlier line.",
@@ -163,6 +181,9 @@ class LineValidator:
             parsed = self.schema.model_validate(body)
         except ValidationError as exc:
             first = exc.errors()[0]
+            path = (first.get("ctx") or {}).get("path")  # a whole-body check names its field
+            if not first.get("loc") and path:
+                return err("invalid_body", f"body.{first['msg']}", f"body.{path}")
             param = ".".join(["body", *(str(p) for p in first.get("loc", ()))])
             return err("invalid_body", f"{param}: {first.get('msg', 'invalid')}", param)
         return self._check_body(parsed, custom_id, line)

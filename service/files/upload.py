@@ -79,7 +79,9 @@ class _Receiver:
         if self._part_is_file:
             if self.writer is not None:
                 raise APIError(400, "Send exactly one file.", code="invalid_value", param="file")
-            self.result.filename = (filename or b"").decode("utf-8", "replace")[:512]
+            # Stored as text: undecodable bytes become U+FFFD and NUL is dropped.
+            self.result.filename = (filename or b"").decode("utf-8", "replace").replace(
+                "\x00", "")[:512]
             self.writer = self.storage.open_writer(self.key)
 
     def _part_data(self, data: bytes, start: int, end: int) -> None:

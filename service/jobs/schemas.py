@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from service.store.storable import refuse_unstorable
+
 ServiceTier = Literal["auto", "default", "flex", "priority"]
 
 
@@ -50,6 +52,13 @@ class _GenerationParams(BaseModel):
     deadline_ms: int | None = Field(default=None, gt=0, le=7 * 24 * 3600 * 1000)
     # vLLM-compatible extension: keep generating past EOS up to max_tokens (benchmarks).
     ignore_eos: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable_text(cls, data: Any) -> Any:
+        """Every string must be one Postgres can store (U+0000 is escaped in the stored body;
+        a lone surrogate cannot be stored at all)."""
+        return refuse_unstorable(data, allow_nul=True)
 
     @field_validator("stop")
     @classmethod

@@ -52,6 +52,17 @@ class APIError(Exception):
         return error_body(self.message, self.type, self.code, self.param)
 
 
+class BodyTooLarge(StarletteHTTPException):
+    """A request body past its limit, found while it streams in (service.api.body_limit). An
+    HTTP exception, so FastAPI's body reader passes it through instead of calling it a parse
+    error."""
+
+    code = "request_too_large"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"Request body exceeds {limit} bytes.")
+
+
 def error_body(
     message: str, type_: str, code: str | None = None, param: str | None = None
 ) -> dict[str, Any]:
@@ -65,8 +76,10 @@ def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = No
 def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     first = exc.errors()[0] if exc.errors() else {}
     loc = [str(p) for p in first.get("loc", ()) if p != "body"]
-    param = ".".join(loc) or None
     msg = first.get("msg", "Invalid request")
+    if not loc and (first.get("ctx") or {}).get("path"):  # a whole-body check names its field
+        return msg, str(first["ctx"]["path"])
+    param = ".".join(loc) or None
     return (f"{param}: {msg}" if param else msg), param
 
 
@@ -82,8 +95,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _json(exc.status_code, error_body(str(exc.detail), _TYPES.get(exc.status_code,
-                                                                              "api_error")))
+        return _json(exc.status_code, error_body(
+            str(exc.detail), _TYPES.get(exc.status_code, "api_error"),
+            getattr(exc, "code", None)))
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

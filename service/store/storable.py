@@ -1,0 +1,62 @@
+"""What Postgres can hold: text that UTF-8 can encode, and, outside JSONB request bodies (which
+``nul_codec`` escapes), no U+0000. JSON allows both a lone surrogate (``"\\ud800"``) and
+``"\\u0000"``; a client may send either in any string field, so everything we store is checked
+first and refused with the field's path, instead of failing deep in the database driver.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, model_validator
+from pydantic_core import PydanticCustomError
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def has_lone_surrogate(text: str) -> bool:
+    return _SURROGATE.search(text) is not None
+
+
+def first_unstorable(value: Any, *, allow_nul: bool, path: str = "") -> tuple[str, str] | None:
+    """(path, why) of the first string in ``value`` (dict keys included) that Postgres cannot
+    store: one with a lone surrogate, or with U+0000 unless ``allow_nul``. None if all can."""
+    if isinstance(value, str):
+        if has_lone_surrogate(value):
+            return path, "contains an invalid Unicode code point (a lone surrogate)"
+        if not allow_nul and "\x00" in value:
+            return path, "contains a NUL character (U+0000)"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            sub = f"{path}.{key}" if path else str(key)
+            found = (first_unstorable(key, allow_nul=allow_nul, path=sub)
+                     or first_unstorable(item, allow_nul=allow_nul, path=sub))
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = first_unstorable(item, allow_nul=allow_nul, path=f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def refuse_unstorable(data: Any, *, allow_nul: bool) -> Any:
+    """For a pydantic ``mode="before"`` model validator: the data, or a validation error that
+    names the field (the API's handler turns it into a 400 with ``param`` set)."""
+    found = first_unstorable(data, allow_nul=allow_nul)
+    if found is not None:
+        path, why = found
+        raise PydanticCustomError("invalid_text", "{path} {why}", {"path": path, "why": why})
+    return data
+
+
+class StorableModel(BaseModel):
+    """A request body whose every string Postgres can store as plain text."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable_text(cls, data: Any) -> Any:
+        return refuse_unstorable(data, allow_nul=False)
