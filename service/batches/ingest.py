@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from redis import Redis
+from redis.exceptions import RedisError
 from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
@@ -223,6 +224,25 @@ def _prefer_lz4(session: Session) -> None:
             session.execute(text("SET LOCAL default_toast_compression = 'lz4'"))
     except DBAPIError:
         log.info("lz4 TOAST compression unavailable; using the server default")
+
+
+def give_up_validation(session: Session, *, batch_id: uuid.UUID, message: str,
+                       redis: Redis) -> str | None:
+    """End a batch whose validation keeps failing: ``failed``, with the reason in errors, and
+    any quota it had reserved given back (best effort: the reservation also expires)."""
+    batch = session.scalar(select(Batch).where(
+        Batch.id == batch_id, Batch.status == BatchStatus.VALIDATING)
+        .with_for_update(skip_locked=True))
+    if batch is None:
+        session.rollback()
+        return None
+    log.error("batch validation given up", extra={"batch_id": str(batch_id)})
+    try:
+        settle_batch_sync(SyncQuotaStore(redis), tenant_id=batch.tenant_id, batch_id=batch.id,
+                          actual_tokens=0)
+    except RedisError:
+        log.warning("quota reservation left to expire", extra={"batch_id": str(batch_id)})
+    return _fail(session, batch, "validation_error", message)
 
 
 def _fail(session: Session, batch: Batch, code: str, message: str,

@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import random
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from redis import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from sqlalchemy.exc import InterfaceError, OperationalError
 
+from service.batches.ingest import give_up_validation
 from service.batches.lifecycle import Due, find_due, run_step
 from service.files.expiry import expire_files
 from service.files.storage import storage_for
@@ -26,6 +31,40 @@ from service.store.db import sync_session
 from service.store.settings import Settings
 
 log = logging.getLogger("fairway.batches")
+
+
+MAX_STEP_FAILURES = 5  # a validation failing this often for reasons of its own fails the batch
+BACKOFF_BASE_S, BACKOFF_CAP_S = 1.0, 60.0
+
+
+def is_outage(exc: BaseException) -> bool:
+    """A dependency being away (Postgres, Redis), as opposed to something wrong with the batch:
+    outages are waited out, never counted against the batch."""
+    return isinstance(exc, OperationalError | InterfaceError | RedisConnectionError
+                      | RedisTimeoutError)
+
+
+class _Backoff:
+    """Per-batch retry schedule: capped exponential delays with jitter after each failure."""
+
+    def __init__(self) -> None:
+        self._failures: dict[uuid.UUID, int] = {}
+        self._not_before: dict[uuid.UUID, float] = {}
+
+    def ready(self, batch_id: uuid.UUID, now: float) -> bool:
+        return now >= self._not_before.get(batch_id, 0.0)
+
+    def failed(self, batch_id: uuid.UUID, now: float, *, counts: bool) -> int:
+        """Schedule the next try; returns the failures counted against the batch so far."""
+        n = self._failures.get(batch_id, 0) + int(counts)
+        self._failures[batch_id] = n
+        delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** max(0, n - 1))
+        self._not_before[batch_id] = now + delay * random.uniform(0.8, 1.2)
+        return n
+
+    def forget(self, batch_id: uuid.UUID) -> None:
+        self._failures.pop(batch_id, None)
+        self._not_before.pop(batch_id, None)
 
 
 class BatchMaintenance:
@@ -39,6 +78,7 @@ class BatchMaintenance:
         self._next_at = 0.0
         self._sweeping = threading.Lock()
         self._next_sweep = 0.0
+        self._backoff = _Backoff()
 
     def tick(self) -> None:
         if time.monotonic() < self._next_at:
@@ -54,9 +94,11 @@ class BatchMaintenance:
         if time.monotonic() >= self._next_sweep and not self._sweeping.locked():
             self._next_sweep = time.monotonic() + self.settings.file_expiry_sweep_seconds
             self.pool.submit(self._sweep_files)
+        now = time.monotonic()
         for step in due:
             with self._lock:
-                if step.batch_id in self._in_flight:
+                if step.batch_id in self._in_flight or not self._backoff.ready(step.batch_id,
+                                                                                now):
                     continue
                 self._in_flight.add(step.batch_id)
             self.pool.submit(self._run, step)
@@ -77,9 +119,31 @@ class BatchMaintenance:
             with sync_session(self.settings.database_url) as session:
                 run_step(session, due=step, storage=self.storage, settings=self.settings,
                          redis=self.redis)
-        except Exception:
-            log.exception("batch step failed; retried next tick",
-                          extra={"batch_id": str(step.batch_id), "action": step.action})
+            with self._lock:
+                self._backoff.forget(step.batch_id)
+        except Exception as exc:
+            self._failed(step, exc)
         finally:
             with self._lock:
                 self._in_flight.discard(step.batch_id)
+
+    def _failed(self, step: Due, exc: Exception) -> None:
+        outage = is_outage(exc)
+        with self._lock:
+            failures = self._backoff.failed(step.batch_id, time.monotonic(), counts=not outage)
+        extra = {"batch_id": str(step.batch_id), "action": step.action, "failures": failures}
+        if outage:
+            log.warning("batch step waits for a dependency: %s", type(exc).__name__,
+                        extra=extra)
+            return
+        log.error("batch step failed", exc_info=exc, extra=extra)
+        if step.action == "validate" and failures >= MAX_STEP_FAILURES:
+            try:
+                with sync_session(self.settings.database_url) as session:
+                    give_up_validation(session, batch_id=step.batch_id, redis=self.redis, message=(
+                        f"Validating the input file failed {failures} times "
+                        f"({type(exc).__name__}); the batch was not started."))
+                with self._lock:
+                    self._backoff.forget(step.batch_id)
+            except Exception:
+                log.exception("failing the batch failed; retried later", extra=extra)
