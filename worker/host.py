@@ -21,6 +21,7 @@ from service.store import lifecycle, wakeups
 from service.store.db import async_engine, async_sessionmaker_for
 from service.store.heartbeats import encode_step_clock
 from service.store.keys import control_channel, step_clock_key, worker_key, worker_queue
+from service.store.outages import POSTGRES, REDIS, Dependencies, is_outage
 from service.store.settings import Settings
 from service.store.telemetry.endpoint import start_metrics_endpoint
 from worker.engine import step_clock
@@ -28,6 +29,7 @@ from worker.engine.base import Engine
 from worker.metrics import observe_engine
 from worker.phase_slot import keep_phase_slot, release_phase_slot
 from worker.runner import JobRunner, engine_request_id
+from worker.stream_outbox import StreamOutbox
 
 log = logging.getLogger("fairway.worker")
 T = TypeVar("T")
@@ -61,6 +63,7 @@ class EngineHost:
         self._thread = threading.Thread(target=self._run_loop, name="engine-loop", daemon=True)
         self._tasks: list[asyncio.Task[None]] = []
         self.runner: JobRunner | None = None
+        self.deps = Dependencies(log)
         self.redis: Redis | None = None
         self.metrics_port: int | None = None
 
@@ -95,15 +98,19 @@ class EngineHost:
                                                    port=self.settings.worker_metrics_port,
                                                    instance=self.worker_id)
         self.redis = Redis.from_url(self.settings.redis_url,
-                                    max_connections=self.settings.redis_max_connections)
+                                    max_connections=self.settings.redis_max_connections,
+                                    socket_connect_timeout=5)
+        self.outbox = StreamOutbox(self.redis, ttl_s=self.settings.stream_ttl_seconds,
+                                   state=self.deps.states[REDIS])
         self.runner = JobRunner(engine=self.engine, settings=self.settings,
                                 worker_id=self.worker_id,
                                 sessionmaker=async_sessionmaker_for(self.settings.database_url),
-                                redis=self.redis)
+                                redis=self.redis, outbox=self.outbox, deps=self.deps)
         await self._heartbeat_once()
         self._tasks = [asyncio.create_task(self._heartbeat_forever()),
-                       asyncio.create_task(self._listen_for_aborts()),
-                       asyncio.create_task(self._publish_step_clock_forever())]
+                       asyncio.create_task(self._listen_for_commands()),
+                       asyncio.create_task(self._publish_step_clock_forever()),
+                       asyncio.create_task(self.outbox.deliver_forever())]
 
     async def _stop(self) -> None:
         for task in self._tasks:
@@ -161,12 +168,23 @@ class EngineHost:
     async def _heartbeat_forever(self) -> None:
         while True:
             await asyncio.sleep(self.settings.heartbeat_seconds)
-            try:
-                await self._heartbeat_once()
-            except Exception:
-                log.exception("heartbeat failed")
+            await self._heartbeat_once()
 
     async def _heartbeat_once(self) -> None:
+        """The beat in Redis and the leases in Postgres, each on its own: either dependency may
+        be away without stopping the other (an outage is logged once, not per beat)."""
+        for part, dependency in ((self._beat, REDIS), (self._renew_leases, POSTGRES)):
+            try:
+                await part()
+            except Exception as exc:
+                if is_outage(exc):
+                    self.deps.failed(exc)
+                else:
+                    log.exception("heartbeat failed")
+            else:
+                self.deps.ok(dependency)
+
+    async def _beat(self) -> None:
         assert self.redis is not None and self.runner is not None
         stats = self.engine.stats()
         beat = {
@@ -196,34 +214,53 @@ class EngineHost:
             if not kept and not self._phase_slot_lost:
                 log.warning("step phase slot %d was taken by another worker", self.phase_slot)
             self._phase_slot_lost = not kept
-        await self._renew_leases()
 
     async def _renew_leases(self) -> None:
         """A live worker keeps the jobs it is running; a dead one stops renewing and the
         dispatcher re-queues. Only jobs the runner holds are renewed: an assigned job whose task
         never started here (lost message, failed claim) must expire and be re-dispatched."""
         assert self.runner is not None
-        held = [uuid.UUID(job_id) for job_id in self.runner.active]
+        held = dict(self.runner.active)
         if not held:
             return
         async with self.runner.sessionmaker() as session:
-            await session.execute(lifecycle.renew(held, worker_id=self.worker_id,
-                                                  lease_s=self.settings.lease_seconds,
-                                                  now=dt.datetime.now(dt.UTC)))
+            renewed = set((await session.scalars(lifecycle.renew(
+                [uuid.UUID(j) for j in held], worker_id=self.worker_id,
+                lease_s=self.settings.lease_seconds, now=dt.datetime.now(dt.UTC)))).all())
             await session.commit()
+        # A job held here but no longer running for us was cancelled or re-queued while its
+        # abort command could not reach us (a Redis outage): stop it now.
+        for job_id, rid in held.items():
+            if uuid.UUID(job_id) not in renewed and job_id in self.runner.active:
+                log.info("job no longer ours; aborting", extra={"job_id": job_id})
+                await self.engine.abort(rid)
 
     # -- aborts --------------------------------------------------------------------------------
-    async def _listen_for_aborts(self) -> None:
+    async def _listen_for_commands(self) -> None:
+        """The worker's control channel; resubscribes after a Redis outage (commands sent
+        meanwhile are lost; the lease renewal above catches up on cancellations)."""
         assert self.redis is not None
-        pubsub = self.redis.pubsub()
-        await pubsub.subscribe(control_channel(self.worker_id))
-        async for message in pubsub.listen():
-            if message.get("type") != "message":
-                continue
+        failures = 0
+        while True:
             try:
-                await self._on_command(wakeups.decode_command(message["data"]))
-            except Exception:
-                log.exception("control command failed")
+                async with self.redis.pubsub() as pubsub:
+                    await pubsub.subscribe(control_channel(self.worker_id))
+                    failures = 0
+                    async for message in pubsub.listen():
+                        if message.get("type") == "message":
+                            await self._command(message["data"])
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
+                self.deps.failed(exc)
+                failures += 1
+                await asyncio.sleep(min(5.0, 0.2 * 2 ** failures))
+
+    async def _command(self, data: bytes) -> None:
+        try:
+            await self._on_command(wakeups.decode_command(data))
+        except Exception:
+            log.exception("control command failed")
 
     async def _on_command(self, command: wakeups.Command | None) -> None:
         match command:

@@ -12,20 +12,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
-from sqlalchemy import String, literal_column
+from sqlalchemy import Row, String, Update, literal_column
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from service.store import job_stream, lifecycle, nul_codec, wakeups
-from service.store.keys import stream_key
 from service.store.lifecycle import job_event
 from service.store.models.jobs import Job, JobStatus
+from service.store.outages import Dependencies, is_outage, through_outages
 from service.store.settings import Settings
 from service.store.telemetry.logfmt import bind_job
 from worker.accounting import account_job_end
 from worker.checkpoint import park_job, preemption_mode
 from worker.engine.base import Engine, EngineError, EngineRequest, SamplingSpec
 from worker.metrics import JobObserver, observe_job
+from worker.stream_outbox import StreamOutbox
 
 log = logging.getLogger("fairway.worker")
 
@@ -70,18 +71,25 @@ _LAST_EVENT_TYPE = Job.events.op("->", return_type=JSONB)(literal_column("-1")).
     "->>", return_type=String)(literal_column("'type'"))
 
 
+# How long a finished attempt keeps trying to write its result through a Postgres outage.
+FINAL_WRITE_PATIENCE_S = 3600.0
+
+
 def engine_request_id(job_id: uuid.UUID | str, attempt: int) -> str:
     return f"{job_id}:{attempt}"
 
 
 class JobRunner:
     def __init__(self, *, engine: Engine, settings: Settings, worker_id: str,
-                 sessionmaker: async_sessionmaker[AsyncSession], redis: Redis) -> None:
+                 sessionmaker: async_sessionmaker[AsyncSession], redis: Redis,
+                 outbox: StreamOutbox, deps: Dependencies) -> None:
         self.engine = engine
         self.settings = settings
         self.worker_id = worker_id
         self.sessionmaker = sessionmaker
         self.redis = redis
+        self.outbox = outbox  # stream entries, delivered through Redis outages
+        self.deps = deps  # this worker's view of Postgres and Redis
         self.active: dict[str, str] = {}  # job id -> engine request id, running here
         self.preempting: set[str] = set()  # job ids being taken back (park, don't drop)
 
@@ -120,16 +128,23 @@ class JobRunner:
     async def _claim(self, job_id: uuid.UUID, attempt: int) -> ClaimedJob | None:
         """Only the delivery for the current attempt, sent to this worker, may start the job."""
         now = dt.datetime.now(dt.UTC)
-        async with self.sessionmaker() as session:
-            row = (await session.execute(
-                lifecycle.start(job_id, attempt=attempt, worker_id=self.worker_id,
-                                lease_s=self.settings.lease_seconds, now=now)
-                .returning(Job.endpoint, Job.request, Job.max_tokens, Job.priority,
-                           Job.checkpoint_token_ids, Job.preempted_at,
-                           _LAST_EVENT_TYPE.label("last_event"),
-                           *OBSERVED_COLUMNS)
-            )).first()
-            await session.commit()
+
+        async def start() -> Row[Any] | None:
+            async with self.sessionmaker() as session:
+                row = (await session.execute(
+                    lifecycle.start(job_id, attempt=attempt, worker_id=self.worker_id,
+                                    lease_s=self.settings.lease_seconds, now=now)
+                    .returning(Job.endpoint, Job.request, Job.max_tokens, Job.priority,
+                               Job.checkpoint_token_ids, Job.preempted_at,
+                               _LAST_EVENT_TYPE.label("last_event"),
+                               *OBSERVED_COLUMNS)
+                )).first()
+                await session.commit()
+                return row
+
+        # Through a Postgres outage no longer than the lease: after that the job is re-queued.
+        row = await through_outages(start, self.deps,
+                                    give_up_after_s=self.settings.lease_seconds)
         if row is None:
             return None
         bind_job(job_id=job_id, tenant=row.tenant_id, job_class=row.kind, attempt=attempt)
@@ -169,7 +184,6 @@ class JobRunner:
             n = len(request.prompt_token_ids)
             return await self._succeed(job, Progress(prompt_tokens=n, cached=n,
                                                      finish_reason="length"), request)
-        key = stream_key(job.job_id)
         # Stream offsets are characters into the whole output, so readers can splice a
         # resumed or re-run attempt onto what they already relayed.
         offset = len(self.engine.decode(job.checkpoint)) if job.checkpoint else 0
@@ -184,8 +198,8 @@ class JobRunner:
                 progress.new_ids.extend(delta.token_ids)
                 progress.pieces.append(delta.text)
                 if job.streamed:
-                    await self.redis.xadd(key, job_stream.fields(job_stream.Delta(
-                        job.attempt, delta.text, len(delta.token_ids), offset)))
+                    await self.outbox.put(job.job_id, job_stream.Delta(
+                        job.attempt, delta.text, len(delta.token_ids), offset))
                 if first:  # after the token is on its way: the stamp is not on the hot path
                     await self._mark_first_token(job)
                 offset += len(delta.text)
@@ -200,11 +214,11 @@ class JobRunner:
                 if job.resume_of is not None and not job.resume_logged:
                     events.append(self._resumed_event(job, request, progress.cached))
                 events.append(self._preempted_event(job, len(generated), len(progress.new_ids)))
-                parked = await park_job(self.sessionmaker, job_id=job.job_id,
-                                        attempt=job.attempt, worker_id=self.worker_id,
-                                        generated_ids=generated,
-                                        recomputed=_recomputed(job, progress, request),
-                                        events=events)
+                parked = await through_outages(lambda: park_job(
+                    self.sessionmaker, job_id=job.job_id, attempt=job.attempt,
+                    worker_id=self.worker_id, generated_ids=generated,
+                    recomputed=_recomputed(job, progress, request), events=events),
+                    self.deps, give_up_after_s=FINAL_WRITE_PATIENCE_S)
                 if parked and job.obs is not None:
                     job.obs.preempted()
                 return "preempted" if parked else "aborted"
@@ -232,17 +246,25 @@ class JobRunner:
     async def _mark_resumed(self, job: ClaimedJob, request: EngineRequest, cached: int) -> None:
         """Append the "resumed" event, once the resume's prefill is done (cached count known)."""
         job.resume_logged = True
-        async with self.sessionmaker() as session:
-            await session.execute(lifecycle.record_resume(
-                job.job_id, attempt=job.attempt, worker_id=self.worker_id,
-                event=self._resumed_event(job, request, cached), now=dt.datetime.now(dt.UTC)))
-            await session.commit()
+        await self._stamp(lifecycle.record_resume(
+            job.job_id, attempt=job.attempt, worker_id=self.worker_id,
+            event=self._resumed_event(job, request, cached), now=dt.datetime.now(dt.UTC)))
 
     async def _mark_first_token(self, job: ClaimedJob) -> None:
-        async with self.sessionmaker() as session:
-            await session.execute(lifecycle.first_token(job.job_id, attempt=job.attempt,
-                                                        now=dt.datetime.now(dt.UTC)))
-            await session.commit()
+        await self._stamp(lifecycle.first_token(job.job_id, attempt=job.attempt,
+                                                now=dt.datetime.now(dt.UTC)))
+
+    async def _stamp(self, stmt: Update) -> None:
+        """A stamp on a running job (first token, resume) is worth one try, never a wait: in a
+        Postgres outage it is skipped and the tokens keep flowing."""
+        try:
+            async with self.sessionmaker() as session:
+                await session.execute(stmt)
+                await session.commit()
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            self.deps.failed(exc)
 
     async def _succeed(self, job: ClaimedJob, progress: Progress,
                        request: EngineRequest) -> str:
@@ -253,7 +275,7 @@ class JobRunner:
         output = self.engine.decode(generated) if job.checkpoint else "".join(progress.pieces)
         prompt_tokens = progress.prompt_tokens - len(job.checkpoint)
         values: dict[str, Any] = {
-            "result": {"text": output},
+            "result": nul_codec.encode({"text": output}),  # JSONB cannot hold U+0000
             "finish_reason": progress.finish_reason, "prompt_tokens": prompt_tokens,
             "completion_tokens": len(generated), "cached_tokens": progress.cached}
         if job.checkpoint or job.resume_of is not None:
@@ -281,17 +303,24 @@ class JobRunner:
         status = JobStatus.SUCCEEDED if succeeded else JobStatus.FAILED
         prompt = int(values.get("prompt_tokens") or 0)
         completion = int(values.get("completion_tokens") or 0)
-        async with self.sessionmaker() as session:
-            row = (await session.execute(lifecycle.end(
-                job.job_id, attempt=job.attempt, worker_id=self.worker_id, succeeded=succeeded,
-                values=values, now=now))).first()
-            if row is not None:
-                await session.execute(*wakeups.notify(wakeups.JobEnded(
-                    job.job_id, self.worker_id, prompt, completion)))
-                await account_job_end(session, self.redis, job_id=row.id, tenant_id=row.tenant_id,
-                                      model=row.model, job_class=row.kind,
-                                      values={**values, "status": status})
-            await session.commit()
+
+        async def write() -> Row[Any] | None:
+            async with self.sessionmaker() as session:
+                row = (await session.execute(lifecycle.end(
+                    job.job_id, attempt=job.attempt, worker_id=self.worker_id,
+                    succeeded=succeeded, values=values, now=now))).first()
+                if row is not None:
+                    await session.execute(*wakeups.notify(wakeups.JobEnded(
+                        job.job_id, self.worker_id, prompt, completion)))
+                    await account_job_end(session, self.redis, job_id=row.id,
+                                          tenant_id=row.tenant_id, model=row.model,
+                                          job_class=row.kind,
+                                          values={**values, "status": status})
+                await session.commit()
+                return row
+
+        # The result is only in this process: wait out a Postgres outage to deliver it.
+        row = await through_outages(write, self.deps, give_up_after_s=FINAL_WRITE_PATIENCE_S)
         if row is not None:
             log.info("job ended: %s", status)
         if row is not None and job.obs is not None:
@@ -301,11 +330,7 @@ class JobRunner:
 
     async def _publish_end(self, job: ClaimedJob,
                            entry: job_stream.Final | job_stream.Failure) -> None:
-        key = stream_key(job.job_id)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.xadd(key, job_stream.fields(entry))
-            pipe.expire(key, self.settings.stream_ttl_seconds)
-            await pipe.execute()
+        await self.outbox.put(job.job_id, entry)
 
 
 def _recomputed(job: ClaimedJob, progress: Progress, request: EngineRequest) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import threading
 import time
 import uuid
@@ -15,7 +17,8 @@ from redis import Redis
 from sqlalchemy.orm import Session
 
 from scheduler.dispatcher import metrics as sched_obs
-from scheduler.dispatcher.leader import acquire_leadership, still_leader
+from scheduler.dispatcher.leader import acquire_leadership, connect, still_leader
+from scheduler.dispatcher.terms import run_terms
 from scheduler.dispatcher.views import job_view, worker_view
 from scheduler.interface import SchedulingPolicy
 from scheduler.policies import FairwayConfig, make_policy
@@ -23,14 +26,17 @@ from scheduler.types import Assign, Decision, JobClass, Preempt, Reject
 from service.store import job_queries as store
 from service.store import job_stream, wakeups
 from service.store.db import sync_session
-from service.store.heartbeats import decode_step_clock
+from service.store.heartbeats import LeaderBeat, decode_step_clock
 from service.store.keys import (
+    LEADER_KEY,
+    LEADER_TTL_S,
     WORKER_KEY_PATTERN,
     control_channel,
     step_clock_key,
     stream_key,
     worker_queue,
 )
+from service.store.outages import POSTGRES, Dependencies, is_outage
 from service.store.settings import Settings, to_libpq_url
 from service.store.task_queue import RUN_JOB_TASK, make_celery
 from service.store.telemetry.endpoint import start_metrics_endpoint
@@ -49,13 +55,22 @@ class Dispatcher:
         packages that own that work."""
         self.settings = settings
         self.upkeep = list(upkeep)
-        self.policy = policy or make_policy(
-            settings.scheduler_policy,
-            FairwayConfig(dispatch_lead_s=settings.dispatch_lead_s,
-                          rt_earliest_start=settings.rt_earliest_start),
-        )
-        self.redis = Redis.from_url(settings.redis_url)
+        self._given_policy = policy
+        self.redis = Redis.from_url(settings.redis_url, socket_timeout=10,
+                                    socket_connect_timeout=5)
         self.celery = make_celery(settings)
+        self.deps = Dependencies(log)
+        self.ident = f"{socket.gethostname()}-{os.getpid()}"
+        self._new_term()
+
+    def _new_term(self) -> None:
+        """Forget everything but the settings: each term as leader rebuilds its state from
+        Postgres (``_bootstrap``), whether it follows a start, a failover or an outage."""
+        self.policy = self._given_policy or make_policy(
+            self.settings.scheduler_policy,
+            FairwayConfig(dispatch_lead_s=self.settings.dispatch_lead_s,
+                          rt_earliest_start=self.settings.rt_earliest_start),
+        )
         self.placed: dict[str, tuple[str, JobClass]] = {}  # job id -> (worker id, class)
         self.classes: dict[str, JobClass] = {}  # queued job id -> class, for placed
         self.workers: set[str] = set()
@@ -65,22 +80,35 @@ class Dispatcher:
 
     # -- process -------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
-        libpq = to_libpq_url(self.settings.database_url)
+        """Serve until ``stop``: stand by, lead, and after an outage or a lost lock start
+        again; nothing a dependency does ends the process (scheduler.dispatcher.terms)."""
         start_metrics_endpoint(self.settings, role="scheduler",
                                port=self.settings.scheduler_metrics_port)
+        run_terms(self.lead, stop, self.deps, log)
+
+    def lead(self, stop: threading.Event) -> None:
+        """One term: wait for the lock, lead until ``stop`` or the lock is lost. A dependency's
+        error ends the term; ``run`` backs off and starts the next."""
+        libpq = to_libpq_url(self.settings.database_url)
         sched_obs.set_leader(False)
-        lock_conn = acquire_leadership(libpq, stop)
+        lock_conn = acquire_leadership(libpq, stop, self.deps.states[POSTGRES])
         if lock_conn is None:
             return
+        self._new_term()
         sched_obs.set_leader(True)
-        with lock_conn, psycopg.connect(libpq, autocommit=True) as listen_conn:
-            listen_conn.execute(f"LISTEN {wakeups.CHANNEL}")
-            self._bootstrap()
-            while not stop.is_set():
-                self.step(listen_conn)
-                if time.monotonic() >= self._next_maintenance and not still_leader(lock_conn):
-                    log.error("lost the dispatcher lock's connection; stepping down")
-                    return
+        try:
+            with lock_conn, connect(libpq) as listen_conn:
+                listen_conn.execute(f"LISTEN {wakeups.CHANNEL}")
+                self._bootstrap()
+                while not stop.is_set():
+                    self.step(listen_conn)
+                    self.deps.ok()
+                    if (time.monotonic() >= self._next_maintenance
+                            and not still_leader(lock_conn)):
+                        log.error("lost the dispatcher lock's connection; stepping down")
+                        return
+        finally:
+            sched_obs.set_leader(False)
 
     def _bootstrap(self) -> None:
         """Rebuild the policy's state from Postgres: a new leader forgets nothing."""
@@ -148,6 +176,8 @@ class Dispatcher:
     # -- periodic ------------------------------------------------------------------------------
     def _maintenance(self) -> None:
         self._next_maintenance = time.monotonic() + MAINTENANCE_S
+        self.redis.set(LEADER_KEY, LeaderBeat(self.ident, time.time()).encode(),
+                       ex=LEADER_TTL_S)
         self._refresh_workers()
         with sync_session(self.settings.database_url) as session:
             lost = store.requeue_expired_leases(session)
@@ -221,9 +251,15 @@ class Dispatcher:
         if attempt is None:  # cancelled (or claimed) since the policy saw it
             self.policy.on_job_finished(decision.job_id, decision.worker_id, 0, 0)
             return
+        try:
+            self.celery.send_task(RUN_JOB_TASK, args=[decision.job_id, attempt],
+                                  queue=worker_queue(decision.worker_id))
+        except Exception as exc:
+            if is_outage(exc):  # the broker is away: give the claim back now, not at lease end
+                store.unclaim_job(session, job_id=uuid.UUID(decision.job_id), attempt=attempt,
+                                  worker_id=decision.worker_id)
+            raise
         self.placed[decision.job_id] = (decision.worker_id, job_class)
-        self.celery.send_task(RUN_JOB_TASK, args=[decision.job_id, attempt],
-                              queue=worker_queue(decision.worker_id))
 
     def _preempt(self, decision: Preempt) -> None:
         """Ask the worker to take the job back; it parks a checkpoint and notifies requeue.

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from service.api.relay import ClientGone, NewText, follow_job
+from service.api.relay import ClientGone, Interrupted, NewText, follow_job
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 from service.jobs.service import cancel_job, create_job, get_job, job_public_view, parse_public_id
 from service.jobs.shapes import ShapeBuilder, sse, usage_dict
@@ -23,6 +23,7 @@ from service.quotas.admission import admit_request, quota_store
 from service.store.job_stream import Failure, Final
 from service.store.models.jobs import Job
 from service.store.models.tenants import Tenant
+from service.store.nul_codec import result_text
 from service.store.settings import Settings
 from service.web.deps import CurrentTenant, SessionDep, SettingsDep
 from service.web.errors import APIError, error_body
@@ -120,12 +121,15 @@ async def _wait(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
                     job = await session.get(Job, job_id)
                 assert job is not None  # the worker writes the row before the final event
                 obs.finished(ok=True, completion_tokens=job.completion_tokens or 0)
-                return builder.completion((job.result or {}).get("text", ""), job.finish_reason,
+                return builder.completion(result_text(job.result), job.finish_reason,
                                           usage_dict(job.prompt_tokens or 0,
                                                      job.completion_tokens or 0))
             elif isinstance(ev, Failure):
                 obs.finished(ok=False)
                 raise _job_error(ev)
+            elif isinstance(ev, Interrupted):  # the job goes on; its result stays fetchable
+                obs.finished(ok=False)
+                raise _interrupted(ev, job_id)
             else:
                 obs.finished(ok=False)
                 await _cancel(state, job_id)
@@ -167,9 +171,19 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
                 obs.finished(ok=False)
                 yield sse(_job_error(ev).body())
                 done = True
+            elif isinstance(ev, Interrupted):  # the job goes on: don't cancel it
+                obs.finished(ok=False)
+                yield sse(_interrupted(ev, job_id).body())
+                done = True
             else:  # timeout
                 obs.finished(ok=False)
                 yield sse(error_body("The request timed out.", "timeout_error", "timeout"))
+    except Exception:  # never end a stream silently: say so, and let the job finish
+        log.exception("relaying the job's stream failed", extra={"job_id": str(job_id)})
+        obs.finished(ok=False)
+        yield sse(_interrupted(Interrupted("The relay failed."), job_id).body())
+        done = True
+    else:
         yield sse("[DONE]")
     finally:
         if not done:
@@ -187,6 +201,12 @@ async def _cancel(state: Any, job_id: uuid.UUID) -> None:
                 log.info("job cancelled: client disconnected", extra={"job_id": str(job_id)})
     except Exception:  # never let cleanup crash the server; the lease expiry is the backstop
         log.exception("cancelling job failed", extra={"job_id": str(job_id)})
+
+
+def _interrupted(ev: Interrupted, job_id: uuid.UUID) -> APIError:
+    return APIError(503, f"{ev.reason} The request is still being processed: fetch its result "
+                         f"with GET /v1/jobs/job_{job_id.hex}.", code="stream_interrupted",
+                    headers={"Retry-After": "2"})
 
 
 def _job_error(failure: Failure) -> APIError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -12,6 +13,7 @@ from redis.asyncio import Redis
 
 from service.store.job_stream import Entry, Failure, Final, parse
 from service.store.keys import stream_key
+from service.store.outages import is_outage
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +28,18 @@ class TimedOut:
     """Nothing final arrived within the request's timeout."""
 
 
-RelayEvent = NewText | Final | Failure | TimedOut
+@dataclass(frozen=True, slots=True)
+class Interrupted:
+    """The relay cannot give the client the whole answer: Redis stayed away too long, or part
+    of the stream was lost (a Redis restart without its data). The job itself goes on; its
+    result can be fetched by id."""
+
+    reason: str
+
+
+RelayEvent = NewText | Final | Failure | TimedOut | Interrupted
+
+OUTAGE_PATIENCE_S = 30.0  # how long the relay waits for Redis to come back
 
 
 class ClientGone(Exception):
@@ -40,8 +53,12 @@ async def follow_job(
     timeout_s: float,
     is_disconnected: Callable[[], Awaitable[bool]] | None = None,
     block_ms: int = 1000,
+    outage_patience_s: float = OUTAGE_PATIENCE_S,
 ) -> AsyncIterator[RelayEvent]:
-    """Yields new text, then one Final or Failure (or TimedOut).
+    """Yields new text, then one Final or Failure (or TimedOut, or Interrupted).
+
+    A Redis outage is waited out (up to ``outage_patience_s``): reading resumes after the last
+    entry seen, so the client gets every entry once Redis is back.
 
     A re-run attempt regenerates from its first token (or its checkpoint); text up to what was
     already sent is dropped, which is exact for deterministic (greedy or seeded) decoding.
@@ -51,9 +68,25 @@ async def follow_job(
     sent = 0
     produced: dict[int, int] = {}  # attempt -> characters that attempt has produced
     give_up = time.monotonic() + timeout_s
+    outage_since: float | None = None
+    failures = 0
     while True:
-        batch = cast(list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]],
-                     await redis.xread({key: last_id}, count=256, block=block_ms))
+        try:
+            batch = cast(list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]],
+                         await redis.xread({key: last_id}, count=256, block=block_ms))
+            outage_since, failures = None, 0
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            now = time.monotonic()
+            outage_since = outage_since or now
+            if now - outage_since > outage_patience_s or now > give_up:
+                yield Interrupted("Lost the connection to the job's progress (Redis is "
+                                  "unavailable).")
+                return
+            failures += 1
+            await asyncio.sleep(min(2.0, 0.1 * 2 ** failures))
+            continue
         if not batch:
             if is_disconnected is not None and await is_disconnected():
                 raise ClientGone
@@ -72,6 +105,11 @@ async def follow_job(
             # Workers send the delta's character offset in the whole output; a resumed
             # attempt starts after its checkpoint, a re-run from zero.
             start = entry.offset if entry.offset is not None else produced.get(entry.attempt, 0)
+            if entry.attempt in produced and start > produced[entry.attempt]:
+                # One attempt's offsets are contiguous: entries between were lost (a Redis
+                # restart without its data), and the text cannot be made whole.
+                yield Interrupted("Part of the answer's stream was lost.")
+                return
             end = start + len(entry.text)
             produced[entry.attempt] = end
             if end > sent:

@@ -19,15 +19,13 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from redis import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from service.batches.ingest import give_up_validation
 from service.batches.lifecycle import Due, find_due, run_step
 from service.files.expiry import expire_files
 from service.files.storage import storage_for
 from service.store.db import sync_session
+from service.store.outages import is_outage
 from service.store.settings import Settings
 
 log = logging.getLogger("fairway.batches")
@@ -35,13 +33,6 @@ log = logging.getLogger("fairway.batches")
 
 MAX_STEP_FAILURES = 5  # a validation failing this often for reasons of its own fails the batch
 BACKOFF_BASE_S, BACKOFF_CAP_S = 1.0, 60.0
-
-
-def is_outage(exc: BaseException) -> bool:
-    """A dependency being away (Postgres, Redis), as opposed to something wrong with the batch:
-    outages are waited out, never counted against the batch."""
-    return isinstance(exc, OperationalError | InterfaceError | RedisConnectionError
-                      | RedisTimeoutError)
 
 
 class _Backoff:

@@ -21,6 +21,7 @@ from service.jobs.shapes import ShapeBuilder, usage_dict
 from service.store.models.batches import Batch
 from service.store.models.files import StoredFile
 from service.store.models.jobs import Job, JobStatus
+from service.store.nul_codec import result_text
 from service.web.errors import _TYPES as ERROR_TYPES
 
 PAGE = 1000
@@ -132,7 +133,7 @@ def _success_line(row: Row[Any]) -> dict[str, Any]:
     builder = ShapeBuilder(chat=chat, public_id=("chatcmpl-" if chat else "cmpl-") + row.id.hex,
                            created=int(when.timestamp()), model=row.model,
                            service_tier=row.service_tier)
-    body = builder.completion((row.result or {}).get("text", ""), row.finish_reason,
+    body = builder.completion(result_text(row.result), row.finish_reason,
                               usage_dict(row.prompt_tokens or 0, row.completion_tokens or 0))
     return {"id": f"batch_req_{row.id.hex}", "custom_id": row.custom_id,
             "response": {"status_code": 200, "request_id": _request_id(row), "body": body},

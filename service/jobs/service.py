@@ -14,6 +14,7 @@ from service.jobs.tiers import Classification
 from service.store import lifecycle, nul_codec, wakeups
 from service.store.keys import control_channel
 from service.store.models.jobs import Job
+from service.store.nul_codec import result_text
 
 
 async def create_job(
@@ -104,6 +105,8 @@ def job_public_view(job: Job) -> dict[str, Any]:
         "priority": job.priority,
         "attempt": job.attempt,
         "finish_reason": job.finish_reason,
+        # The answer, once the job succeeded: a client whose stream broke fetches it here.
+        "output": {"text": result_text(job.result)} if job.status == "succeeded" else None,
         "usage": usage,
         "error": job.error,
         "deadline_at": ts(job.deadline_at),

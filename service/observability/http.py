@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -11,8 +12,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.store.heartbeats import LeaderBeat
+from service.store.keys import LEADER_KEY, LEADER_TTL_S
 from service.store.telemetry import metrics as m
 from service.store.telemetry.metrics import REGISTRY
+from service.web.errors import DATABASE
 
 CHECK_TIMEOUT_S = 2.0
 
@@ -57,6 +61,7 @@ async def readiness(state: Any) -> tuple[bool, dict[str, Any]]:
         async with state.sessionmaker() as session:
             await asyncio.wait_for(session.execute(text("SELECT 1")), CHECK_TIMEOUT_S)
         checks["database"] = "ok"
+        DATABASE.ok()
     except Exception as exc:
         checks["database"] = "down"
         reasons.append(f"database unreachable: {type(exc).__name__}")
@@ -65,6 +70,14 @@ async def readiness(state: Any) -> tuple[bool, dict[str, Any]]:
         await asyncio.wait_for(state.redis.ping(), CHECK_TIMEOUT_S)
         checks["redis"] = "ok"
         workers = await asyncio.wait_for(live_workers(state.redis), CHECK_TIMEOUT_S)
+        leader = LeaderBeat.decode(await asyncio.wait_for(state.redis.get(LEADER_KEY),
+                                                          CHECK_TIMEOUT_S))
+        age = time.time() - leader.ts if leader else None
+        checks["dispatcher"] = ({"leader": leader.dispatcher, "age_s": round(age, 2)}
+                                if leader and age is not None and age <= LEADER_TTL_S
+                                else "none")
+        if checks["dispatcher"] == "none":
+            reasons.append("no live dispatcher: nothing is scheduling jobs")
     except Exception as exc:
         checks["redis"] = "down"
         reasons.append(f"redis unreachable: {type(exc).__name__}")

@@ -1,7 +1,29 @@
-"""What workers publish in Redis for the dispatcher and the API to read: the engine's step
-clock (worker.engine.step_clock), as one short text value."""
+"""What processes publish in Redis for others to read: a worker engine's step clock
+(worker.engine.step_clock), as one short text value, and the active dispatcher's heartbeat."""
 
 from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderBeat:
+    """The active dispatcher says it is alive (service.store.keys.LEADER_KEY)."""
+
+    dispatcher: str  # host-pid of the leader
+    ts: float  # epoch seconds when written
+
+    def encode(self) -> str:
+        return json.dumps(asdict(self))
+
+    @staticmethod
+    def decode(raw: bytes | str | None) -> LeaderBeat | None:
+        try:
+            body = json.loads(raw) if raw else None
+            return LeaderBeat(str(body["dispatcher"]), float(body["ts"])) if body else None
+        except (ValueError, KeyError, TypeError):
+            return None
 
 
 def encode_step_clock(clock: tuple[float | None, float]) -> str:

@@ -78,6 +78,14 @@ def claim_job(session: Session, *, job_id: uuid.UUID, worker_id: str,
     return attempt
 
 
+def unclaim_job(session: Session, *, job_id: uuid.UUID, attempt: int, worker_id: str) -> bool:
+    """assigned -> queued, for a claim whose task could not be sent."""
+    done = session.scalar(lifecycle.unclaim(job_id, attempt=attempt, worker_id=worker_id,
+                                            now=dt.datetime.now(dt.UTC)))
+    session.commit()
+    return done is not None
+
+
 def requeue_expired_leases(session: Session) -> list[tuple[uuid.UUID, str | None]]:
     """Jobs whose worker stopped renewing go back to the queue; the next claim bumps attempt."""
     rows = session.execute(lifecycle.requeue_expired(dt.datetime.now(dt.UTC))).all()

@@ -33,6 +33,11 @@ def phase_slot_key(model: str, slot: int) -> str:
     return f"fairway:phase:{model}:{slot}"
 
 
+# The active dispatcher's heartbeat (service.store.heartbeats.LeaderBeat), for readiness.
+LEADER_KEY = "fairway:dispatcher:leader"
+LEADER_TTL_S = 5
+
+
 def worker_queue(worker_id: str) -> str:
     """Each worker consumes its own Celery queue, so the dispatcher decides placement."""
     return f"fairway.worker.{worker_id}"

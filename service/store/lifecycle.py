@@ -19,7 +19,7 @@ with the wake-up (service.store.wakeups) the change calls for.
     park         running                      queued      worker, preempted (checkpoint)
     finish       running                      succeeded   worker
     fail         running                      failed      worker
-    requeue      assigned | running           queued      dispatcher, lease expired
+    requeue      assigned | running           queued      dispatcher: lease expired, task unsent
     reject       queued                       failed      dispatcher, policy refused
     cancel       queued | assigned | running  cancelled   API, admin, batch cancel
     expire       queued | assigned | running  cancelled   batch window over
@@ -154,6 +154,14 @@ def requeue_expired(now: dt.datetime) -> Update:
         .returning(Job.id, lost.c.worker_id))
 
 
+def unclaim(job_id: uuid.UUID, *, attempt: int, worker_id: str, now: dt.datetime) -> Update:
+    """assigned -> queued at once: the claim's task could not be sent (the broker is away), so
+    the job goes back without waiting for its lease to run out. RETURNING the id."""
+    return guarded(JobEvent.REQUEUE, *owned_by(job_id, attempt, worker_id), now=now,
+                   sources={A}, values={"queued_at": now, "lease_expires_at": None,
+                                        "worker_id": None}).returning(Job.id)
+
+
 def reject(job_id: uuid.UUID, *, error: dict[str, Any], now: dt.datetime) -> Update:
     """queued -> failed: the policy refused the job (e.g. its SLO cannot be met)."""
     return guarded(JobEvent.REJECT, Job.id == job_id, now=now,
@@ -187,7 +195,8 @@ def renew(job_ids: list[uuid.UUID], *, worker_id: str, lease_s: float,
           now: dt.datetime) -> Update:
     """A live worker keeps the jobs it is running; only those (not ones merely assigned)."""
     return guarded(JobEvent.RENEW, Job.worker_id == worker_id, Job.id.in_(job_ids), now=now,
-                   values={"lease_expires_at": now + dt.timedelta(seconds=lease_s)})
+                   values={"lease_expires_at": now + dt.timedelta(seconds=lease_s)}
+                   ).returning(Job.id)
 
 
 def park(job_id: uuid.UUID, *, attempt: int, worker_id: str, generated_ids: list[int],

@@ -49,6 +49,11 @@ def decode(value: Any) -> Any:
     return _walk(value, _decode_str)
 
 
+def result_text(result: dict[str, Any] | None) -> str:
+    """A job row's output text (``jobs.result``, escaped like requests)."""
+    return str(decode(result or {}).get("text", ""))
+
+
 def encode_json_text(text: str) -> str:
     """``encode`` for a JSON document already dumped (the batch path dumps in Rust). The
     cheap test comes first: most documents contain neither character in any form."""

@@ -12,6 +12,10 @@ Delivery settings, chosen on purpose (Postgres, not the broker, is the source of
   redelivery of the old (job, attempt) is then a no-op in the task's idempotency check.
 - task_ignore_result=True: results and usage go to Postgres; there is no result backend.
 - worker_send_task_events / task_send_sent_event: Flower works out of the box.
+- broker_connection_max_retries=None: a worker whose broker (Redis) goes away keeps trying
+  to reconnect for as long as it takes, instead of exiting after 100 tries.
+- task_publish_retry_policy: the dispatcher's send gives up within about a second when the
+  broker is away; it then gives the job's claim back and backs off (scheduler.dispatcher).
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ def make_celery(settings: Settings) -> Celery:
         worker_prefetch_multiplier=1,
         broker_transport_options={"visibility_timeout": 3600},
         broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,
+        task_publish_retry_policy={"max_retries": 2, "interval_start": 0.1,
+                                   "interval_step": 0.3, "interval_max": 0.5},
         task_ignore_result=True,
         task_serializer="json",
         accept_content=["json"],

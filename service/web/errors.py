@@ -5,12 +5,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from service.store.outages import POSTGRES, DependencyState, is_outage
+
 log = logging.getLogger("fairway.api")
+DATABASE = DependencyState(POSTGRES, log)  # the API's view of Postgres, for logs and metrics
 
 _TYPES = {
     400: "invalid_request_error",
@@ -98,6 +103,19 @@ def install_error_handlers(app: FastAPI) -> None:
         return _json(exc.status_code, error_body(
             str(exc.detail), _TYPES.get(exc.status_code, "api_error"),
             getattr(exc, "code", None)))
+
+    async def _database(_: Request, exc: Exception) -> JSONResponse:
+        if not is_outage(exc):
+            log.exception("database error", exc_info=exc)
+            return _json(500, error_body("Internal server error", "api_error", "internal_error"))
+        DATABASE.failed(exc)  # logged once per outage
+        return _json(503, error_body("The database is unavailable; retry shortly.",
+                                     "service_unavailable", "database_unavailable"),
+                     {"Retry-After": "2"})
+
+    # An outage of Postgres answers 503 + Retry-After on every route, never a 500.
+    app.add_exception_handler(DBAPIError, _database)
+    app.add_exception_handler(psycopg.Error, _database)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

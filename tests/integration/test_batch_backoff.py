@@ -11,20 +11,32 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from redis import Redis
 from sqlalchemy.exc import OperationalError
 
 from service.batches import maintenance
+from service.cli.bootstrap import create_tenant_with_key
 from service.store import batch_lifecycle
-from service.store.db import sync_session
+from service.store.db import sync_engine, sync_session
 from service.store.models.batches import Batch
 from service.store.settings import Settings
+from tests.support.services import create_database, drop_database
+
+
+@pytest.fixture(scope="module")
+def settings(test_redis_url: str) -> Iterator[Settings]:
+    """A database of its own: the shared one's dispatcher would validate our batch itself."""
+    url = create_database("fairway_backoff")
+    yield Settings(database_url=url, redis_url=test_redis_url)
+    sync_engine(url).dispose()
+    drop_database(url)
 
 
 @pytest.fixture
-def validating_batch(settings: Settings, make_tenant) -> Iterator[uuid.UUID]:  # type: ignore[no-untyped-def]
-    tenant_id, _ = make_tenant()
+def validating_batch(settings: Settings) -> Iterator[uuid.UUID]:
+    tenant_id, _ = create_tenant_with_key(settings, f"backoff-{uuid.uuid4().hex[:8]}")
     now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)  # past the validation grace
     with sync_session(settings.database_url) as session:
         batch = batch_lifecycle.new_batch(now=now, tenant_id=tenant_id,
@@ -79,7 +91,7 @@ def test_an_outage_is_waited_out_not_counted(
     def down(*_: Any, due: maintenance.Due, **__: Any) -> None:
         if due.batch_id == validating_batch:
             calls.append(time.monotonic())
-        raise OperationalError("SELECT 1", {}, Exception("connection refused"))
+        raise OperationalError("SELECT 1", {}, psycopg.OperationalError("connection refused"))
 
     monkeypatch.setattr(maintenance, "run_step", down)
     monkeypatch.setattr(maintenance, "BACKOFF_BASE_S", 0.01)

@@ -104,6 +104,9 @@ SCHED_PLACED = _g("fairway_scheduler_placed_jobs",
                   "Jobs sent to workers and not yet seen finish.", ("class",))
 SCHED_WORKERS = _g("fairway_scheduler_workers", "Workers with a live heartbeat.")
 SCHED_LEADER = _g("fairway_scheduler_leader", "1 on the active dispatcher, 0 on a standby.")
+DEPENDENCY_UP = _g("fairway_dependency_up",
+                   "1 while this process reaches the dependency (postgres, redis), 0 in an outage.",
+                   ("dependency",))
 JOBS_BY_STATUS = _g("fairway_jobs", "Jobs in a non-final status (from Postgres).",
                     ("status", "class"))
 FAIR_SHARE = _g("fairway_fair_share_counter",

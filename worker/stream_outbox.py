@@ -1,0 +1,103 @@
+"""Delivery of jobs' stream entries (service.store.job_stream) that survives Redis being away.
+
+Entries go to Redis at once while it is up. When a write fails with an outage, that job's
+entries wait here in order (consecutive deltas of one attempt merged, so a long outage costs
+one entry per job, not one per token) and a background task delivers them once Redis is back:
+generation never stops for Redis, and a reader that reconnects gets every entry, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import deque
+from dataclasses import replace
+
+from redis.asyncio import Redis
+
+from service.store import job_stream
+from service.store.keys import stream_key
+from service.store.outages import DependencyState, is_outage
+
+log = logging.getLogger("fairway.worker")
+
+
+class StreamOutbox:
+    def __init__(self, redis: Redis, *, ttl_s: int, state: DependencyState,
+                 retry_s: float = 0.5) -> None:
+        self.redis = redis
+        self.ttl_s = ttl_s
+        self.state = state  # the worker's view of Redis: logs an outage once
+        self.retry_s = retry_s
+        self._pending: dict[uuid.UUID, deque[job_stream.Entry]] = {}
+        self._wake = asyncio.Event()
+
+    @property
+    def pending_jobs(self) -> int:
+        return len(self._pending)
+
+    async def put(self, job_id: uuid.UUID, entry: job_stream.Entry) -> None:
+        """Deliver now if nothing of this job's is waiting, else queue behind it. Never raises
+        for an outage."""
+        queue = self._pending.get(job_id)
+        if queue is None:
+            try:
+                await self._write(job_id, entry)
+                return
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
+                self.state.failed(exc)
+                queue = self._pending[job_id] = deque()
+                self._wake.set()
+        _append(queue, entry)
+
+    async def deliver_forever(self) -> None:
+        """The background task: retry what waits, oldest first per job, until delivered."""
+        while True:
+            await self._wake.wait()
+            await asyncio.sleep(self.retry_s)
+            if await self._flush():
+                self._wake.clear()
+
+    async def _flush(self) -> bool:
+        """True when nothing is left waiting."""
+        for job_id in list(self._pending):
+            queue = self._pending[job_id]
+            while queue:
+                try:
+                    await self._write(job_id, queue[0])
+                except Exception as exc:
+                    if not is_outage(exc):
+                        log.exception("dropping an undeliverable stream entry",
+                                      extra={"job_id": str(job_id)})
+                        queue.popleft()
+                        continue
+                    self.state.failed(exc)
+                    return False
+                queue.popleft()
+            del self._pending[job_id]
+        self.state.ok()
+        return True
+
+    async def _write(self, job_id: uuid.UUID, entry: job_stream.Entry) -> None:
+        key = stream_key(job_id)
+        if isinstance(entry, job_stream.Delta):
+            await self.redis.xadd(key, job_stream.fields(entry))
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:  # the end: expire the stream
+            pipe.xadd(key, job_stream.fields(entry))
+            pipe.expire(key, self.ttl_s)
+            await pipe.execute()
+
+
+def _append(queue: deque[job_stream.Entry], entry: job_stream.Entry) -> None:
+    """Queue ``entry``; a delta that continues the last waiting delta is merged into it."""
+    last = queue[-1] if queue else None
+    if (isinstance(entry, job_stream.Delta) and isinstance(last, job_stream.Delta)
+            and last.attempt == entry.attempt and last.offset is not None
+            and entry.offset == last.offset + len(last.text)):
+        queue[-1] = replace(last, text=last.text + entry.text, tokens=last.tokens + entry.tokens)
+        return
+    queue.append(entry)
