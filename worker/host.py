@@ -223,11 +223,20 @@ class EngineHost:
         held = dict(self.runner.active)
         if not held:
             return
+        now = dt.datetime.now(dt.UTC)
+        checkpoints = self.runner.due_checkpoints()
         async with self.runner.sessionmaker() as session:
             renewed = set((await session.scalars(lifecycle.renew(
                 [uuid.UUID(j) for j in held], worker_id=self.worker_id,
-                lease_s=self.settings.lease_seconds, now=dt.datetime.now(dt.UTC)))).all())
+                lease_s=self.settings.lease_seconds, now=now))).all())
+            # The tokens so far: if this worker dies, the next attempt continues from them.
+            for job, tokens in checkpoints:
+                await session.execute(lifecycle.checkpoint(
+                    job.job_id, attempt=job.attempt, worker_id=self.worker_id,
+                    generated_ids=tokens, now=now))
             await session.commit()
+        for job, tokens in checkpoints:
+            job.saved_tokens = len(tokens)
         # A job held here but no longer running for us was cancelled or re-queued while its
         # abort command could not reach us (a Redis outage): stop it now.
         for job_id, rid in held.items():

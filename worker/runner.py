@@ -47,6 +47,7 @@ class ClaimedJob:
     # recorded once the prefill is done, when the cached-token count is known.
     resume_of: str | None = None
     resume_logged: bool = False
+    saved_tokens: int = 0  # tokens in the job row's checkpoint (worker heartbeats update it)
 
 
 @dataclass(slots=True)
@@ -71,6 +72,8 @@ _LAST_EVENT_TYPE = Job.events.op("->", return_type=JSONB)(literal_column("-1")).
     "->>", return_type=String)(literal_column("'type'"))
 
 
+# A running job's tokens are checkpointed (with the worker's heartbeat) once this many are new.
+CHECKPOINT_EVERY_TOKENS = 16
 # How long a finished attempt keeps trying to write its result through a Postgres outage.
 FINAL_WRITE_PATIENCE_S = 3600.0
 
@@ -91,6 +94,7 @@ class JobRunner:
         self.outbox = outbox  # stream entries, delivered through Redis outages
         self.deps = deps  # this worker's view of Postgres and Redis
         self.active: dict[str, str] = {}  # job id -> engine request id, running here
+        self.progress: dict[str, tuple[ClaimedJob, Progress]] = {}  # what each has made
         self.preempting: set[str] = set()  # job ids being taken back (park, don't drop)
 
     async def run(self, job_id: str, attempt: int) -> str:
@@ -113,7 +117,19 @@ class JobRunner:
             return "failed"
         finally:
             self.active.pop(job_id, None)
+            self.progress.pop(job_id, None)
             self.preempting.discard(job_id)
+
+    def due_checkpoints(self, min_new: int = CHECKPOINT_EVERY_TOKENS
+                        ) -> list[tuple[ClaimedJob, list[int]]]:
+        """Running jobs with at least ``min_new`` tokens beyond their saved checkpoint, and
+        every token they have now (the caller saves them, then ``checkpoint_saved``)."""
+        due = []
+        for job, progress in list(self.progress.values()):
+            tokens = job.checkpoint + progress.new_ids
+            if len(tokens) - job.saved_tokens >= min_new:
+                due.append((job, tokens))
+        return due
 
     async def preempt(self, job_id: str) -> bool:
         """Take a running job back: abort it in the engine within one step; the generate loop
@@ -188,6 +204,8 @@ class JobRunner:
         # resumed or re-run attempt onto what they already relayed.
         offset = len(self.engine.decode(job.checkpoint)) if job.checkpoint else 0
         progress = Progress(prompt_tokens=len(request.prompt_token_ids))
+        job.saved_tokens = len(job.checkpoint)
+        self.progress[str(job.job_id)] = (job, progress)
         async for delta in self.engine.generate(request):
             if delta.token_ids or delta.text:
                 if job.obs is not None:

@@ -193,6 +193,9 @@ class Dispatcher:
     def _refresh_workers(self) -> None:
         keys = list(self.redis.scan_iter(match=WORKER_KEY_PATTERN, count=500))
         beats = [json.loads(v) for v in self.redis.mget(keys) if v] if keys else []
+        # A worker that missed a few beats is dead to us (its key outlives it a while).
+        silence = self.settings.dead_worker_after_beats * self.settings.heartbeat_seconds
+        beats = [b for b in beats if float(b.get("ts", 0)) >= time.time() - silence]
         by_worker: dict[str, dict[str, JobClass]] = defaultdict(dict)
         for job_id, (worker_id, job_class) in self.placed.items():
             by_worker[worker_id][job_id] = job_class
@@ -200,11 +203,26 @@ class Dispatcher:
         for beat in beats:
             seen.add(beat["worker_id"])
             self.policy.on_worker_heartbeat(worker_view(beat, by_worker[beat["worker_id"]]))
-        for gone in self.workers - seen:
-            log.warning("worker %s stopped heartbeating", gone)
-            self.policy.on_worker_lost(gone)
+        for gone in (self.workers | set(by_worker)) - seen:
+            self._worker_lost(gone)
         self.workers = seen
         self._refresh_step_clocks()
+
+    def _worker_lost(self, worker_id: str) -> None:
+        """Its jobs go back to the queue at once (not when their leases run out), so a
+        streaming client waits a few heartbeats, not a lease."""
+        self.policy.on_worker_lost(worker_id)
+        with sync_session(self.settings.database_url) as session:
+            requeued = store.requeue_worker_jobs(session, worker_id=worker_id)
+        log.warning("worker %s missed its heartbeats; re-queued %d job(s)", worker_id,
+                    len(requeued))
+        for requeued_id in requeued:
+            self._release(str(requeued_id))
+        for placed_id, (owner, _) in list(self.placed.items()):
+            if owner == worker_id:  # finished meanwhile, or never started there
+                self._release(placed_id)
+        if requeued:
+            self._next_scan = 0.0
 
     def _refresh_step_clocks(self) -> None:
         """Engines' step clocks (worker.engine.step_clock) for realtime placement: read before a

@@ -100,8 +100,8 @@ async def follow_job(
             if isinstance(entry, Final | Failure):
                 yield entry
                 return
-            if entry is None:
-                continue
+            if entry is None or entry.attempt < max(produced, default=0):
+                continue  # junk, or a stale attempt (a worker taken for dead, still talking)
             # Workers send the delta's character offset in the whole output; a resumed
             # attempt starts after its checkpoint, a re-run from zero.
             start = entry.offset if entry.offset is not None else produced.get(entry.attempt, 0)

@@ -78,6 +78,13 @@ def claim_job(session: Session, *, job_id: uuid.UUID, worker_id: str,
     return attempt
 
 
+def requeue_worker_jobs(session: Session, *, worker_id: str) -> list[uuid.UUID]:
+    """Jobs of a worker that missed its heartbeats, back to the queue."""
+    ids = list(session.scalars(lifecycle.requeue_worker(worker_id, dt.datetime.now(dt.UTC))))
+    session.commit()
+    return ids
+
+
 def unclaim_job(session: Session, *, job_id: uuid.UUID, attempt: int, worker_id: str) -> bool:
     """assigned -> queued, for a claim whose task could not be sent."""
     done = session.scalar(lifecycle.unclaim(job_id, attempt=attempt, worker_id=worker_id,

@@ -16,10 +16,12 @@ with the wake-up (service.store.wakeups) the change calls for.
     first_token  running                      running     worker (stamps first_token_at)
     resume       running                      running     worker (records the resume)
     renew        running                      running     worker heartbeat (lease)
+    checkpoint   running                      running     worker heartbeat (tokens so far)
     park         running                      queued      worker, preempted (checkpoint)
     finish       running                      succeeded   worker
     fail         running                      failed      worker
-    requeue      assigned | running           queued      dispatcher: lease expired, task unsent
+    requeue      assigned | running           queued      dispatcher: lease expired, worker
+                                                          dead, task unsent
     reject       queued                       failed      dispatcher, policy refused
     cancel       queued | assigned | running  cancelled   API, admin, batch cancel
     expire       queued | assigned | running  cancelled   batch window over
@@ -61,6 +63,7 @@ class JobEvent(enum.StrEnum):
     FIRST_TOKEN = "first_token"
     RESUME = "resume"
     RENEW = "renew"
+    CHECKPOINT = "checkpoint"
     PARK = "park"
     FINISH = "finish"
     FAIL = "fail"
@@ -87,6 +90,7 @@ TRANSITIONS: Mapping[JobEvent, Transition] = {
     JobEvent.FIRST_TOKEN: Transition(frozenset({R}), R),
     JobEvent.RESUME: Transition(frozenset({R}), R),
     JobEvent.RENEW: Transition(frozenset({R}), R),
+    JobEvent.CHECKPOINT: Transition(frozenset({R}), R),
     JobEvent.PARK: Transition(frozenset({R}), Q),
     JobEvent.FINISH: Transition(frozenset({R}), JobStatus.SUCCEEDED),
     JobEvent.FAIL: Transition(frozenset({R}), JobStatus.FAILED),
@@ -154,6 +158,14 @@ def requeue_expired(now: dt.datetime) -> Update:
         .returning(Job.id, lost.c.worker_id))
 
 
+def requeue_worker(worker_id: str, now: dt.datetime) -> Update:
+    """Every job of a worker that stopped heartbeating goes back to the queue now, without
+    waiting for the leases: the next attempt continues from the job's last checkpoint. A worker
+    that was only slow finds its writes refused (its attempt no longer owns the job)."""
+    return guarded(JobEvent.REQUEUE, Job.worker_id == worker_id, now=now, values={
+        "queued_at": now, "lease_expires_at": None, "worker_id": None}).returning(Job.id)
+
+
 def unclaim(job_id: uuid.UUID, *, attempt: int, worker_id: str, now: dt.datetime) -> Update:
     """assigned -> queued at once: the claim's task could not be sent (the broker is away), so
     the job goes back without waiting for its lease to run out. RETURNING the id."""
@@ -197,6 +209,14 @@ def renew(job_ids: list[uuid.UUID], *, worker_id: str, lease_s: float,
     return guarded(JobEvent.RENEW, Job.worker_id == worker_id, Job.id.in_(job_ids), now=now,
                    values={"lease_expires_at": now + dt.timedelta(seconds=lease_s)}
                    ).returning(Job.id)
+
+
+def checkpoint(job_id: uuid.UUID, *, attempt: int, worker_id: str, generated_ids: list[int],
+               now: dt.datetime) -> Update:
+    """The tokens generated so far, kept while the job runs: if its worker dies, the next
+    attempt continues from here instead of from the first token."""
+    return guarded(JobEvent.CHECKPOINT, *owned_by(job_id, attempt, worker_id), now=now,
+                   values={"checkpoint_token_ids": generated_ids})
 
 
 def park(job_id: uuid.UUID, *, attempt: int, worker_id: str, generated_ids: list[int],

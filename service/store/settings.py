@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     # Timing
     lease_seconds: float = 30.0
     heartbeat_seconds: float = 2.0
+    # The dispatcher takes a worker for dead, and re-queues its jobs, after this many missed
+    # heartbeats (not the lease): a kill -9 costs a streaming client ~3 beats.
+    dead_worker_after_beats: float = Field(default=3.0, gt=1)
     realtime_deadline_seconds: float = 60.0
     flex_deadline_seconds: float = 600.0
     request_timeout_seconds: float = 600.0

@@ -21,7 +21,7 @@ from service.store.models.tenants import Tenant
 
 WORKERS = ("w1", "w2")
 WORKER_EVENTS = {JobEvent.START, JobEvent.FIRST_TOKEN, JobEvent.RESUME, JobEvent.RENEW,
-                 JobEvent.PARK, JobEvent.FINISH, JobEvent.FAIL}
+                 JobEvent.CHECKPOINT, JobEvent.PARK, JobEvent.FINISH, JobEvent.FAIL}
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,9 @@ def _statement(step: Step, jid: uuid.UUID, row_attempt: int, now: dt.datetime) -
                                            event=lifecycle.job_event("resumed"), now=now)
         case JobEvent.RENEW:
             return lifecycle.renew([jid], worker_id=worker, lease_s=30, now=now)
+        case JobEvent.CHECKPOINT:
+            return lifecycle.checkpoint(jid, attempt=attempt, worker_id=worker,
+                                        generated_ids=[now.microsecond, attempt], now=now)
         case JobEvent.PARK:
             return lifecycle.park(jid, attempt=attempt, worker_id=worker, generated_ids=[1, 2],
                                   recomputed=0, events=[lifecycle.job_event("preempted")],

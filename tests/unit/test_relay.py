@@ -6,7 +6,7 @@ import asyncio
 import uuid
 from typing import Any
 
-from service.api.relay import NewText, TimedOut, follow_job
+from service.api.relay import Interrupted, NewText, TimedOut, follow_job
 from service.store.job_stream import Failure, Final
 
 
@@ -32,6 +32,8 @@ def _kind(ev: object) -> tuple[str, str]:
         return "final", ""
     if isinstance(ev, Failure):
         return "error", ev.message
+    if isinstance(ev, Interrupted):
+        return "interrupted", ev.reason
     assert isinstance(ev, TimedOut)
     return "timeout", ""
 
@@ -75,3 +77,19 @@ def test_an_error_ends_the_relay_and_junk_entries_are_skipped():
                     {"type": "error", "attempt": 1, "status": 429, "message": "busy"},
                     {"type": "delta", "attempt": 1, "text": "never"}])
     assert out == [("delta", "a"), ("error", "busy")]
+
+
+def test_a_stale_attempt_is_ignored_once_a_newer_one_streams():
+    out = _collect([{"type": "delta", "attempt": 1, "text": "The ", "offset": 0},
+                    {"type": "delta", "attempt": 2, "text": "The cap", "offset": 0},
+                    {"type": "delta", "attempt": 1, "text": "dog", "offset": 4},
+                    {"type": "delta", "attempt": 2, "text": "ital", "offset": 7},
+                    {"type": "final", "attempt": 2}])
+    assert "".join(t for k, t in out if k == "delta") == "The capital"
+
+
+def test_a_hole_in_one_attempt_interrupts_the_relay():
+    out = _collect([{"type": "delta", "attempt": 1, "text": "abc", "offset": 0},
+                    {"type": "delta", "attempt": 1, "text": "xyz", "offset": 10},
+                    {"type": "final", "attempt": 1}])
+    assert out[-1][0] == "interrupted"
