@@ -13,7 +13,7 @@ from scheduler.step_phase import PhaseGrid
 from service.store.keys import worker_queue
 from service.store.settings import Settings
 from service.store.task_queue import make_celery
-from worker.engine import build_engine
+from worker.engine import Engine, SimEngineConfig, VllmEngineConfig, build_engine
 from worker.engine.vllm_guard import PHASE_COST_FIELDS
 from worker.host import EngineHost, default_cost_profile, key_ttl_s
 from worker.phase_slot import claim_phase_slot
@@ -50,14 +50,15 @@ def claim_phase_slot_for(settings: Settings, worker_id: str) -> int | None:
         redis.close()
 
 
-def engine_from_settings(settings: Settings,  # type: ignore[no-untyped-def]
-                         phase_slot: int | None = None):
-    """The worker's engine; ``phase_slot`` (claim_phase_slot_for) sets its phase grid offset,
-    None runs it without the phase lock."""
+def engine_config(settings: Settings,
+                  phase_slot: int | None = None) -> VllmEngineConfig | SimEngineConfig:
+    """The engine's config from the settings, the one place they meet; ``phase_slot``
+    (claim_phase_slot_for) sets its phase grid offset, None runs it without the phase lock.
+    An empty ``model_path`` converts the default model on first use."""
     if settings.engine == "sim":
-        return build_engine("sim", model_name=settings.served_model_name,
-                            max_num_seqs=settings.max_num_seqs,
-                            max_model_len=settings.max_model_len, speed=settings.sim_speed)
+        return SimEngineConfig(model_name=settings.served_model_name,
+                               max_num_seqs=settings.max_num_seqs,
+                               max_model_len=settings.max_model_len, speed=settings.sim_speed)
     from worker.model_prep import ensure_default_model
 
     model_path = settings.model_path or str(ensure_default_model())
@@ -67,15 +68,18 @@ def engine_from_settings(settings: Settings,  # type: ignore[no-untyped-def]
         offset = PhaseGrid.for_slot(period, phase_slot).offset_s
     else:
         period = 0.0
-    return build_engine("vllm", model_path=model_path, model_name=settings.served_model_name,
-                        kv_cache_gib=settings.kv_cache_gib, max_num_seqs=settings.max_num_seqs,
-                        max_model_len=settings.max_model_len,
-                        kv_offload_gib=(settings.kv_offload_gib
-                                        if settings.preemption_mode == "swap" else None),
-                        guard_chunk_tokens=settings.guard_chunk_tokens,
-                        guard_hold_s=settings.guard_hold_s,
-                        phase_period_s=period, phase_offset_s=offset,
-                        phase_cost=cost if period > 0 else None)
+    return VllmEngineConfig(
+        model_path=model_path, model_name=settings.served_model_name,
+        kv_cache_gib=settings.kv_cache_gib, max_num_seqs=settings.max_num_seqs,
+        max_model_len=settings.max_model_len,
+        kv_offload_gib=settings.kv_offload_gib if settings.preemption_mode == "swap" else None,
+        guard_chunk_tokens=settings.guard_chunk_tokens, guard_hold_s=settings.guard_hold_s,
+        phase_period_s=period, phase_offset_s=offset, phase_cost=cost if period > 0 else None)
+
+
+def engine_from_settings(settings: Settings, phase_slot: int | None = None) -> Engine:
+    """The worker's engine, not started (see `engine_config`)."""
+    return build_engine(engine_config(settings, phase_slot))
 
 
 def run_worker(settings: Settings) -> None:
