@@ -123,7 +123,7 @@ class JobRunner:
         async with self.sessionmaker() as session:
             row = (await session.execute(
                 lifecycle.start(job_id, attempt=attempt, worker_id=self.worker_id,
-                                lease_s=self.settings.lease_seconds, now=now)
+                                lease_s=self.settings.jobs.lease_seconds, now=now)
                 .returning(Job.endpoint, Job.request, Job.max_tokens, Job.priority,
                            Job.checkpoint_token_ids, Job.preempted_at,
                            _LAST_EVENT_TYPE.label("last_event"),
@@ -148,7 +148,7 @@ class JobRunner:
             prompt_ids = self.engine.encode_chat(messages)
         else:
             prompt_ids = self.engine.encode(body["prompt"])
-        limit = self.settings.max_model_len
+        limit = self.settings.engine.max_model_len
         if len(prompt_ids) + job.max_tokens > limit:
             raise EngineError(
                 f"This model's maximum context length is {limit} tokens; the prompt has "
@@ -215,7 +215,7 @@ class JobRunner:
     def _preempted_event(self, job: ClaimedJob, checkpoint: int, new: int) -> dict[str, Any]:
         """What this preemption did with the job: tokens checkpointed, and the mode used (the
         engine decides whether "swap" can be honoured; if not, why it fell back)."""
-        mode = preemption_mode(self.settings.preemption_mode, self.engine)
+        mode = preemption_mode(self.settings.engine.preemption_mode, self.engine)
         kv = ("kept in this worker's CPU memory; a resume here reloads it"
               if mode.used == "swap" else "dropped")
         return job_event("preempted", worker=self.worker_id, attempt=job.attempt,
@@ -306,7 +306,7 @@ class JobRunner:
         key = stream_key(job.job_id)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.xadd(key, {"attempt": job.attempt, **fields})
-            pipe.expire(key, self.settings.stream_ttl_seconds)
+            pipe.expire(key, self.settings.jobs.stream_ttl_seconds)
             await pipe.execute()
 
 

@@ -50,9 +50,9 @@ class Dispatcher:
         self.settings = settings
         self.upkeep = list(upkeep)
         self.policy = policy or make_policy(
-            settings.scheduler_policy,
-            FairwayConfig(dispatch_lead_s=settings.dispatch_lead_s,
-                          rt_earliest_start=settings.rt_earliest_start),
+            settings.dispatcher.policy,
+            FairwayConfig(dispatch_lead_s=settings.dispatcher.dispatch_lead_s,
+                          rt_earliest_start=settings.dispatcher.rt_earliest_start),
         )
         self.redis = Redis.from_url(settings.redis_url)
         self.celery = make_celery(settings)
@@ -67,7 +67,7 @@ class Dispatcher:
     def run(self, stop: threading.Event) -> None:
         libpq = to_libpq_url(self.settings.database_url)
         start_metrics_endpoint(self.settings, role="scheduler",
-                               port=self.settings.scheduler_metrics_port)
+                               port=self.settings.metrics.scheduler_port)
         sched_obs.set_leader(False)
         lock_conn = acquire_leadership(libpq, stop)
         if lock_conn is None:
@@ -216,7 +216,7 @@ class Dispatcher:
     def _assign(self, session: Session, decision: Assign) -> None:
         attempt = store.claim_job(session, job_id=uuid.UUID(decision.job_id),
                                   worker_id=decision.worker_id,
-                                  lease_s=self.settings.lease_seconds)
+                                  lease_s=self.settings.jobs.lease_seconds)
         job_class = self.classes.pop(decision.job_id, JobClass.REALTIME)
         if attempt is None:  # cancelled (or claimed) since the policy saw it
             self.policy.on_job_finished(decision.job_id, decision.worker_id, 0, 0)

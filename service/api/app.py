@@ -30,7 +30,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        configure_logging(settings.log_level)
+        configure_logging(settings.logging.level)
         app.state.settings = settings
         app.state.sessionmaker = async_sessionmaker_for(settings.database_url)
         app.state.redis = Redis.from_url(settings.redis_url,
@@ -53,8 +53,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         length = request.headers.get("content-length")
         # Uploads stream to storage and count their own limit exactly (service/files/upload.py);
         # this early check only adds room for the multipart framing.
-        limit = (settings.batch_max_file_bytes + 1024 * 1024
-                 if request.url.path == "/v1/files" else settings.max_request_bytes)
+        limit = (settings.batches.max_file_bytes + 1024 * 1024
+                 if request.url.path == "/v1/files" else settings.limits.max_request_bytes)
         if length and length.isdigit() and int(length) > limit:
             return JSONResponse(status_code=413, content=error_body(
                 f"Request body exceeds {limit} bytes.",
@@ -67,8 +67,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # Observability (docs/observability.md): /readyz always; /metrics unless metrics are off.
     app.add_api_route("/readyz", obs_http.readyz_response, methods=["GET"])
-    configure_metrics(settings)
-    if settings.metrics_enabled:
+    configure_metrics(settings.metrics)
+    if settings.metrics.enabled:
         app.add_api_route("/metrics", obs_http.metrics_response, methods=["GET"])
         app.add_middleware(obs_http.RequestCounter)
 

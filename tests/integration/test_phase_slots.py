@@ -14,7 +14,7 @@ from redis.asyncio import Redis as AsyncRedis
 from scheduler.cost_profiles import profile
 from scheduler.step_phase import PhaseGrid
 from service.store.keys import phase_slot_key
-from service.store.settings import Settings
+from service.store.settings import EngineSettings, Settings
 from worker.engine.config import VllmEngineConfig
 from worker.phase_slot import (
     MAX_PHASE_SLOTS,
@@ -96,7 +96,7 @@ def test_the_65th_worker_and_an_unreachable_redis_get_no_slot(redis: Redis) -> N
 def vllm_config(settings: Settings, slot: int | None) -> VllmEngineConfig:
     from worker.main import engine_config
 
-    config = engine_config(settings, slot)
+    config = engine_config(settings.engine, slot)
     assert isinstance(config, VllmEngineConfig)
     return config
 
@@ -106,8 +106,9 @@ def test_worker_settings_turn_a_slot_into_the_engines_grid_offset(test_redis_url
     from worker.main import claim_phase_slot_for, engine_from_settings
 
     m = model()
-    gpu = Settings(redis_url=test_redis_url, engine="vllm", served_model_name=m,
-                   cost_profile="h200-llama3-8b", model_path="unused")
+    gpu = Settings(redis_url=test_redis_url,
+                   engine=EngineSettings(kind="vllm", served_model_name=m,
+                                         cost_profile="h200-llama3-8b", model_path="unused"))
     period = profile("h200-llama3-8b").phase_period_s()
     assert period > 0
     assert [claim_phase_slot_for(gpu, w) for w in ("w-a", "w-b")] == [0, 1]
@@ -123,10 +124,10 @@ def test_worker_settings_turn_a_slot_into_the_engines_grid_offset(test_redis_url
     assert vllm_config(gpu, None).phase_period_s == 0  # no slot: unlocked
 
     # No lock planned, no slot claimed: the CPU profile's period is 0, or it is set to 0.
-    cpu = gpu.model_copy(update={"cost_profile": "cpu-smollm2-135m"})
-    off = gpu.model_copy(update={"phase_period_s": 0.0})
+    cpu = gpu.with_changes(engine={"cost_profile": "cpu-smollm2-135m"})
+    off = gpu.with_changes(engine={"phase_period_s": 0.0})
     assert claim_phase_slot_for(cpu, "w-c") is None
     assert claim_phase_slot_for(off, "w-c") is None
     assert vllm_config(cpu, 2).phase_period_s == 0
-    fixed = gpu.model_copy(update={"phase_period_s": 0.5})
+    fixed = gpu.with_changes(engine={"phase_period_s": 0.5})
     assert vllm_config(fixed, 3).phase_offset_s == pytest.approx(0.5 * 3 / 4)
