@@ -8,7 +8,8 @@ component that needs only one group is handed only that group.
 
 The environment variables are flat, as they always were: a field reads ``FAIRWAY_<FIELD>``
 unless it names its variable (``validation_alias``), e.g. ``engine.kind`` reads
-``FAIRWAY_ENGINE``. `env_var` says which.
+``FAIRWAY_ENGINE``. `env_var` says which. The README's settings table is generated from these
+classes and their descriptions (`service.store.settings_doc`).
 
 Settings are built on demand (``get_settings()``), never at import time, so tests and the
 CLI can point processes at different servers. Keyword arguments override the environment
@@ -173,9 +174,9 @@ class EngineSettings(SettingsGroup):
     phase_period_s: float | None = Field(
         default=None, ge=0,
         description="step phase lock: each worker claims a slot and sizes its guarded batch "
-                    "chunks so its steps end on a staggered wall-clock grid of this period; "
-                    "unset: the cost profile's (33 ms on a GPU, off on CPU); 0: off; see "
-                    "docs/scheduler.md")
+                    "chunks so its steps end on a staggered wall-clock grid of this period, so "
+                    "some worker's step always ends soon for realtime; unset: the cost "
+                    "profile's (33 ms on a GPU, off on CPU); 0: off; see docs/scheduler.md")
 
 
 class BatchSettings(SettingsGroup):
@@ -183,7 +184,7 @@ class BatchSettings(SettingsGroup):
 
     files_dir: Path | None = Field(
         default=None,
-        description="where uploaded and result files are stored; empty: `<data dir>/files`")
+        description="where uploaded and result files are stored; unset: `<data dir>/files`")
     max_file_bytes: int = Field(default=200 * 1024 * 1024,
                                 validation_alias="FAIRWAY_BATCH_MAX_FILE_BYTES",
                                 description="largest uploaded file (bytes)")
@@ -191,9 +192,9 @@ class BatchSettings(SettingsGroup):
                            description="most lines in a batch input file")
     completion_windows: str = Field(
         default="24h", validation_alias="FAIRWAY_BATCH_COMPLETION_WINDOWS",
-        description="allowed `completion_window` values, comma-separated, each <n>s, m, h or "
-                    "d; OpenAI accepts only `24h`, tests and demos add short windows (e.g. "
-                    "`24h,30s`) to see expiry happen")
+        description="allowed `completion_window` values, comma-separated, each `<n>s`, `<n>m`, "
+                    "`<n>h` or `<n>d`; OpenAI accepts only `24h`, tests and demos add short "
+                    "windows (e.g. `24h,30s`) to see expiry happen")
     validation_grace_seconds: float = Field(
         default=15.0, validation_alias="FAIRWAY_BATCH_VALIDATION_GRACE_SECONDS",
         description="a batch still `validating` this long after creation, and not locked by a "
@@ -216,11 +217,14 @@ class MetricsSettings(SettingsGroup):
         default=True, validation_alias="FAIRWAY_METRICS_ENABLED",
         description="record metrics and serve /metrics; false: every observer is a no-op")
     host: str = Field(default="127.0.0.1", validation_alias="FAIRWAY_METRICS_HOST",
-                      description="bind address of the dispatcher's and workers' metrics")
+                      description="bind address of the dispatcher's and workers' /metrics (the "
+                                  "API serves its own on its port)")
     scheduler_port: int = Field(default=0, validation_alias="FAIRWAY_SCHEDULER_METRICS_PORT",
-                                description="the dispatcher's metrics port; 0: a free one")
+                                description="the dispatcher's metrics port; 0: a free one, "
+                                            "published in Redis")
     worker_port: int = Field(default=0, validation_alias="FAIRWAY_WORKER_METRICS_PORT",
-                             description="a worker's metrics port; 0: a free one")
+                             description="a worker's metrics port; 0: a free one, published in "
+                                         "Redis and in its heartbeat")
     max_tenants: int = Field(
         default=100, validation_alias="FAIRWAY_METRICS_MAX_TENANTS",
         description="distinct tenant label values; more report as `other`")
@@ -230,7 +234,7 @@ class LoggingSettings(SettingsGroup):
     """Logs (docs/observability.md)."""
 
     level: str = Field(default="INFO", validation_alias="FAIRWAY_LOG_LEVEL",
-                       description="the log level")
+                       description="the log level (`DEBUG`, `INFO`, `WARNING`, ...)")
     format: Literal["json", "text"] = Field(
         default="json", validation_alias="FAIRWAY_LOG_FORMAT",
         description="JSON lines, or one-line text; both keep prompts, outputs and keys out")
