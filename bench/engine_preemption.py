@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # allow `python bench/engine_preemption.py` without installing
     sys.path.insert(0, str(ROOT))
 
+from worker.engine import VllmEngineConfig  # noqa: E402
 from worker.engine.base import EngineRequest, SamplingSpec  # noqa: E402
 from worker.engine.vllm_engine import VllmEngine  # noqa: E402
 from worker.engine.vllm_guard import CPU_CHUNK_TOKENS  # noqa: E402
@@ -114,7 +115,7 @@ async def run_batch(engine: VllmEngine, req: EngineRequest, progress: dict[str, 
 
 
 async def measure(setup: Setup, model: Path, rounds: int, batch_tokens: int) -> None:
-    engine = VllmEngine(
+    engine = VllmEngine(VllmEngineConfig(
         model_path=str(model),
         model_name="SmolLM2-135M-Instruct",
         kv_cache_gib=1,
@@ -123,7 +124,7 @@ async def measure(setup: Setup, model: Path, rounds: int, batch_tokens: int) -> 
         enforce_eager=True,
         preempt_for_priority=setup.preempt,
         guard_chunk_tokens=setup.guard,
-    )
+    ))
     await engine.start()
     setup.scheduler_cls, setup.start_s = engine.scheduler_cls, engine.start_seconds or 0.0
     try:

@@ -80,7 +80,7 @@ def end_to_end(requests: int, rounds: int, max_tokens: int) -> dict[str, list[fl
     from redis import Redis
 
     from service.cli.bootstrap import create_tenant_with_key
-    from service.store.settings import Settings
+    from service.store.settings import EngineSettings, Settings
     from tests.support.services import create_database, drop_database, redis_url
     from tests.support.stack import Stack
 
@@ -102,8 +102,8 @@ def end_to_end(requests: int, rounds: int, max_tokens: int) -> dict[str, list[fl
             stack.start_api()
             stack.start_dispatcher()
             stack.start_worker(f"bench-metrics-{name}")
-            settings = Settings(database_url=database, redis_url=redis, engine="sim",
-                                served_model_name=MODEL)
+            settings = Settings(database_url=database, redis_url=redis,
+                                engine=EngineSettings(kind="sim", served_model_name=MODEL))
             _, key = create_tenant_with_key(settings, f"bench-{uuid.uuid4().hex[:8]}")
             clients[name] = openai.OpenAI(base_url=stack.base_url + "/v1", api_key=key,
                                           max_retries=0, timeout=60)

@@ -50,7 +50,7 @@ class ProbeScheduler(PreemptiveScheduler):  # type: ignore[misc]
 
 async def flood(period: float, requests: int, log: Path) -> None:
     from scheduler.cost_profiles import profile
-    from worker.engine import vllm_guard
+    from worker.engine import VllmEngineConfig, vllm_guard
     from worker.engine.base import EngineRequest, SamplingSpec
     from worker.engine.vllm_engine import VllmEngine
     from worker.model_prep import ensure_default_model
@@ -64,11 +64,11 @@ async def flood(period: float, requests: int, log: Path) -> None:
         return "phase_lock_vllm.ProbeScheduler"
 
     VllmEngine._plug_scheduler = plug_probe  # type: ignore[method-assign]
-    engine = VllmEngine(
+    engine = VllmEngine(VllmEngineConfig(
         str(ensure_default_model()), "smol", kv_cache_gib=1, max_num_seqs=32, max_model_len=1024,
         phase_period_s=period, phase_offset_s=0.0,
         phase_cost={f: getattr(cost, f) for f in vllm_guard.PHASE_COST_FIELDS},
-    )
+    ))
     await engine.start()
     log.write_text("")  # warm-up steps out
     base = engine.encode("The quick brown fox jumps over the lazy dog. " * 40)[:400]

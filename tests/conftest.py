@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from service.cli.bootstrap import create_tenant_with_key
 from service.store.db import sync_engine
-from service.store.settings import Settings
+from service.store.settings import EngineSettings, Settings
 from tests.support.services import (
     claim_redis_db,
     create_database,
@@ -67,8 +67,8 @@ def db_session(database_url: str) -> Iterator[Session]:
 
 @pytest.fixture(scope="session")
 def settings(database_url: str, test_redis_url: str) -> Settings:
-    return Settings(database_url=database_url, redis_url=test_redis_url, engine="sim",
-                    served_model_name="sim-model")
+    return Settings(database_url=database_url, redis_url=test_redis_url,
+                    engine=EngineSettings(kind="sim", served_model_name="sim-model"))
 
 
 @pytest.fixture

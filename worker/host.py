@@ -22,7 +22,7 @@ from service.store.db import async_engine, async_sessionmaker_for
 from service.store.heartbeats import encode_step_clock
 from service.store.keys import control_channel, step_clock_key, worker_key, worker_queue
 from service.store.outages import POSTGRES, REDIS, Dependencies, is_outage
-from service.store.settings import Settings
+from service.store.settings import EngineSettings, Settings, WorkerSettings
 from service.store.telemetry.endpoint import start_metrics_endpoint
 from worker.engine import step_clock
 from worker.engine.base import Engine
@@ -35,19 +35,19 @@ log = logging.getLogger("fairway.worker")
 T = TypeVar("T")
 
 
-def default_cost_profile(settings: Settings) -> str:
+def default_cost_profile(engine: EngineSettings) -> str:
     """The scheduler's cost model for this worker (scheduler.cost_profiles names)."""
-    if settings.engine == "sim":
+    if engine.kind == "sim":
         return "cpu-smollm2-135m"
     import torch
 
     return "h200-llama3-8b" if torch.cuda.is_available() else "cpu-smollm2-135m"
 
 
-def key_ttl_s(settings: Settings) -> int:
+def key_ttl_s(worker: WorkerSettings) -> int:
     """TTL of the keys a worker keeps alive with its heartbeats (its beat, step clock, phase
     slot). Generous: a loaded host that misses a beat or two must not look dead."""
-    return max(5, int(settings.heartbeat_seconds * 5))
+    return max(5, int(worker.heartbeat_seconds * 5))
 
 
 class EngineHost:
@@ -95,12 +95,12 @@ class EngineHost:
         await self.engine.start()
         log.info("engine ready in %.1fs", time.monotonic() - started)
         self.metrics_port = start_metrics_endpoint(self.settings, role="worker",
-                                                   port=self.settings.worker_metrics_port,
+                                                   port=self.settings.metrics.worker_port,
                                                    instance=self.worker_id)
         self.redis = Redis.from_url(self.settings.redis_url,
                                     max_connections=self.settings.redis_max_connections,
                                     socket_connect_timeout=5)
-        self.outbox = StreamOutbox(self.redis, ttl_s=self.settings.stream_ttl_seconds,
+        self.outbox = StreamOutbox(self.redis, ttl_s=self.settings.jobs.stream_ttl_seconds,
                                    state=self.deps.states[REDIS])
         self.runner = JobRunner(engine=self.engine, settings=self.settings,
                                 worker_id=self.worker_id,
@@ -162,12 +162,12 @@ class EngineHost:
         return clock if isinstance(clock, step_clock.StepClock) else None
 
     def _key_ttl_s(self) -> int:
-        return key_ttl_s(self.settings)
+        return key_ttl_s(self.settings.worker)
 
     # -- heartbeats and leases -----------------------------------------------------------------
     async def _heartbeat_forever(self) -> None:
         while True:
-            await asyncio.sleep(self.settings.heartbeat_seconds)
+            await asyncio.sleep(self.settings.worker.heartbeat_seconds)
             await self._heartbeat_once()
 
     async def _heartbeat_once(self) -> None:
@@ -197,7 +197,8 @@ class EngineHost:
             "active_jobs": len(self.runner.active),
             # Lets the dispatcher free a finished job's slot before the next beat.
             "job_ids": list(self.runner.active),
-            "cost_profile": self.settings.cost_profile or default_cost_profile(self.settings),
+            "cost_profile": (self.settings.engine.cost_profile
+                             or default_cost_profile(self.settings.engine)),
             "kv_usage": stats.kv_usage,
             "kv_capacity_tokens": stats.kv_capacity_tokens,
             "metrics_port": self.metrics_port,
@@ -228,7 +229,7 @@ class EngineHost:
         async with self.runner.sessionmaker() as session:
             renewed = set((await session.scalars(lifecycle.renew(
                 [uuid.UUID(j) for j in held], worker_id=self.worker_id,
-                lease_s=self.settings.lease_seconds, now=now))).all())
+                lease_s=self.settings.jobs.lease_seconds, now=now))).all())
             # The tokens so far: if this worker dies, the next attempt continues from them.
             for job, tokens in checkpoints:
                 await session.execute(lifecycle.checkpoint(

@@ -6,6 +6,8 @@ Everything here runs on the engine host's event loop, so database and Redis call
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import hmac
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -48,6 +50,7 @@ class ClaimedJob:
     resume_of: str | None = None
     resume_logged: bool = False
     saved_tokens: int = 0  # tokens in the job row's checkpoint (worker heartbeats update it)
+    cache_salt: str | None = None  # the tenant's prefix-cache namespace (None: shared)
 
 
 @dataclass(slots=True)
@@ -149,7 +152,7 @@ class JobRunner:
             async with self.sessionmaker() as session:
                 row = (await session.execute(
                     lifecycle.start(job_id, attempt=attempt, worker_id=self.worker_id,
-                                    lease_s=self.settings.lease_seconds, now=now)
+                                    lease_s=self.settings.jobs.lease_seconds, now=now)
                     .returning(Job.endpoint, Job.request, Job.max_tokens, Job.priority,
                                Job.checkpoint_token_ids, Job.preempted_at,
                                _LAST_EVENT_TYPE.label("last_event"),
@@ -160,7 +163,7 @@ class JobRunner:
 
         # Through a Postgres outage no longer than the lease: after that the job is re-queued.
         row = await through_outages(start, self.deps,
-                                    give_up_after_s=self.settings.lease_seconds)
+                                    give_up_after_s=self.settings.jobs.lease_seconds)
         if row is None:
             return None
         bind_job(job_id=job_id, tenant=row.tenant_id, job_class=row.kind, attempt=attempt)
@@ -170,7 +173,8 @@ class JobRunner:
                      else "retry" if checkpoint else None)
         return ClaimedJob(job_id, attempt, row.endpoint, row.request, row.max_tokens,
                           row.priority, checkpoint, observe_job(row, attempt=attempt, now=now),
-                          streamed=row.batch_id is None, resume_of=resume_of)
+                          streamed=row.batch_id is None, resume_of=resume_of,
+                          cache_salt=self._cache_salt(row.tenant_id))
 
     def _build_request(self, job: ClaimedJob, rid: str) -> EngineRequest:
         body = nul_codec.decode(job.request)  # stored with U+0000 escaped
@@ -179,7 +183,7 @@ class JobRunner:
             prompt_ids = self.engine.encode_chat(messages)
         else:
             prompt_ids = self.engine.encode(body["prompt"])
-        limit = self.settings.max_model_len
+        limit = self.settings.engine.max_model_len
         if len(prompt_ids) + job.max_tokens > limit:
             raise EngineError(
                 f"This model's maximum context length is {limit} tokens; the prompt has "
@@ -191,7 +195,16 @@ class JobRunner:
                                 top_p=float(body.get("top_p", 1.0)), seed=body.get("seed"),
                                 stop=list(body.get("stop") or []),
                                 ignore_eos=bool(body.get("ignore_eos", False)))
-        return EngineRequest(rid, prompt_ids, sampling, priority=job.priority)
+        return EngineRequest(rid, prompt_ids, sampling, priority=job.priority,
+                             cache_salt=job.cache_salt)
+
+    def _cache_salt(self, tenant_id: uuid.UUID) -> str | None:
+        """The tenant's prefix-cache namespace: keyed by the deployment's secret, so a salt
+        reveals nothing and cannot be guessed from a tenant id."""
+        if not self.settings.engine.tenant_cache_isolation:
+            return None
+        return hmac.new(self.settings.secret_key.encode(), tenant_id.bytes,
+                        hashlib.sha256).hexdigest()[:32]
 
     async def _execute(self, job: ClaimedJob, rid: str) -> str:
         request = self._build_request(job, rid)
@@ -246,7 +259,7 @@ class JobRunner:
     def _preempted_event(self, job: ClaimedJob, checkpoint: int, new: int) -> dict[str, Any]:
         """What this preemption did with the job: tokens checkpointed, and the mode used (the
         engine decides whether "swap" can be honoured; if not, why it fell back)."""
-        mode = preemption_mode(self.settings.preemption_mode, self.engine)
+        mode = preemption_mode(self.settings.engine.preemption_mode, self.engine)
         kv = ("kept in this worker's CPU memory; a resume here reloads it"
               if mode.used == "swap" else "dropped")
         return job_event("preempted", worker=self.worker_id, attempt=job.attempt,

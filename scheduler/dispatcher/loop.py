@@ -67,9 +67,9 @@ class Dispatcher:
         """Forget everything but the settings: each term as leader rebuilds its state from
         Postgres (``_bootstrap``), whether it follows a start, a failover or an outage."""
         self.policy = self._given_policy or make_policy(
-            self.settings.scheduler_policy,
-            FairwayConfig(dispatch_lead_s=self.settings.dispatch_lead_s,
-                          rt_earliest_start=self.settings.rt_earliest_start),
+            self.settings.dispatcher.policy,
+            FairwayConfig(dispatch_lead_s=self.settings.dispatcher.dispatch_lead_s,
+                          rt_earliest_start=self.settings.dispatcher.rt_earliest_start),
         )
         self.placed: dict[str, tuple[str, JobClass]] = {}  # job id -> (worker id, class)
         self.classes: dict[str, JobClass] = {}  # queued job id -> class, for placed
@@ -83,7 +83,7 @@ class Dispatcher:
         """Serve until ``stop``: stand by, lead, and after an outage or a lost lock start
         again; nothing a dependency does ends the process (scheduler.dispatcher.terms)."""
         start_metrics_endpoint(self.settings, role="scheduler",
-                               port=self.settings.scheduler_metrics_port)
+                               port=self.settings.metrics.scheduler_port)
         run_terms(self.lead, stop, self.deps, log)
 
     def lead(self, stop: threading.Event) -> None:
@@ -194,7 +194,8 @@ class Dispatcher:
         keys = list(self.redis.scan_iter(match=WORKER_KEY_PATTERN, count=500))
         beats = [json.loads(v) for v in self.redis.mget(keys) if v] if keys else []
         # A worker that missed a few beats is dead to us (its key outlives it a while).
-        silence = self.settings.dead_worker_after_beats * self.settings.heartbeat_seconds
+        silence = (self.settings.dispatcher.dead_worker_after_beats
+                   * self.settings.worker.heartbeat_seconds)
         beats = [b for b in beats if float(b.get("ts", 0)) >= time.time() - silence]
         by_worker: dict[str, dict[str, JobClass]] = defaultdict(dict)
         for job_id, (worker_id, job_class) in self.placed.items():
@@ -264,7 +265,7 @@ class Dispatcher:
     def _assign(self, session: Session, decision: Assign) -> None:
         attempt = store.claim_job(session, job_id=uuid.UUID(decision.job_id),
                                   worker_id=decision.worker_id,
-                                  lease_s=self.settings.lease_seconds)
+                                  lease_s=self.settings.jobs.lease_seconds)
         job_class = self.classes.pop(decision.job_id, JobClass.REALTIME)
         if attempt is None:  # cancelled (or claimed) since the policy saw it
             self.policy.on_job_finished(decision.job_id, decision.worker_id, 0, 0)

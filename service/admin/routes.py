@@ -55,7 +55,7 @@ async def update_tenant(tenant_id: str, body: TenantUpdate, actor: AdminDep,
         tier=body.tier, suspended=body.suspended)
     await session.commit()
     try:
-        await ops.tell_cancelled(redis, cancelled, ttl_s=settings.stream_ttl_seconds)
+        await ops.tell_cancelled(redis, cancelled, ttl_s=settings.jobs.stream_ttl_seconds)
     except RedisError:  # the waiting requests then end at their timeout
         log.warning("could not notify cancelled requests", extra={"tenant_id": tenant_id})
     return ops.tenant_view(tenant)

@@ -30,7 +30,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        configure_logging(settings.log_level)
+        configure_logging(settings.logging.level)
         app.state.settings = settings
         app.state.sessionmaker = async_sessionmaker_for(settings.database_url)
         app.state.redis = Redis.from_url(settings.redis_url,
@@ -50,8 +50,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Uploads stream to storage and count their own limit exactly (service/files/upload.py);
         # this one only adds room for the multipart framing.
         if path == "/v1/files":
-            return settings.batch_max_file_bytes + 1024 * 1024
-        return settings.max_request_bytes
+            return settings.batches.max_file_bytes + 1024 * 1024
+        return settings.limits.max_request_bytes
 
     app.add_middleware(BodyLimit, limit_for=body_limit)
 
@@ -61,8 +61,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # Observability (docs/observability.md): /readyz always; /metrics unless metrics are off.
     app.add_api_route("/readyz", obs_http.readyz_response, methods=["GET"])
-    configure_metrics(settings)
-    if settings.metrics_enabled:
+    configure_metrics(settings.metrics)
+    if settings.metrics.enabled:
         app.add_api_route("/metrics", obs_http.metrics_response, methods=["GET"])
         app.add_middleware(obs_http.RequestCounter)
 

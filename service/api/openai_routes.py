@@ -70,22 +70,22 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
     if not await request.app.state.catalog.has(body.model):
         raise APIError(404, f"The model '{body.model}' does not exist.",
                        code="model_not_found", param="model")
-    max_tokens = body.requested_max_tokens() or settings.default_max_tokens
-    if max_tokens > settings.max_tokens_limit:
-        raise APIError(400, f"max_tokens must be at most {settings.max_tokens_limit}.",
+    max_tokens = body.requested_max_tokens() or settings.limits.default_max_tokens
+    if max_tokens > settings.limits.max_tokens_limit:
+        raise APIError(400, f"max_tokens must be at most {settings.limits.max_tokens_limit}.",
                        code="invalid_value", param="max_tokens")
     payload = body.model_dump(mode="json", exclude_none=True)
     try:
         admission = await admit_request(session, quota_store(request.app.state), tenant=tenant,
                                         body=payload, max_tokens=max_tokens,
-                                        slot_ttl_s=settings.request_timeout_seconds + 60)
+                                        slot_ttl_s=settings.api.request_timeout_seconds + 60)
     except APIError as exc:
         record_refusal(tenant.id, exc)
         raise
     now = dt.datetime.now(dt.UTC)
     classification = classify(admission.service_tier, body.deadline_ms, now=now,
-                              realtime_deadline_s=settings.realtime_deadline_seconds,
-                              flex_deadline_s=settings.flex_deadline_seconds)
+                              realtime_deadline_s=settings.api.realtime_deadline_seconds,
+                              flex_deadline_s=settings.api.flex_deadline_seconds)
     job = await admission.guard(create_job(
         session, tenant_id=tenant.id, endpoint="chat.completions" if chat else "completions",
         model=body.model, request=payload,
@@ -112,7 +112,8 @@ async def _wait(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
                 settings: Settings, obs: Any = NULL_OBSERVER) -> dict[str, Any]:
     state = request.app.state
     try:
-        async for ev in follow_job(state.redis, job_id, timeout_s=settings.request_timeout_seconds,
+        async for ev in follow_job(state.redis, job_id,
+                                   timeout_s=settings.api.request_timeout_seconds,
                                    is_disconnected=request.is_disconnected):
             if isinstance(ev, NewText):
                 obs.first_token()
@@ -150,7 +151,8 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
     # "first token" to clients and benchmarks alike.
     role_pending = builder.chat
     try:
-        async for ev in follow_job(state.redis, job_id, timeout_s=settings.request_timeout_seconds):
+        async for ev in follow_job(state.redis, job_id,
+                                   timeout_s=settings.api.request_timeout_seconds):
             if isinstance(ev, NewText):
                 obs.first_token()
                 yield sse(builder.chunk(ev.text, first=role_pending,

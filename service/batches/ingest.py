@@ -93,8 +93,8 @@ def validate_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorag
     source = session.get(StoredFile, batch.input_file_id) if batch.input_file_id else None
     if source is None or not storage.exists(source.storage_key):
         return _fail(session, batch, "input_file_missing", "The input file no longer exists.")
-    limits = LineLimits(settings.max_tokens_limit, settings.default_max_tokens,
-                        settings.max_model_len)
+    limits = LineLimits(settings.limits.max_tokens_limit, settings.limits.default_max_tokens,
+                        settings.engine.max_model_len)
     validator = LineValidator(endpoint=batch.endpoint, limits=limits)
     run = _Run(batch, storage)
     _prefer_lz4(session)
@@ -175,8 +175,8 @@ class _Run:
                            known_models: set[str] | None) -> tuple[str, str] | None:
         if self.total == 0:
             return "empty_file", "The input file has no lines."
-        if self.total > settings.batch_max_lines:
-            return "too_many_lines", f"The input file exceeds {settings.batch_max_lines} lines."
+        if self.total > settings.batches.max_lines:
+            return "too_many_lines", f"The input file exceeds {settings.batches.max_lines} lines."
         if self.valid == 0:
             return "no_valid_lines", "No line of the input file is a valid request."
         if known_models is not None and validator.model not in known_models:

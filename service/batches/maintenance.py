@@ -74,16 +74,16 @@ class BatchMaintenance:
     def tick(self) -> None:
         if time.monotonic() < self._next_at:
             return
-        self._next_at = time.monotonic() + self.settings.batch_maintenance_seconds
+        self._next_at = time.monotonic() + self.settings.batches.maintenance_seconds
         try:
             with sync_session(self.settings.database_url) as session:
                 due = find_due(session, now=dt.datetime.now(dt.UTC),
-                               validation_grace_s=self.settings.batch_validation_grace_seconds)
+                               validation_grace_s=self.settings.batches.validation_grace_seconds)
         except Exception:  # never let batch upkeep take the dispatcher down
             log.exception("looking for due batch steps failed")
             return
         if time.monotonic() >= self._next_sweep and not self._sweeping.locked():
-            self._next_sweep = time.monotonic() + self.settings.file_expiry_sweep_seconds
+            self._next_sweep = time.monotonic() + self.settings.batches.file_expiry_sweep_seconds
             self.pool.submit(self._sweep_files)
         now = time.monotonic()
         for step in due:

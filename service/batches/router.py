@@ -38,7 +38,7 @@ _validations: set[asyncio.Task[Any]] = set()  # keep references: asyncio holds t
 @router.post("/batches")
 async def create(body: BatchCreate, request: Request, tenant: CurrentTenant,
                  session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
-    windows = allowed_windows(settings.batch_completion_windows)
+    windows = allowed_windows(settings.batches.completion_windows)
     if body.completion_window not in windows:
         raise APIError(400, f"completion_window must be one of {sorted(windows)}.",
                        code="invalid_value", param="completion_window")

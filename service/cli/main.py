@@ -7,13 +7,22 @@ import os
 import signal
 import sys
 import threading
+from typing import Any
 
-from service.store.settings import Settings
+from service.store.settings import (
+    ApiSettings,
+    DispatcherSettings,
+    EngineSettings,
+    Settings,
+    WorkerSettings,
+)
 
 
-def _settings(**overrides: object) -> Settings:
-    base = Settings()
-    return base.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+def _given(**options: object) -> dict[str, Any]:
+    """The options given on the command line (argparse leaves the others None), to build a
+    settings group with: ``ApiSettings(**_given(port=args.port))`` reads the environment for
+    the rest, and for the port when none was given."""
+    return {name: value for name, value in options.items() if value is not None}
 
 
 def cmd_api(args: argparse.Namespace) -> int:
@@ -22,10 +31,10 @@ def cmd_api(args: argparse.Namespace) -> int:
     from service.api.app import create_app
     from service.store.telemetry.logs import configure_logging
 
-    settings = _settings(api_port=args.port)
-    configure_logging(settings.log_level)  # uvicorn's own loggers then log JSON lines too
-    uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port,
-                log_level=settings.log_level.lower(), access_log=False, log_config=None)
+    settings = Settings(api=ApiSettings(**_given(port=args.port)))
+    configure_logging(settings.logging.level)  # uvicorn's own loggers then log JSON lines too
+    uvicorn.run(create_app(settings), host=settings.api.host, port=settings.api.port,
+                log_level=settings.logging.level.lower(), access_log=False, log_config=None)
     return 0
 
 
@@ -36,8 +45,8 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     from service.batches.maintenance import BatchMaintenance
     from service.store.telemetry.logs import configure_logging
 
-    settings = _settings(scheduler_policy=args.policy)
-    configure_logging(settings.log_level)
+    settings = Settings(dispatcher=DispatcherSettings(**_given(policy=args.policy)))
+    configure_logging(settings.logging.level)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -50,8 +59,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from service.store.telemetry.logs import configure_logging
     from worker.main import run_worker
 
-    settings = _settings(engine=args.engine, worker_id=args.worker_id)
-    configure_logging(settings.log_level)
+    settings = Settings(engine=EngineSettings(**_given(kind=args.engine)),
+                        worker=WorkerSettings(**_given(id=args.worker_id)))
+    configure_logging(settings.logging.level)
     run_worker(settings)
     return 0
 
@@ -59,7 +69,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_up(args: argparse.Namespace) -> int:
     from service.cli.stack import serve_stack
 
-    return serve_stack(_settings(engine=args.engine, api_port=args.port))
+    return serve_stack(Settings(engine=EngineSettings(**_given(kind=args.engine)),
+                                api=ApiSettings(**_given(port=args.port))))
 
 
 def cmd_migrate(_: argparse.Namespace) -> int:

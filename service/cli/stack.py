@@ -24,15 +24,15 @@ ROLES = ("api", "scheduler", "worker")
 def _spawn(role: str, env: dict[str, str], settings: Settings) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "service.cli.main", role]
     if role == "worker":
-        cmd += ["--engine", settings.engine]
+        cmd += ["--engine", settings.engine.kind]
     if role == "api":
-        cmd += ["--port", str(settings.api_port)]
+        cmd += ["--port", str(settings.api.port)]
     return subprocess.Popen(cmd, env=env)
 
 
 def _wait_ready(settings: Settings, redis_url: str, procs: dict[str, subprocess.Popen[bytes]],
                 timeout_s: float = 900.0) -> None:
-    base = f"http://{settings.api_host}:{settings.api_port}"
+    base = f"http://{settings.api.host}:{settings.api.port}"
     redis = Redis.from_url(redis_url)
     deadline = time.monotonic() + timeout_s
     api_up = worker_up = False
@@ -55,12 +55,12 @@ def _wait_ready(settings: Settings, redis_url: str, procs: dict[str, subprocess.
 
 
 def serve_stack(settings: Settings) -> int:
-    configure_logging(settings.log_level)
+    configure_logging(settings.logging.level)
     servers = EmbeddedServers(settings.data_dir)
     servers.start(need_db=not settings.database_url, need_redis=not settings.redis_url)
     db_url = settings.database_url or servers.database_url
     redis_url = settings.redis_url or servers.redis_url
-    settings = settings.model_copy(update={"database_url": db_url, "redis_url": redis_url})
+    settings = settings.with_changes(database_url=db_url, redis_url=redis_url)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     stopping = False
 
@@ -77,11 +77,11 @@ def serve_stack(settings: Settings) -> int:
         env = child_env(db_url, redis_url)
         procs = {role: _spawn(role, env, settings) for role in ROLES}
         _wait_ready(settings, redis_url, procs)
-        base = f"http://{settings.api_host}:{settings.api_port}/v1"
-        print(json.dumps({"base_url": base, "api_key": key, "model": settings.served_model_name},
-                         indent=2))
+        base = f"http://{settings.api.host}:{settings.api.port}/v1"
+        model = settings.engine.served_model_name
+        print(json.dumps({"base_url": base, "api_key": key, "model": model}, indent=2))
         print(f"try:  OPENAI_BASE_URL={base} OPENAI_API_KEY={key} python -c \"import openai; "
-              f"print(openai.OpenAI().chat.completions.create(model='{settings.served_model_name}',"
+              f"print(openai.OpenAI().chat.completions.create(model='{model}',"
               f" messages=[{{'role':'user','content':'Hi'}}]).choices[0].message.content)\"")
         print("Ctrl-C stops everything.", flush=True)
         restarts = Restarts()

@@ -38,7 +38,7 @@ async def upload_file(request: Request, tenant: CurrentTenant, session: SessionD
     storage = file_storage(settings)
     file_id = uuid.uuid4()
     key = storage_key(tenant.id, file_id)
-    limits = UploadLimits(settings.batch_max_file_bytes, settings.batch_max_lines)
+    limits = UploadLimits(settings.batches.max_file_bytes, settings.batches.max_lines)
     upload = await receive_upload(request.headers.get("content-type", ""), request.stream(),
                                   storage=storage, key=key, limits=limits)
     try:

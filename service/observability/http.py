@@ -81,7 +81,7 @@ async def readiness(state: Any) -> tuple[bool, dict[str, Any]]:
     except Exception as exc:
         checks["redis"] = "down"
         reasons.append(f"redis unreachable: {type(exc).__name__}")
-    served = {state.settings.served_model_name}
+    served = {state.settings.engine.served_model_name}
     per_model = {name: 0 for name in served}
     for worker in workers:
         for name in worker.get("models", []):

@@ -26,7 +26,7 @@ class ModelCatalog:
     def __init__(
         self, settings: Settings, redis: Redis, ttl_s: float = 2.0, miss_refresh_s: float = 0.25
     ) -> None:
-        self._configured = settings.served_model_name
+        self._configured = settings.engine.served_model_name
         self._redis = redis
         self._ttl = ttl_s
         # A name missing from the cache is looked up again at most this often: a worker for a

@@ -141,3 +141,27 @@ def test_prompt_longer_than_context_gets_400(client: openai.OpenAI):
         client.chat.completions.create(model=MODEL, max_tokens=8,
                                        messages=[{"role": "user", "content": long_text}])
     assert "context length" in err.value.message
+
+
+def test_prefix_cache_is_per_tenant(vllm_stack: Stack, client: openai.OpenAI):
+    """vLLM's cache_salt keyed per tenant: a repeated prompt hits the prefix cache within a
+    tenant, and the same prompt from another tenant does not."""
+    settings = Settings(database_url=vllm_stack.database_url, redis_url=vllm_stack.redis_url)
+    other_key = create_tenant_with_key(settings, f"e2e-{uuid.uuid4().hex[:6]}")[1]
+    other = openai.OpenAI(base_url=vllm_stack.base_url + "/v1", timeout=300, max_retries=0,
+                          api_key=other_key)
+    system = "You are a careful assistant. " * 40  # ~240 tokens: many full KV blocks
+    messages = [{"role": "system", "content": system},
+                {"role": "user", "content": "Say hi."}]
+
+    def cached(api: openai.OpenAI) -> int:
+        resp = api.chat.completions.create(model=MODEL, messages=messages, temperature=0,
+                                           max_tokens=2)  # type: ignore[arg-type]
+        with sync_session(vllm_stack.database_url) as session:
+            job = session.scalar(select(Job).where(Job.id == uuid.UUID(resp.id[9:])))
+            assert job is not None and job.cached_tokens is not None
+            return job.cached_tokens
+
+    first, again, other_tenant = cached(client), cached(client), cached(other)
+    assert first == 0 and again >= 200, (first, again)
+    assert other_tenant == 0, other_tenant

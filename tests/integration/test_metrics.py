@@ -13,7 +13,7 @@ from sqlalchemy import select
 from service.api.app import create_app
 from service.store.db import sync_session
 from service.store.models.jobs import Job
-from service.store.settings import Settings
+from service.store.settings import EngineSettings, Settings
 from tests.integration._scrape import (
     api_url,
     has,
@@ -167,8 +167,8 @@ def test_readyz_reports_reasons(sim_stack: Stack, database_url, test_redis_url):
     assert body["checks"]["workers"]["sim-model"] >= 1
     assert httpx.get(sim_stack.base_url + "/healthz", timeout=5).status_code == 200
 
-    lonely = Settings(database_url=database_url, redis_url=test_redis_url, engine="sim",
-                      served_model_name="model-nobody-serves")
+    lonely = Settings(database_url=database_url, redis_url=test_redis_url,
+                      engine=EngineSettings(kind="sim", served_model_name="model-nobody-serves"))
     with TestClient(create_app(lonely)) as client:
         resp = client.get("/readyz")
     assert resp.status_code == 503

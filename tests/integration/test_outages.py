@@ -54,6 +54,10 @@ def _stream(stack: Stack, key: str, out: list[dict[str, object]]) -> None:
                 "messages": [{"role": "user", "content": "tell me a long story"}]},
                 headers={"authorization": f"Bearer {key}"}) as resp:
             result["status"] = resp.status_code
+            if resp.status_code != 200:  # refused up front (e.g. 503 while Redis is down)
+                result["error"] = json.loads(resp.read())["error"]
+                out.append(result)
+                return
             for line in resp.iter_lines():
                 if not line.startswith("data: "):
                     continue

@@ -14,7 +14,8 @@ from redis.asyncio import Redis as AsyncRedis
 from scheduler.cost_profiles import profile
 from scheduler.step_phase import PhaseGrid
 from service.store.keys import phase_slot_key
-from service.store.settings import Settings
+from service.store.settings import EngineSettings, Settings
+from worker.engine.config import VllmEngineConfig
 from worker.phase_slot import (
     MAX_PHASE_SLOTS,
     claim_phase_slot,
@@ -92,27 +93,41 @@ def test_the_65th_worker_and_an_unreachable_redis_get_no_slot(redis: Redis) -> N
     assert claim_phase_slot(down, m, "w-x", TTL) is None
 
 
+def vllm_config(settings: Settings, slot: int | None) -> VllmEngineConfig:
+    from worker.main import engine_config
+
+    config = engine_config(settings.engine, slot)
+    assert isinstance(config, VllmEngineConfig)
+    return config
+
+
 def test_worker_settings_turn_a_slot_into_the_engines_grid_offset(test_redis_url: str) -> None:
+    from worker.engine.vllm_engine import VllmEngine
     from worker.main import claim_phase_slot_for, engine_from_settings
 
     m = model()
-    gpu = Settings(redis_url=test_redis_url, engine="vllm", served_model_name=m,
-                   cost_profile="h200-llama3-8b", model_path="unused")
+    gpu = Settings(redis_url=test_redis_url,
+                   engine=EngineSettings(kind="vllm", served_model_name=m,
+                                         cost_profile="h200-llama3-8b", model_path="unused"))
     period = profile("h200-llama3-8b").phase_period_s()
     assert period > 0
     assert [claim_phase_slot_for(gpu, w) for w in ("w-a", "w-b")] == [0, 1]
     engine = engine_from_settings(gpu, 1)
-    assert engine.phase_period_s == period
-    assert engine.phase_offset_s == pytest.approx(PhaseGrid.for_slot(period, 1).offset_s)
-    assert engine.phase_offset_s == pytest.approx(period / 2)
-    assert engine.phase_cost["prefill_per_token_s"] == profile("h200-llama3-8b").prefill_per_token_s
-    assert engine_from_settings(gpu, None).phase_period_s == 0  # no slot: unlocked
+    assert isinstance(engine, VllmEngine)
+    config = engine.config
+    assert config == vllm_config(gpu, 1)
+    assert config.phase_period_s == period
+    assert config.phase_offset_s == pytest.approx(PhaseGrid.for_slot(period, 1).offset_s)
+    assert config.phase_offset_s == pytest.approx(period / 2)
+    assert config.phase_cost is not None
+    assert config.phase_cost["prefill_per_token_s"] == profile("h200-llama3-8b").prefill_per_token_s
+    assert vllm_config(gpu, None).phase_period_s == 0  # no slot: unlocked
 
     # No lock planned, no slot claimed: the CPU profile's period is 0, or it is set to 0.
-    cpu = gpu.model_copy(update={"cost_profile": "cpu-smollm2-135m"})
-    off = gpu.model_copy(update={"phase_period_s": 0.0})
+    cpu = gpu.with_changes(engine={"cost_profile": "cpu-smollm2-135m"})
+    off = gpu.with_changes(engine={"phase_period_s": 0.0})
     assert claim_phase_slot_for(cpu, "w-c") is None
     assert claim_phase_slot_for(off, "w-c") is None
-    assert engine_from_settings(cpu, 2).phase_period_s == 0
-    fixed = gpu.model_copy(update={"phase_period_s": 0.5})
-    assert engine_from_settings(fixed, 3).phase_offset_s == pytest.approx(0.5 * 3 / 4)
+    assert vllm_config(cpu, 2).phase_period_s == 0
+    fixed = gpu.with_changes(engine={"phase_period_s": 0.5})
+    assert vllm_config(fixed, 3).phase_offset_s == pytest.approx(0.5 * 3 / 4)

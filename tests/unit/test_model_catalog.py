@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from service.store.settings import Settings
+from service.store.settings import EngineSettings, Settings
 from service.web.catalog import ModelCatalog
 
 
@@ -30,7 +30,8 @@ class FakeRedis:
 def test_a_new_model_is_found_at_once_and_misses_are_rate_limited() -> None:
     async def run() -> None:
         redis = FakeRedis()
-        catalog = ModelCatalog(Settings(served_model_name="base"), redis, ttl_s=60.0,
+        settings = Settings(engine=EngineSettings(served_model_name="base"))
+        catalog = ModelCatalog(settings, redis, ttl_s=60.0,
                                miss_refresh_s=0.05)  # type: ignore[arg-type]
         assert await catalog.models() == ["base"]
         redis.beats["fairway:worker:w1"] = json.dumps({"models": ["new-model"]})

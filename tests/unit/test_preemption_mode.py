@@ -27,9 +27,9 @@ class _OffloadingEngine:
 
 def test_setting_defaults_to_recompute_and_reads_the_environment(monkeypatch):
     monkeypatch.delenv("FAIRWAY_PREEMPTION_MODE", raising=False)
-    assert Settings().preemption_mode == "recompute"
+    assert Settings().engine.preemption_mode == "recompute"
     monkeypatch.setenv("FAIRWAY_PREEMPTION_MODE", "swap")
-    assert Settings().preemption_mode == "swap"
+    assert Settings().engine.preemption_mode == "swap"
     monkeypatch.setenv("FAIRWAY_PREEMPTION_MODE", "teleport")
     with pytest.raises(ValidationError):
         Settings()

@@ -1,11 +1,151 @@
+import os
+from functools import reduce
+from pathlib import Path
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
-from service.store.settings import Settings, to_sqlalchemy_url
+from service.store.settings import (
+    EngineSettings,
+    Settings,
+    env_var,
+    groups,
+    to_sqlalchemy_url,
+)
 from service.tenants.keys import display_prefix, generate_key, hash_key
 
+# Every FAIRWAY_* variable of the flat settings class, with a value that is not its default
+# and where the value lands now. The names are the processes' interface: none may change.
+OLD_VARIABLES: dict[str, tuple[str, str, Any]] = {
+    "FAIRWAY_ENVIRONMENT": ("test", "environment", "test"),
+    "FAIRWAY_DATABASE_URL": ("postgresql://u@h/db", "database_url", "postgresql://u@h/db"),
+    "FAIRWAY_REDIS_URL": ("redis://h:1/2", "redis_url", "redis://h:1/2"),
+    "FAIRWAY_REDIS_MAX_CONNECTIONS": ("512", "redis_max_connections", 512),
+    "FAIRWAY_DATA_DIR": ("/srv/fairway", "data_dir", Path("/srv/fairway")),
+    "FAIRWAY_SECRET_KEY": ("k", "secret_key", "k"),
+    "FAIRWAY_ADMIN_TOKEN": ("t", "admin_token", "t"),
+    "FAIRWAY_ENGINE": ("sim", "engine.kind", "sim"),
+    "FAIRWAY_MODEL_PATH": ("/models/x", "engine.model_path", "/models/x"),
+    "FAIRWAY_SERVED_MODEL_NAME": ("m", "engine.served_model_name", "m"),
+    "FAIRWAY_KV_CACHE_GIB": ("3.5", "engine.kv_cache_gib", 3.5),
+    "FAIRWAY_MAX_NUM_SEQS": ("8", "engine.max_num_seqs", 8),
+    "FAIRWAY_MAX_MODEL_LEN": ("1024", "engine.max_model_len", 1024),
+    "FAIRWAY_SIM_SPEED": ("4", "engine.sim_speed", 4.0),
+    "FAIRWAY_API_HOST": ("0.0.0.0", "api.host", "0.0.0.0"),
+    "FAIRWAY_API_PORT": ("8001", "api.port", 8001),
+    "FAIRWAY_WORKER_ID": ("gpu-0", "worker.id", "gpu-0"),
+    "FAIRWAY_SCHEDULER_POLICY": ("fcfs", "dispatcher.policy", "fcfs"),
+    "FAIRWAY_DISPATCH_LEAD_S": ("0.02", "dispatcher.dispatch_lead_s", 0.02),
+    "FAIRWAY_RT_EARLIEST_START": ("false", "dispatcher.rt_earliest_start", False),
+    "FAIRWAY_REALTIME_HEADROOM_SLOTS": ("2", "worker.realtime_headroom_slots", 2),
+    "FAIRWAY_COST_PROFILE": ("h200-llama3-8b", "engine.cost_profile", "h200-llama3-8b"),
+    "FAIRWAY_PREEMPTION_MODE": ("swap", "engine.preemption_mode", "swap"),
+    "FAIRWAY_KV_OFFLOAD_GIB": ("16", "engine.kv_offload_gib", 16.0),
+    "FAIRWAY_GUARD_CHUNK_TOKENS": ("0", "engine.guard_chunk_tokens", 0),
+    "FAIRWAY_GUARD_HOLD_S": ("5", "engine.guard_hold_s", 5.0),
+    "FAIRWAY_PHASE_PERIOD_S": ("0.05", "engine.phase_period_s", 0.05),
+    "FAIRWAY_LEASE_SECONDS": ("5", "jobs.lease_seconds", 5.0),
+    "FAIRWAY_HEARTBEAT_SECONDS": ("0.5", "worker.heartbeat_seconds", 0.5),
+    "FAIRWAY_REALTIME_DEADLINE_SECONDS": ("30", "api.realtime_deadline_seconds", 30.0),
+    "FAIRWAY_FLEX_DEADLINE_SECONDS": ("900", "api.flex_deadline_seconds", 900.0),
+    "FAIRWAY_REQUEST_TIMEOUT_SECONDS": ("120", "api.request_timeout_seconds", 120.0),
+    "FAIRWAY_STREAM_TTL_SECONDS": ("60", "jobs.stream_ttl_seconds", 60),
+    "FAIRWAY_MAX_REQUEST_BYTES": ("2000000", "limits.max_request_bytes", 2_000_000),
+    "FAIRWAY_MAX_TOKENS_LIMIT": ("8192", "limits.max_tokens_limit", 8192),
+    "FAIRWAY_DEFAULT_MAX_TOKENS": ("128", "limits.default_max_tokens", 128),
+    "FAIRWAY_FILES_DIR": ("/srv/files", "batches.files_dir", Path("/srv/files")),
+    "FAIRWAY_BATCH_MAX_FILE_BYTES": ("1048576", "batches.max_file_bytes", 1_048_576),
+    "FAIRWAY_BATCH_MAX_LINES": ("10", "batches.max_lines", 10),
+    "FAIRWAY_BATCH_COMPLETION_WINDOWS": ("24h,30s", "batches.completion_windows", "24h,30s"),
+    "FAIRWAY_BATCH_VALIDATION_GRACE_SECONDS": ("3", "batches.validation_grace_seconds", 3.0),
+    "FAIRWAY_BATCH_MAINTENANCE_SECONDS": ("0.5", "batches.maintenance_seconds", 0.5),
+    "FAIRWAY_FILE_EXPIRY_SWEEP_SECONDS": ("5", "batches.file_expiry_sweep_seconds", 5.0),
+    "FAIRWAY_LOG_LEVEL": ("DEBUG", "logging.level", "DEBUG"),
+    "FAIRWAY_LOG_FORMAT": ("text", "logging.format", "text"),
+    "FAIRWAY_METRICS_ENABLED": ("false", "metrics.enabled", False),
+    "FAIRWAY_METRICS_HOST": ("0.0.0.0", "metrics.host", "0.0.0.0"),
+    "FAIRWAY_SCHEDULER_METRICS_PORT": ("9101", "metrics.scheduler_port", 9101),
+    "FAIRWAY_WORKER_METRICS_PORT": ("9102", "metrics.worker_port", 9102),
+    "FAIRWAY_METRICS_MAX_TENANTS": ("10", "metrics.max_tenants", 10),
+}
+# Variables added since, each with where it lands.
+NEW_VARIABLES: dict[str, tuple[str, str, Any]] = {
+    "FAIRWAY_DEAD_WORKER_AFTER_BEATS": ("5", "dispatcher.dead_worker_after_beats", 5.0),
+    "FAIRWAY_TENANT_CACHE_ISOLATION": ("false", "engine.tenant_cache_isolation", False),
+}
+ALL_VARIABLES = {**OLD_VARIABLES, **NEW_VARIABLES}
 
-def test_default_secrets_refused_outside_development():
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in list(os.environ):
+        if name.upper().startswith("FAIRWAY_"):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def at(settings: Settings, path: str) -> Any:
+    return reduce(getattr, path.split("."), settings)
+
+
+@pytest.mark.parametrize("name", sorted(ALL_VARIABLES))
+def test_every_old_variable_sets_its_field(clean_env: pytest.MonkeyPatch, name: str) -> None:
+    raw, path, expected = ALL_VARIABLES[name]
+    assert at(Settings(), path) != expected  # so the value below can only come from `name`
+    if name == "FAIRWAY_ENVIRONMENT":  # outside development the secrets must be set
+        clean_env.setenv("FAIRWAY_SECRET_KEY", "k")
+        clean_env.setenv("FAIRWAY_ADMIN_TOKEN", "t")
+    clean_env.setenv(name, raw)
+    assert at(Settings(), path) == expected
+    clean_env.setenv(name.lower(), raw)  # names are case-insensitive, as they were
+    clean_env.delenv(name)
+    assert at(Settings(), path) == expected
+
+
+def test_the_settings_read_exactly_the_old_variables() -> None:
+    names = [env_var(Settings, f) for f in Settings.model_fields if f not in groups()]
+    names += [env_var(group, f) for group in groups().values() for f in group.model_fields]
+    assert sorted(names) == sorted(ALL_VARIABLES)
+
+
+def test_overrides_win_over_the_environment_field_by_field(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("FAIRWAY_ENGINE", "vllm")
+    clean_env.setenv("FAIRWAY_MAX_NUM_SEQS", "8")
+    clean_env.setenv("FAIRWAY_API_PORT", "9000")
+    typed = Settings(redis_url="redis://x", engine=EngineSettings(kind="sim"))
+    as_dict = Settings(redis_url="redis://x", engine={"kind": "sim"})  # type: ignore[arg-type]
+    for settings in (typed, as_dict):
+        assert settings.engine.kind == "sim" and settings.engine.max_num_seqs == 8
+        assert settings.api.port == 9000 and settings.redis_url == "redis://x"
+    with pytest.raises(ValidationError):
+        Settings(served_model_name="m")  # type: ignore[call-arg]  # an old flat name: refused
+    with pytest.raises(ValidationError):
+        EngineSettings(max_num_seq=8)  # type: ignore[call-arg]
+
+
+def test_with_changes_is_a_validated_copy(clean_env: pytest.MonkeyPatch) -> None:
+    base = Settings(engine=EngineSettings(kind="vllm", max_num_seqs=8))
+    clean_env.setenv("FAIRWAY_MAX_NUM_SEQS", "99")  # a copy does not read the environment
+    copy = base.with_changes(redis_url="redis://y", engine={"phase_period_s": 0.5})
+    assert copy.redis_url == "redis://y" and copy.engine.phase_period_s == 0.5
+    assert copy.engine.kind == "vllm" and copy.engine.max_num_seqs == 8
+    assert base.redis_url == "" and base.engine.phase_period_s is None
+    assert base.with_changes(engine=EngineSettings(kind="sim")).engine.max_num_seqs == 99
+    with pytest.raises(ValidationError):
+        base.with_changes(engine={"phase_period_s": -1.0})
+    with pytest.raises(ValidationError):
+        base.with_changes(environment="production")  # the default secrets are refused
+
+
+def test_files_root_defaults_under_the_data_dir(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("FAIRWAY_DATA_DIR", "/srv/fw")
+    assert Settings().files_root == Path("/srv/fw/files")
+    clean_env.setenv("FAIRWAY_FILES_DIR", "/srv/files")
+    assert Settings().files_root == Path("/srv/files")
+
+
+def test_default_secrets_refused_outside_development() -> None:
     with pytest.raises(ValidationError, match="SECRET_KEY"):
         Settings(environment="production")
     with pytest.raises(ValidationError, match="ADMIN_TOKEN"):
@@ -14,16 +154,16 @@ def test_default_secrets_refused_outside_development():
     assert ok.environment == "production"
 
 
-def test_default_secrets_allowed_in_development():
+def test_default_secrets_allowed_in_development() -> None:
     assert Settings(environment="development").secret_key
 
 
-def test_plain_postgres_url_gets_psycopg_driver():
+def test_plain_postgres_url_gets_psycopg_driver() -> None:
     assert to_sqlalchemy_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
     assert to_sqlalchemy_url("postgresql+psycopg://u@h/db") == "postgresql+psycopg://u@h/db"
 
 
-def test_keys_are_random_and_hash_is_keyed():
+def test_keys_are_random_and_hash_is_keyed() -> None:
     a, b = generate_key(), generate_key()
     assert a != b and a.startswith("fw-") and len(a) > 40
     assert hash_key(a, "s1") != hash_key(a, "s2")

@@ -5,8 +5,6 @@ See `worker.engine.base` for the interface and its errors convention.
 
 from __future__ import annotations
 
-from typing import Any
-
 from worker.engine.base import (
     FINISH_ABORT,
     FINISH_LENGTH,
@@ -21,6 +19,7 @@ from worker.engine.base import (
     SamplingSpec,
     TokenDelta,
 )
+from worker.engine.config import SimEngineConfig, VllmEngineConfig
 from worker.engine.sim import SimEngine
 
 __all__ = [
@@ -36,18 +35,20 @@ __all__ = [
     "PromptTooLong",
     "SamplingSpec",
     "SimEngine",
+    "SimEngineConfig",
     "TokenDelta",
+    "VllmEngineConfig",
     "build_engine",
 ]
 
 
-def build_engine(kind: str, **kwargs: Any) -> Engine:
-    """Build an engine by kind: "sim" (SimEngine kwargs) or "vllm" (VllmEngine kwargs)."""
-    if kind == "sim":
-        return SimEngine(**kwargs)
-    if kind == "vllm":
+def build_engine(config: VllmEngineConfig | SimEngineConfig) -> Engine:
+    """The engine a config is for: `SimEngine` or `VllmEngine` (not started)."""
+    if isinstance(config, SimEngineConfig):
+        return SimEngine(config)
+    if isinstance(config, VllmEngineConfig):
         # Imported here: the module itself is light, but keep vLLM-only code off the sim path.
         from worker.engine.vllm_engine import VllmEngine
 
-        return VllmEngine(**kwargs)
-    raise ValueError(f"unknown engine kind {kind!r} (expected 'sim' or 'vllm')")
+        return VllmEngine(config)
+    raise TypeError(f"not an engine config: {config!r}")

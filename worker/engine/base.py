@@ -69,6 +69,10 @@ class EngineRequest:
     prompt_token_ids: list[int]
     sampling: SamplingSpec
     priority: int = 0  # lower runs first (vLLM convention)
+    # Prefix-cache namespace: requests share cached KV blocks only with requests of the same
+    # salt (vLLM's cache_salt). Fairway sets one per tenant, so one tenant cannot learn
+    # another's prompt prefixes from timing. None: one shared namespace.
+    cache_salt: str | None = None
 
 
 @dataclass(slots=True)

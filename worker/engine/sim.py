@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import heapq
 import math
 import time
@@ -43,6 +44,7 @@ from worker.engine.base import (
     TokenDelta,
     validate_request,
 )
+from worker.engine.config import SimEngineConfig
 from worker.engine.sim_kv import BlockPool
 from worker.engine.sim_sched import SimScheduling, _mix, _Req
 from worker.engine.sim_tokenizer import SimTokenizer
@@ -50,52 +52,30 @@ from worker.engine.step_clock import StepClock
 
 
 class SimEngine(SimScheduling):
-    """See the module docstring. Constructor defaults are roughly the CPU reference box."""
+    """See the module docstring; ``config`` defaults to `SimEngineConfig()`, roughly the CPU
+    reference box. The scheduling methods (`SimScheduling`) read its values off the engine."""
 
     # No KV offloading: a preemption always drops the KV (recompute), so the worker's "swap"
     # mode falls back to recompute here (`worker.engine.base.supports_kv_offload`).
     supports_kv_offload = False
 
-    def __init__(
-        self,
-        model_name: str = "sim-model",
-        max_num_seqs: int = 64,
-        kv_capacity_tokens: int = 16384,
-        token_budget: int = 2048,
-        max_model_len: int = 2048,
-        block_size: int = 16,
-        step_base_s: float = 0.02,
-        per_prefill_token_s: float = 0.0004,
-        per_decode_seq_s: float = 0.0055,
-        speed: float = 1.0,
-        eos_probability: float = 0.02,
-        enable_prefix_caching: bool = True,
-        preempt_for_priority: bool = True,
-        preempt_priority_gap: int = 1,
-    ) -> None:
-        if token_budget < 1 or max_num_seqs < 1:
-            raise ValueError("token_budget and max_num_seqs must be >= 1")
-        if preempt_priority_gap < 1:
-            # 0 would let equal priorities preempt each other back and forth.
-            raise ValueError("preempt_priority_gap must be >= 1")
-        if kv_capacity_tokens // block_size * block_size < max_model_len:
-            # As vLLM refuses to start: one full-length request must fit, or it never finishes.
-            raise ValueError("kv_capacity_tokens must hold at least max_model_len tokens")
-        self.model_name = model_name
-        self.max_num_seqs = max_num_seqs
-        self.token_budget = token_budget
-        self.max_model_len = max_model_len
-        self.block_size = block_size
-        self.step_base_s = step_base_s
-        self.per_prefill_token_s = per_prefill_token_s
-        self.per_decode_seq_s = per_decode_seq_s
-        self.speed = speed
-        self.eos_threshold = int(eos_probability * (1 << 32))
-        self.enable_prefix_caching = enable_prefix_caching
-        self.preempt_for_priority = preempt_for_priority
-        self.preempt_priority_gap = preempt_priority_gap
+    def __init__(self, config: SimEngineConfig | None = None) -> None:
+        c = self.config = config or SimEngineConfig()
+        self.model_name = c.model_name
+        self.max_num_seqs = c.max_num_seqs
+        self.token_budget = c.token_budget
+        self.max_model_len = c.max_model_len
+        self.block_size = c.block_size
+        self.step_base_s = c.step_base_s
+        self.per_prefill_token_s = c.per_prefill_token_s
+        self.per_decode_seq_s = c.per_decode_seq_s
+        self.speed = c.speed  # tests may change it while running
+        self.eos_threshold = int(c.eos_probability * (1 << 32))
+        self.enable_prefix_caching = c.enable_prefix_caching
+        self.preempt_for_priority = c.preempt_for_priority
+        self.preempt_priority_gap = c.preempt_priority_gap
         self.tokenizer = SimTokenizer()
-        self._pool = BlockPool(kv_capacity_tokens // block_size)
+        self._pool = BlockPool(c.kv_capacity_tokens // c.block_size)
         self._waiting: list[tuple[int, int, _Req]] = []  # heap on (priority, arrival)
         self._running: list[_Req] = []  # admission order
         self._reqs: dict[str, _Req] = {}
@@ -142,6 +122,7 @@ class SimEngine(SimScheduling):
             tokens=list(request.prompt_token_ids),
             num_prompt=len(request.prompt_token_ids),
             decoder=self.tokenizer.stream_decoder(),
+            salt_root=_salt_root(request.cache_salt),
         )
         self._arrivals += 1
         for t in r.tokens:
@@ -279,3 +260,11 @@ class SimEngine(SimScheduling):
         r.blocks = []
         del self._reqs[r.req.request_id]
         self._emit(r, finished=True, reason=reason)
+
+
+def _salt_root(salt: str | None) -> int:
+    """A stable 64-bit namespace for a cache salt (as vLLM mixes the salt into the first
+    block's hash); 0, the shared namespace, without one."""
+    if salt is None:
+        return 0
+    return int.from_bytes(hashlib.sha256(salt.encode()).digest()[:8], "big")

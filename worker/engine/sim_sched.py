@@ -42,6 +42,7 @@ class _Req:
     sent_text: int = 0
     sent_tokens: int = 0
     hash: int = 0  # rolling hash of `tokens`
+    salt_root: int = 0  # the first block's parent hash: its cache namespace (cache_salt)
     decoder: Any = None
     finished: bool = False
 
@@ -201,7 +202,7 @@ class SimScheduling:
     def _hash_blocks(self, r: _Req, upto: int) -> None:
         bs = self.block_size
         for i in range(len(r.block_hashes), upto // bs):
-            parent = r.block_hashes[-1] if r.block_hashes else 0
+            parent = r.block_hashes[-1] if r.block_hashes else r.salt_root
             r.block_hashes.append(hash((parent, *r.tokens[i * bs : (i + 1) * bs])))
 
     def _grow(self, r: _Req, n: int) -> bool:

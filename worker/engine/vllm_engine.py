@@ -51,6 +51,7 @@ from worker.engine.base import (
     TokenDelta,
     validate_request,
 )
+from worker.engine.config import VllmEngineConfig
 from worker.engine.step_clock import StepClock
 from worker.engine.vllm_stats import make_stats_sink
 
@@ -60,67 +61,11 @@ _GIB = 1 << 30
 
 
 class VllmEngine:
-    def __init__(
-        self,
-        model_path: str,
-        model_name: str,
-        kv_cache_gib: float,
-        max_num_seqs: int = 64,
-        max_model_len: int = 2048,
-        dtype: str | None = None,  # None: "float32" on CPU (no bf16 there), else "auto"
-        enforce_eager: bool = True,
-        enable_prefix_caching: bool = True,
-        scheduling_policy: str = "priority",
-        max_num_batched_tokens: int | None = None,
-        num_threads: int | None = None,  # CPU: OMP threads; None keeps $OMP_NUM_THREADS or all
-        engine_kwargs: dict[str, Any] | None = None,  # extra AsyncEngineArgs fields
-        # Layer 1: a waiting request preempts running ones at least `gap` priority values worse.
-        # False leaves vLLM's own scheduler ("vLLM priority alone", issue #40004 included).
-        preempt_for_priority: bool = True,
-        preempt_priority_gap: int = 1,
-        # The realtime guard (worker.engine.vllm_guard), part of the preemptive scheduler:
-        # realtime prefill steps run alone and batch prefill is capped per step while realtime
-        # is around. None: 480 tokens on CUDA-alike GPUs, 64 elsewhere; 0: off.
-        guard_chunk_tokens: int | None = None,
-        guard_hold_s: float = 60.0,
-        # The step phase lock (scheduler.step_phase, part of the guard): guarded steps end on
-        # a grid of this period and offset (wall-clock seconds), predicted from phase_cost,
-        # the worker's CostModel step coefficients (vllm_guard.PHASE_COST_FIELDS). 0: off.
-        phase_period_s: float = 0.0,
-        phase_offset_s: float = 0.0,
-        phase_cost: dict[str, float] | None = None,
-        # "swap" preemption mode: CPU memory (GiB) for vLLM's KV offloading connector. None or
-        # 0: off. Only CUDA platforms can offload; elsewhere this is ignored with a warning.
-        kv_offload_gib: float | None = None,
-    ) -> None:
-        self.model_path = str(model_path)
-        self.model_name = model_name
-        self.kv_cache_gib = kv_cache_gib
-        self.max_num_seqs = max_num_seqs
-        self.max_model_len = max_model_len
-        self.dtype = dtype
-        self.enforce_eager = enforce_eager
-        self.enable_prefix_caching = enable_prefix_caching
-        self.scheduling_policy = scheduling_policy
-        self.max_num_batched_tokens = max_num_batched_tokens
-        self.num_threads = num_threads
-        self.engine_kwargs = dict(engine_kwargs or {})
-        if preempt_priority_gap < 1:
-            raise ValueError(f"preempt_priority_gap must be >= 1, got {preempt_priority_gap}")
-        self.preempt_for_priority = preempt_for_priority
-        self.preempt_priority_gap = preempt_priority_gap
-        if (guard_chunk_tokens is not None and guard_chunk_tokens < 0) or guard_hold_s < 0:
-            raise ValueError("guard_chunk_tokens and guard_hold_s must be >= 0")
-        self.guard_chunk_tokens = guard_chunk_tokens
-        self.guard_hold_s = guard_hold_s
-        if phase_period_s < 0:
-            raise ValueError("phase_period_s must be >= 0")
-        if phase_period_s and phase_cost is None:
-            raise ValueError("phase_period_s needs phase_cost (the profile's step costs)")
-        self.phase_period_s = phase_period_s
-        self.phase_offset_s = phase_offset_s
-        self.phase_cost = dict(phase_cost) if phase_cost is not None else None
-        self.kv_offload_gib = kv_offload_gib
+    """vLLM behind the `Engine` interface, set up as ``config`` says (nothing starts yet)."""
+
+    def __init__(self, config: VllmEngineConfig) -> None:
+        self.config = config
+        self.model_name = config.model_name
         self.kv_connector: str | None = None  # the KV connector vLLM runs, once started
         self.scheduler_cls: str | None = None  # the class vLLM runs, once started
         self._num_preemptions = 0
@@ -140,7 +85,7 @@ class VllmEngine:
         t0 = time.monotonic()
         from transformers import AutoTokenizer
 
-        self._tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        self._tokenizer = AutoTokenizer.from_pretrained(self.config.model_path)
         args = self._engine_args()
         # Building the engine blocks for tens of seconds (model load, KV allocation, warm-up);
         # a thread keeps this event loop (heartbeats, other tasks) alive meanwhile. AsyncLLM
@@ -160,44 +105,45 @@ class VllmEngine:
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.platforms import current_platform
 
+        c = self.config
         on_cpu = current_platform.is_cpu()
         if on_cpu:
             # vLLM's CPU platform reads this (whole GiB) and it wins over kv_cache_memory_bytes,
             # so set it when it can say exactly what we want and drop a stale one otherwise.
-            if float(self.kv_cache_gib).is_integer():
-                os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(int(self.kv_cache_gib))
+            if float(c.kv_cache_gib).is_integer():
+                os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(int(c.kv_cache_gib))
             else:
                 os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
             # The engine core drops torch to one thread unless this is set.
-            if self.num_threads is not None:
-                os.environ["OMP_NUM_THREADS"] = str(self.num_threads)
+            if c.num_threads is not None:
+                os.environ["OMP_NUM_THREADS"] = str(c.num_threads)
             else:
                 os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
         kwargs: dict[str, Any] = {
-            "model": self.model_path,
+            "model": c.model_path,
             "served_model_name": [self.model_name],
-            "dtype": self.dtype or ("float32" if on_cpu else "auto"),
-            "max_model_len": self.max_model_len,
-            "max_num_seqs": self.max_num_seqs,
-            "enforce_eager": self.enforce_eager,
-            "enable_prefix_caching": self.enable_prefix_caching,
-            "scheduling_policy": self.scheduling_policy,
-            "kv_cache_memory_bytes": int(self.kv_cache_gib * _GIB),
+            "dtype": c.dtype or ("float32" if on_cpu else "auto"),
+            "max_model_len": c.max_model_len,
+            "max_num_seqs": c.max_num_seqs,
+            "enforce_eager": c.enforce_eager,
+            "enable_prefix_caching": c.enable_prefix_caching,
+            "scheduling_policy": c.scheduling_policy,
+            "kv_cache_memory_bytes": int(c.kv_cache_gib * _GIB),
         }
-        if self.max_num_batched_tokens is not None:
-            kwargs["max_num_batched_tokens"] = self.max_num_batched_tokens
-        if self.kv_offload_gib:
-            offload = _kv_offload_config(self.kv_offload_gib, current_platform)
+        if c.max_num_batched_tokens is not None:
+            kwargs["max_num_batched_tokens"] = c.max_num_batched_tokens
+        if c.kv_offload_gib:
+            offload = _kv_offload_config(c.kv_offload_gib, current_platform)
             if offload is not None:
                 kwargs["kv_transfer_config"] = offload
             else:
                 log.warning(
                     "kv_offload_gib=%s ignored: vLLM's KV offloading needs a CUDA GPU "
                     "(platform %s); preemptions fall back to recompute",
-                    self.kv_offload_gib,
+                    c.kv_offload_gib,
                     current_platform.device_name,
                 )
-        kwargs.update(self.engine_kwargs)
+        kwargs.update(c.engine_kwargs)
         return AsyncEngineArgs(**kwargs)
 
     def _build(self, args: Any) -> Any:
@@ -220,7 +166,7 @@ class VllmEngine:
 
     def _plug_scheduler(self, vllm_config: Any) -> str | None:
         sched = vllm_config.scheduler_config
-        if not self.preempt_for_priority or self.scheduling_policy != "priority":
+        if not self.config.preempt_for_priority or self.config.scheduling_policy != "priority":
             return _qualname(sched.scheduler_cls)
         if sched.scheduler_cls is not None:
             log.warning(
@@ -235,17 +181,17 @@ class VllmEngine:
         from worker.engine.vllm_guard import default_chunk_tokens
         from worker.engine.vllm_preempt import install
 
-        chunk = self.guard_chunk_tokens
+        chunk, cost = self.config.guard_chunk_tokens, self.config.phase_cost
         if chunk is None:
             chunk = default_chunk_tokens(current_platform.is_cuda_alike())
         return install(
             vllm_config,
-            self.preempt_priority_gap,
+            self.config.preempt_priority_gap,
             chunk,
-            self.guard_hold_s,
-            phase_period_s=self.phase_period_s,
-            phase_offset_s=self.phase_offset_s,
-            phase_cost=self.phase_cost,
+            self.config.guard_hold_s,
+            phase_period_s=self.config.phase_period_s,
+            phase_offset_s=self.config.phase_offset_s,
+            phase_cost=None if cost is None else dict(cost),
         )
 
     @property
@@ -281,7 +227,7 @@ class VllmEngine:
         llm = self._llm
         if llm is None:
             raise EngineNotStarted("engine is not running")
-        validate_request(request, self.max_model_len)
+        validate_request(request, self.config.max_model_len)
         sp = request.sampling
         try:
             params = SamplingParams(
@@ -297,8 +243,10 @@ class VllmEngine:
         except (VLLMClientError, ValueError) as exc:  # vLLM's own checks on the settings
             raise EngineError(str(exc)) from exc
         # vLLM refuses a non-zero priority under the fcfs policy.
-        priority = request.priority if self.scheduling_policy == "priority" else 0
+        priority = request.priority if self.config.scheduling_policy == "priority" else 0
         prompt = TokensPrompt(prompt_token_ids=list(request.prompt_token_ids))
+        if request.cache_salt is not None:
+            prompt["cache_salt"] = request.cache_salt
         num_prompt = len(request.prompt_token_ids)
         finished = False
         cached = 0
@@ -346,7 +294,7 @@ class VllmEngine:
         s = self._last_sched
         if n == 0 or s is None:
             # Idle (vLLM counts prefix-cached blocks of finished requests as free, too).
-            running, kv = min(n, self.max_num_seqs), 0.0
+            running, kv = min(n, self.config.max_num_seqs), 0.0
         else:
             running = min(int(s.num_running_reqs), n)
             kv = float(s.kv_cache_usage)
@@ -356,7 +304,7 @@ class VllmEngine:
             num_running=running,
             num_waiting=waiting,
             kv_usage=min(max(kv, 0.0), 1.0),
-            max_num_seqs=self.max_num_seqs,
+            max_num_seqs=self.config.max_num_seqs,
             kv_capacity_tokens=self._kv_capacity_tokens,
             num_preemptions=self._num_preemptions,
         )
@@ -369,7 +317,7 @@ class VllmEngine:
             # Usable before start(): the API side may tokenize without an engine running.
             from transformers import AutoTokenizer
 
-            self._tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+            self._tokenizer = AutoTokenizer.from_pretrained(self.config.model_path)
         return self._tokenizer
 
     def encode_chat(self, messages: list[dict[str, Any]]) -> list[int]:

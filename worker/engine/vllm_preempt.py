@@ -139,7 +139,7 @@ def _fail(problems: list[str]) -> str:
         f"worker.engine.vllm_preempt was written against vLLM {SUPPORTED_VLLM_SERIES}x, and "
         f"vLLM {vllm.__version__}'s scheduler internals moved: " + "; ".join(problems) + ". "
         "Install the pinned vLLM, or port PreemptiveScheduler (see docs/preemption.md), or "
-        "turn layer 1 off with VllmEngine(preempt_for_priority=False)."
+        "turn layer 1 off with VllmEngineConfig(preempt_for_priority=False)."
     )
 
 

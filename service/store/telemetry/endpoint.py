@@ -34,13 +34,13 @@ def endpoint_key(role: str, instance: str) -> str:
 def start_metrics_endpoint(settings: Settings, *, role: str, port: int,
                            instance: str | None = None) -> int | None:
     """Serve REGISTRY on ``port`` (0: any free one); returns the bound port, None when off."""
-    configure(settings)
+    configure(settings.metrics)
     if not enabled():
         return None
-    server, _thread = start_http_server(port, addr=settings.metrics_host, registry=REGISTRY)
+    server, _thread = start_http_server(port, addr=settings.metrics.host, registry=REGISTRY)
     bound = int(server.server_port)
     instance = instance or f"{socket.gethostname()}-{os.getpid()}"
-    log.info("metrics on %s:%d/metrics", settings.metrics_host, bound,
+    log.info("metrics on %s:%d/metrics", settings.metrics.host, bound,
              extra={"role": role, "instance": instance})
     if settings.redis_url:
         _Publisher(settings.redis_url, endpoint_key(role, instance), bound).start()

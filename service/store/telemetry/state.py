@@ -3,6 +3,7 @@ no-op and /metrics is not served: bench/metrics_overhead.py compares the two."""
 
 from __future__ import annotations
 
+from service.store.settings import MetricsSettings
 from service.store.telemetry import metrics as m
 from service.store.telemetry.labels import tenant_label
 from service.store.telemetry.slo import SloWindows
@@ -21,10 +22,10 @@ def enabled() -> bool:
     return _enabled
 
 
-def configure(settings: object) -> None:
+def configure(metrics: MetricsSettings) -> None:
     """Apply FAIRWAY_METRICS_ENABLED and FAIRWAY_METRICS_MAX_TENANTS to this process."""
-    set_enabled(getattr(settings, "metrics_enabled", True))
-    tenant_label.max_tenants = int(getattr(settings, "metrics_max_tenants", 100))
+    set_enabled(metrics.enabled)
+    tenant_label.max_tenants = metrics.max_tenants
 
 
 def record_rejection(tenant: object, reason: str) -> None:

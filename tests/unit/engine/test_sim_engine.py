@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -15,6 +16,7 @@ from worker.engine import (
     PromptTooLong,
     SamplingSpec,
     SimEngine,
+    SimEngineConfig,
     TokenDelta,
     build_engine,
 )
@@ -58,16 +60,17 @@ def text(deltas: list[TokenDelta]) -> str:
 
 
 def test_is_an_engine() -> None:
-    engine = build_engine("sim", model_name="m")
-    assert isinstance(engine, Engine)
+    engine = build_engine(SimEngineConfig(model_name="m"))
+    assert isinstance(engine, SimEngine) and isinstance(engine, Engine)
     assert engine.model_name == "m"
-    with pytest.raises(ValueError):
-        build_engine("nope")
+    assert SimEngine().config == SimEngineConfig()
+    with pytest.raises(TypeError):
+        build_engine("sim")  # type: ignore[arg-type]
 
 
 def test_continuous_batching_runs_requests_together() -> None:
     async def main() -> tuple[SimEngine, list[list[TokenDelta]]]:
-        engine = SimEngine(**FAST)
+        engine = SimEngine(SimEngineConfig(**FAST))
         await engine.start()
         reqs = [req(f"r{i}", prompt_of(engine, i), max_tokens=16) for i in range(32)]
         outs = await asyncio.gather(*(collect(engine, r) for r in reqs))
@@ -87,7 +90,7 @@ def test_continuous_batching_runs_requests_together() -> None:
 
 def test_kv_budget_is_respected_and_requests_wait() -> None:
     async def main() -> tuple[SimEngine, list[list[TokenDelta]], list[Any]]:
-        engine = SimEngine(kv_capacity_tokens=256, max_model_len=128, **FAST)
+        engine = SimEngine(SimEngineConfig(kv_capacity_tokens=256, max_model_len=128, **FAST))
         await engine.start()
         seen = []
 
@@ -115,7 +118,7 @@ def test_kv_budget_is_respected_and_requests_wait() -> None:
 
     # Preemption by recompute must not change what a request generates.
     async def alone() -> list[TokenDelta]:
-        big = SimEngine(**FAST)
+        big = SimEngine(SimEngineConfig(**FAST))
         await big.start()
         return await collect(big, req("r3", prompt_of(big, 3, 40), max_tokens=30))
 
@@ -133,12 +136,12 @@ def test_kv_budget_is_respected_and_requests_wait() -> None:
 )
 def test_waiting_request_with_better_priority_overtakes(preempt: bool, expected: list[str]) -> None:
     async def main() -> list[str]:
-        engine = SimEngine(
+        engine = SimEngine(SimEngineConfig(
             max_num_seqs=1,
             step_base_s=0.001,
             per_prefill_token_s=0.0,
             preempt_for_priority=preempt,
-        )
+        ))
         await engine.start()
         order: list[str] = []
 
@@ -162,7 +165,8 @@ def test_waiting_request_with_better_priority_overtakes(preempt: bool, expected:
 
 def test_abort_frees_the_slot_at_once() -> None:
     async def main() -> None:
-        engine = SimEngine(max_num_seqs=1, step_base_s=0.001, per_prefill_token_s=0.0)
+        engine = SimEngine(SimEngineConfig(max_num_seqs=1, step_base_s=0.001,
+                                           per_prefill_token_s=0.0))
         await engine.start()
         long = asyncio.create_task(collect(engine, req("long", prompt_of(engine, 0), 10_000)))
         short = asyncio.create_task(collect(engine, req("short", prompt_of(engine, 1), 4)))
@@ -184,7 +188,7 @@ def test_abort_frees_the_slot_at_once() -> None:
 
 def test_consumer_going_away_aborts_the_request() -> None:
     async def main() -> None:
-        engine = SimEngine(**FAST)
+        engine = SimEngine(SimEngineConfig(**FAST))
         await engine.start()
         gen = engine.generate(req("r", prompt_of(engine, 0), max_tokens=1000))
         await gen.__anext__()
@@ -198,7 +202,7 @@ def test_consumer_going_away_aborts_the_request() -> None:
 
 def test_same_prompt_same_tokens_and_resume_continues_exactly() -> None:
     async def main() -> tuple[list[TokenDelta], ...]:
-        e1, e2 = SimEngine(**FAST), SimEngine(**FAST)
+        e1, e2 = SimEngine(SimEngineConfig(**FAST)), SimEngine(SimEngineConfig(**FAST))
         await e1.start()
         await e2.start()
         p, q = prompt_of(e1, 7), prompt_of(e1, 8)
@@ -219,7 +223,7 @@ def test_same_prompt_same_tokens_and_resume_continues_exactly() -> None:
 
 def test_finish_reasons_length_eos_and_stop() -> None:
     async def main() -> None:
-        engine = SimEngine(**FAST)
+        engine = SimEngine(SimEngineConfig(**FAST))
         await engine.start()
         p = prompt_of(engine, 3)
         full = await collect(engine, req("full", p, 40))
@@ -243,7 +247,7 @@ def test_finish_reasons_length_eos_and_stop() -> None:
             await collect(engine, req("long", [5] * engine.max_model_len))
         await engine.shutdown()
 
-        eos_engine = SimEngine(eos_probability=1.0, **FAST)
+        eos_engine = SimEngine(SimEngineConfig(eos_probability=1.0, **FAST))
         await eos_engine.start()
         eos = await collect(eos_engine, req("eos", p, 10, ignore_eos=False))
         assert eos[-1].finish_reason == "stop"
@@ -257,7 +261,7 @@ def test_finish_reasons_length_eos_and_stop() -> None:
 
 def test_prefix_cache_serves_a_repeated_prompt() -> None:
     async def main() -> tuple[list[TokenDelta], list[TokenDelta]]:
-        engine = SimEngine(**FAST)
+        engine = SimEngine(SimEngineConfig(**FAST))
         await engine.start()
         p = prompt_of(engine, 4, 60)
         return await collect(engine, req("a", p, 4)), await collect(engine, req("b", p, 4))
@@ -271,7 +275,8 @@ def test_prefix_cache_serves_a_repeated_prompt() -> None:
 
 def test_step_time_cost_model() -> None:
     async def main() -> SimEngine:
-        engine = SimEngine(step_base_s=0.01, per_prefill_token_s=0.001, per_decode_seq_s=0.002)
+        engine = SimEngine(SimEngineConfig(step_base_s=0.01, per_prefill_token_s=0.001,
+                                           per_decode_seq_s=0.002))
         engine.speed = 1000.0  # 1000x faster than the modelled time
         await engine.start()
         await asyncio.gather(*(collect(engine, req(f"r{i}", [20] * 10, 3)) for i in range(2)))
@@ -320,7 +325,7 @@ def fill_then_send(
     at least `kv_usage` of the KV cache)."""
 
     async def main() -> tuple[SimEngine, int, list[int], list[list[int]]]:
-        engine = SimEngine(**FAST, **engine_kwargs)
+        engine = SimEngine(SimEngineConfig(**FAST, **engine_kwargs))
         await engine.start()
         batch = [
             asyncio.create_task(
@@ -344,7 +349,7 @@ def fill_then_send(
 
 def alone(request: EngineRequest) -> list[int]:
     async def main() -> list[int]:
-        engine = SimEngine(**FAST)
+        engine = SimEngine(SimEngineConfig(**FAST))
         await engine.start()
         return ids(await collect(engine, request))
 
@@ -407,4 +412,21 @@ def test_equal_priority_or_within_the_gap_never_preempts() -> None:
         )
         assert steps > 150 and engine.num_priority_preemptions == 0
     with pytest.raises(ValueError):
-        SimEngine(preempt_priority_gap=0)
+        SimEngineConfig(preempt_priority_gap=0)
+
+
+def test_cache_salts_keep_prefix_caches_apart() -> None:
+    """Same prompt, same salt: a cache hit; another salt (another tenant): none."""
+    async def main() -> list[int]:
+        engine = SimEngine(SimEngineConfig(**FAST))
+        await engine.start()
+        p = prompt_of(engine, 4, 60)
+        cached = []
+        for rid, salt in (("a", "tenant-1"), ("b", "tenant-1"), ("c", "tenant-2"), ("d", None)):
+            request = dataclasses.replace(req(rid, p, 4), cache_salt=salt)
+            cached.append((await collect(engine, request))[-1].num_cached_tokens)
+        return cached
+
+    first, same, other, unsalted = run(main())
+    assert first == 0 and same > 0
+    assert other == 0 and unsalted == 0

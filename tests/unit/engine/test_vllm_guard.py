@@ -134,13 +134,15 @@ def test_guard_on_the_async_scheduler(make_sched: MakeSched) -> None:
 
 
 def test_vllm_engine_turns_the_guard_on_by_default(make_sched: MakeSched) -> None:
+    from worker.engine import VllmEngineConfig
     from worker.engine.vllm_engine import VllmEngine
 
     vllm_cfg = make_sched(Scheduler).vllm_config
     vllm_cfg.scheduler_config.scheduler_cls = None
-    VllmEngine("unused", "m", kv_cache_gib=1)._plug_scheduler(vllm_cfg)
+    VllmEngine(VllmEngineConfig("unused", "m", kv_cache_gib=1))._plug_scheduler(vllm_cfg)
     assert vllm_cfg.additional_config[vllm_guard.CHUNK_KEY] == vllm_guard.CPU_CHUNK_TOKENS
     vllm_cfg = make_sched(Scheduler).vllm_config
     vllm_cfg.scheduler_config.scheduler_cls = None
-    VllmEngine("unused", "m", kv_cache_gib=1, guard_chunk_tokens=0)._plug_scheduler(vllm_cfg)
+    off = VllmEngineConfig("unused", "m", kv_cache_gib=1, guard_chunk_tokens=0)
+    VllmEngine(off)._plug_scheduler(vllm_cfg)
     assert vllm_guard.CHUNK_KEY not in vllm_cfg.additional_config

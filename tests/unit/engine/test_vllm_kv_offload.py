@@ -9,6 +9,7 @@ import pytest
 
 pytest.importorskip("vllm")
 
+from worker.engine import VllmEngineConfig
 from worker.engine.vllm_engine import VllmEngine, _kv_offload_config
 
 _GIB = 1 << 30
@@ -30,7 +31,8 @@ def test_no_connector_off_cuda():
 
 
 def test_cpu_build_ignores_kv_offload_and_reports_no_capability():
-    engine = VllmEngine("unused-model-path", "m", kv_cache_gib=1.0, kv_offload_gib=4.0)
+    engine = VllmEngine(VllmEngineConfig("unused-model-path", "m", kv_cache_gib=1.0,
+                                         kv_offload_gib=4.0))
     assert engine.supports_kv_offload is False  # not started, and no connector
     from vllm.platforms import current_platform
 

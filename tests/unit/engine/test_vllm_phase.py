@@ -216,13 +216,14 @@ def test_lock_off_keeps_the_guards_fixed_chunk(make_sched: MakeSched, clock: Clo
 
 
 def test_vllm_engine_passes_the_lock_to_the_scheduler(make_sched: MakeSched) -> None:
+    from worker.engine import VllmEngineConfig
     from worker.engine.vllm_engine import VllmEngine
 
     vllm_cfg = make_sched(Scheduler).vllm_config
     vllm_cfg.scheduler_config.scheduler_cls = None
-    engine = VllmEngine(
+    engine = VllmEngine(VllmEngineConfig(
         "unused", "m", kv_cache_gib=1, phase_period_s=0.5, phase_offset_s=0.25, phase_cost=COST
-    )
+    ))
     engine._plug_scheduler(vllm_cfg)
     extra = vllm_cfg.additional_config
     assert extra[vllm_guard.PHASE_PERIOD_KEY] == 0.5
@@ -231,6 +232,6 @@ def test_vllm_engine_passes_the_lock_to_the_scheduler(make_sched: MakeSched) -> 
     sched = make_sched(guard_chunk=CHUNK, extra=extra)
     assert sched.phase_lock.grid == PhaseGrid(0.5, 0.25)
     with pytest.raises(ValueError, match="phase_cost"):
-        VllmEngine("unused", "m", kv_cache_gib=1, phase_period_s=0.5)
+        VllmEngineConfig("unused", "m", kv_cache_gib=1, phase_period_s=0.5)
     with pytest.raises(ValueError, match="prefill_per_token_s"):
         make_sched(guard_chunk=CHUNK, extra={**PHASE, vllm_guard.PHASE_COST_KEY: {}})

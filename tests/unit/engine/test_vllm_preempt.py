@@ -96,15 +96,17 @@ def test_classes_resolve_by_name_and_follow_async_scheduling() -> None:
 
 
 def test_vllm_engine_plugs_the_scheduler_into_the_resolved_config(make_sched: MakeSched) -> None:
+    from worker.engine import VllmEngineConfig
     from worker.engine.vllm_engine import VllmEngine
 
     vllm_cfg = make_sched(Scheduler).vllm_config  # CPU platform: async scheduling is off
     vllm_cfg.scheduler_config.scheduler_cls = None
-    engine = VllmEngine("unused", "m", kv_cache_gib=1, preempt_priority_gap=2)
+    engine = VllmEngine(VllmEngineConfig("unused", "m", kv_cache_gib=1, preempt_priority_gap=2))
     assert engine._plug_scheduler(vllm_cfg) == SYNC_QUALNAME
     assert vllm_cfg.additional_config[GAP_KEY] == 2
     vllm_cfg.scheduler_config.scheduler_cls = None
-    stock = VllmEngine("unused", "m", kv_cache_gib=1, preempt_for_priority=False)
+    stock = VllmEngine(VllmEngineConfig("unused", "m", kv_cache_gib=1,
+                                        preempt_for_priority=False))
     assert stock._plug_scheduler(vllm_cfg) is None
 
 
