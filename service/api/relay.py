@@ -11,7 +11,7 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from service.store.job_stream import Entry, Failure, Final, parse
+from service.store.job_stream import Delta, Entry, Failure, Final, parse
 from service.store.keys import stream_key
 from service.store.outages import is_outage
 
@@ -63,55 +63,90 @@ async def follow_job(
     A re-run attempt regenerates from its first token (or its checkpoint); text up to what was
     already sent is dropped, which is exact for deterministic (greedy or seeded) decoding.
     """
-    key = stream_key(job_id)
-    last_id: bytes | str = "0-0"
-    sent = 0
-    produced: dict[int, int] = {}  # attempt -> characters that attempt has produced
+    reader = _StreamReader(redis, stream_key(job_id), block_ms, outage_patience_s)
+    splice = _Splice()
     give_up = time.monotonic() + timeout_s
-    outage_since: float | None = None
-    failures = 0
     while True:
-        try:
-            batch = cast(list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]],
-                         await redis.xread({key: last_id}, count=256, block=block_ms))
-            outage_since, failures = None, 0
-        except Exception as exc:
-            if not is_outage(exc):
-                raise
-            now = time.monotonic()
-            outage_since = outage_since or now
-            if now - outage_since > outage_patience_s or now > give_up:
-                yield Interrupted("Lost the connection to the job's progress (Redis is "
-                                  "unavailable).")
-                return
-            failures += 1
-            await asyncio.sleep(min(2.0, 0.1 * 2 ** failures))
-            continue
-        if not batch:
+        entries = await reader.read()
+        if entries is None:
+            yield Interrupted("Lost the connection to the job's progress (Redis is "
+                              "unavailable).")
+            return
+        if not entries:
             if is_disconnected is not None and await is_disconnected():
                 raise ClientGone
             if time.monotonic() > give_up:
                 yield TimedOut()
                 return
             continue
-        for entry_id, raw in batch[0][1]:
-            last_id = entry_id
-            entry: Entry | None = parse(raw)
+        for entry in entries:
             if isinstance(entry, Final | Failure):
                 yield entry
                 return
-            if entry is None or entry.attempt < max(produced, default=0):
-                continue  # junk, or a stale attempt (a worker taken for dead, still talking)
-            # Workers send the delta's character offset in the whole output; a resumed
-            # attempt starts after its checkpoint, a re-run from zero.
-            start = entry.offset if entry.offset is not None else produced.get(entry.attempt, 0)
-            if entry.attempt in produced and start > produced[entry.attempt]:
-                # One attempt's offsets are contiguous: entries between were lost (a Redis
-                # restart without its data), and the text cannot be made whole.
-                yield Interrupted("Part of the answer's stream was lost.")
-                return
-            end = start + len(entry.text)
-            produced[entry.attempt] = end
-            if end > sent:
-                yield NewText(entry.text[max(0, sent - start):])
-                sent = end
+            event = splice.add(entry)
+            if event is not None:
+                yield event
+                if isinstance(event, Interrupted):
+                    return
+
+
+class _StreamReader:
+    """Reads a job's stream from where it left off, waiting out a Redis outage of up to
+    ``patience_s``."""
+
+    def __init__(self, redis: Redis, key: str, block_ms: int, patience_s: float) -> None:
+        self.redis, self.key, self.block_ms, self.patience_s = redis, key, block_ms, patience_s
+        self.last_id: bytes | str = "0-0"
+
+    async def read(self) -> list[Entry] | None:
+        """The next entries ([] after ``block_ms`` with none), or None when Redis stayed away
+        too long. Junk entries are skipped."""
+        failures, since = 0, time.monotonic()
+        while True:
+            try:
+                batch = cast(list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]],
+                             await self.redis.xread({self.key: self.last_id}, count=256,
+                                                    block=self.block_ms))
+                break
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
+                if time.monotonic() - since > self.patience_s:
+                    return None
+                failures += 1
+                await asyncio.sleep(min(2.0, 0.1 * 2 ** failures))
+        entries = []
+        for entry_id, raw in batch[0][1] if batch else ():
+            self.last_id = entry_id
+            if (entry := parse(raw)) is not None:
+                entries.append(entry)
+        return entries
+
+
+class _Splice:
+    """Turns the deltas of one or more attempts into the text the client has not seen yet.
+
+    A re-run attempt regenerates from its first token (or its checkpoint); text up to what was
+    already sent is dropped, which is exact for deterministic (greedy or seeded) decoding."""
+
+    def __init__(self) -> None:
+        self.sent = 0  # characters given to the client
+        self.produced: dict[int, int] = {}  # attempt -> characters that attempt has produced
+
+    def add(self, delta: Delta) -> NewText | Interrupted | None:
+        if delta.attempt < max(self.produced, default=0):
+            return None  # a stale attempt (a worker taken for dead, still talking)
+        # Workers send the delta's character offset in the whole output; a resumed attempt
+        # starts after its checkpoint, a re-run from zero.
+        start = delta.offset if delta.offset is not None else self.produced.get(delta.attempt, 0)
+        if delta.attempt in self.produced and start > self.produced[delta.attempt]:
+            # One attempt's offsets are contiguous: entries between were lost (a Redis restart
+            # without its data), and the text cannot be made whole.
+            return Interrupted("Part of the answer's stream was lost.")
+        end = start + len(delta.text)
+        self.produced[delta.attempt] = end
+        if end <= self.sent:
+            return None
+        text = delta.text[max(0, self.sent - start):]
+        self.sent = end
+        return NewText(text)
