@@ -20,6 +20,7 @@ from scheduler.sim.metrics import JobRecord, Metrics
 from scheduler.sim.scenario import Scenario
 from scheduler.sim.traffic import SimJob, generate
 from scheduler.step_phase import PhaseGrid
+from scheduler.tiers import DEFAULT_TIER, FLEX_TIER, PRIORITY_TIER
 from scheduler.types import Assign, Decision, JobClass, JobView, Preempt, Reject, WorkerView
 
 # name -> (policy, engine options: priority order, preemption for realtime, realtime guard)
@@ -61,7 +62,9 @@ class Simulation:
             engine_options.update(scenario.fairway_engine)
         self.scenario, self.variant = scenario, variant
         config = FairwayConfig(**scenario.fairway)
-        config.default_ttft_slo_s = {p: scenario.default_ttft_slo_s for p in range(3)}
+        config.default_ttft_slo_s = dict.fromkeys(
+            (PRIORITY_TIER, DEFAULT_TIER, FLEX_TIER), scenario.default_ttft_slo_s
+        )
         self.policy: SchedulingPolicy = make_policy(kind, config)
         self.jobs = (
             jobs

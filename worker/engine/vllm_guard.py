@@ -27,8 +27,9 @@ phase grid):
    wall-clock time, which workers on different hosts share through NTP. The simulator runs
    the same rule (``scheduler.sim.engine``, ``phase``).
 
-"Realtime" is any request whose priority beats ``batch_priority``: 2, Fairway's flex tier, the
-best priority the policy still treats as batch class (preemptible, fair-shared as batch).
+"Realtime" is any request whose priority beats ``batch_priority``: by default Fairway's flex
+tier (``scheduler.tiers``), the best priority the policy still treats as batch class
+(preemptible, fair-shared as batch).
 The simulator runs the same rules (``scheduler.sim.engine``, ``realtime_guard``); the chunk
 default is the profile's ``CostModel.guard_chunk_tokens`` (480 on a GPU, 64 on CPU).
 
@@ -42,12 +43,13 @@ import time
 from typing import Any
 
 from scheduler.step_phase import PhaseGrid, chunk_for_grid
+from scheduler.tiers import FLEX_TIER
 
 CHUNK_KEY = "fairway_guard_chunk_tokens"  # VllmConfig.additional_config; absent or 0: off
 HOLD_KEY = "fairway_guard_hold_s"
 BATCH_PRIORITY_KEY = "fairway_guard_batch_priority"
 DEFAULT_HOLD_S = 60.0
-DEFAULT_BATCH_PRIORITY = 2  # scheduler.policies.config.FLEX_TIER
+DEFAULT_BATCH_PRIORITY = FLEX_TIER  # the best priority that is still batch class
 # Batch sits out at most this many steps in a row: under a realtime flood it still moves
 # every ninth step (realtime alone takes at most 8/9 of the steps from it).
 MAX_ALONE_STEPS = 8
