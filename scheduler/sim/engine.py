@@ -35,10 +35,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from scheduler.cost_model import CostModel
+from scheduler.engine_rules import GUARD_HOLD_S, MAX_ALONE_STEPS, phase_chunk_limit
 from scheduler.step_phase import PhaseGrid, chunk_for_grid
 
 RECOMPUTE, SWAP = "recompute", "swap"
-MAX_ALONE_STEPS = 8  # as worker.engine.vllm_guard: then one step is shared with batch
 
 
 @dataclass(slots=True)
@@ -92,7 +92,7 @@ class SimEngine:
         prefix_cache_entries: int = 64,
         realtime_guard: bool = False,
         guard_chunk_tokens: int | None = None,
-        guard_hold_s: float = 60.0,
+        guard_hold_s: float = GUARD_HOLD_S,
         preemption_mode: str = RECOMPUTE,
         prefix_hit_fraction: float = 0.0,
         phase: PhaseGrid | None = None,
@@ -214,7 +214,7 @@ class SimEngine:
         if prefill and batch_cap is not None and self.phase is not None:
             fixed = self.cost.step_s(len(decode), ctx, 0) + self._transfer_s
             batch_cap = chunk_for_grid(
-                self.phase, now, fixed, self.cost.prefill_per_token_s, 2 * batch_cap
+                self.phase, now, fixed, self.cost.prefill_per_token_s, phase_chunk_limit(batch_cap)
             )
         if prefill:
             budget = max(0, self.cost.token_budget - len(decode))

@@ -33,6 +33,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from scheduler.engine_rules import PREEMPT_PRIORITY_GAP
 from worker.engine.base import (
     FINISH_ABORT,
     FINISH_LENGTH,
@@ -71,7 +72,7 @@ class SimEngine(SimScheduling):
         eos_probability: float = 0.02,
         enable_prefix_caching: bool = True,
         preempt_for_priority: bool = True,
-        preempt_priority_gap: int = 1,
+        preempt_priority_gap: int = PREEMPT_PRIORITY_GAP,
     ) -> None:
         if token_budget < 1 or max_num_seqs < 1:
             raise ValueError("token_budget and max_num_seqs must be >= 1")

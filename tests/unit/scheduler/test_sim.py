@@ -86,7 +86,7 @@ def test_guard_gives_a_realtime_prefill_step_to_realtime_alone() -> None:
 
 
 def test_guard_shares_a_step_with_batch_after_eight_alone() -> None:
-    from scheduler.sim.engine import MAX_ALONE_STEPS
+    from scheduler.engine_rules import MAX_ALONE_STEPS
 
     cost = CostModel(0.01, 0.001, 0.0, 0.0001, max_slots=64, token_budget=100)
     engine = SimEngine(cost, realtime_guard=True, guard_chunk_tokens=30)
