@@ -15,7 +15,7 @@ from typing import Any
 
 from scheduler.interface import PolicyKind, SchedulingPolicy
 from scheduler.policies import FairwayConfig, make_policy
-from scheduler.sim.engine import Seq, SimEngine, StepResult
+from scheduler.sim.engine_model import EngineModel, Seq, StepResult
 from scheduler.sim.metrics import JobRecord, Metrics
 from scheduler.sim.scenario import Scenario
 from scheduler.sim.traffic import SimJob, generate
@@ -79,7 +79,7 @@ class Simulation:
         )
         self.by_id = {job.job_id: job for job in self.jobs}
         self.metrics = Metrics(scenario.bin_s, config.w_in, config.w_out)
-        self.engines: dict[str, SimEngine] = {}
+        self.engines: dict[str, EngineModel] = {}
         self.models: dict[str, tuple[str, ...]] = {}
         period = engine_options.pop("phase_period_s", None)  # None: the profile's default
         slots: dict[tuple[str, ...], int] = {}  # the next phase slot of each pool
@@ -93,7 +93,7 @@ class Simulation:
                     slot = slots.get(group.models, 0)
                     slots[group.models] = slot + 1
                     phase = PhaseGrid.for_slot(p, slot) if p > 0 else None
-                engine = SimEngine(
+                engine = EngineModel(
                     cost,
                     preemption_mode=scenario.preemption_mode,
                     prefix_hit_fraction=scenario.prefix_hit_fraction,

@@ -26,12 +26,12 @@ phase grid):
    step ends on the next grid point, predicted from the profile's step costs times a learned
    correction (``PhaseLock``). A chunk of 0 pauses all batch prefill. The grid runs on
    wall-clock time, which workers on different hosts share through NTP. The simulator runs
-   the same rule (``scheduler.sim.engine``, ``phase``).
+   the same rule (``scheduler.sim.engine_model``, ``phase``).
 
 "Realtime" is any request whose priority beats ``batch_priority``: by default Fairway's flex
 tier (``scheduler.tiers``), the best priority the policy still treats as batch class
 (preemptible, fair-shared as batch).
-The simulator runs the same rules (``scheduler.sim.engine``, ``realtime_guard``), from the
+The simulator runs the same rules (``scheduler.sim.engine_model``, ``realtime_guard``), from the
 same definitions (``scheduler.engine_rules``); the chunk default is the cost profile's
 ``CostModel.guard_chunk_tokens``: the H200 one's on a GPU (480), the CPU one's on CPU (64).
 

@@ -1,5 +1,6 @@
-"""A simulated inference engine: continuous batching with chunked prefill, a KV budget,
-engine-side priority, prefix cache and abort, timed by a ``CostModel``.
+"""The simulator's model of an inference engine (``EngineModel``; not the deterministic engine
+the workers run, ``worker.engine.sim.SimEngine``): continuous batching with chunked prefill, a
+KV budget, engine-side priority, prefix cache and abort, timed by a ``CostModel``.
 
 Steps that contain prefill run one at a time. Once every running sequence is decoding, the
 engine jumps straight to the next sequence finishing (``CostModel.decode_run_s`` is exact for
@@ -20,13 +21,15 @@ preemption for realtime, or of the policy's Preempt, which aborts it here) eithe
   A profile that cannot offload (``swap_per_token_s=None``, the CPU one) falls back to
   recompute, and ``mode_fallback`` says why.
 
-Realtime guard (``realtime_guard``, Fairway's engine scheduler; the same rules run on vLLM in
-``worker.engine.vllm_guard``): a step that prefills a realtime prompt carries realtime work
-only (batch decodes and prefills wait one step), and while realtime was seen within
+Realtime guard (``realtime_guard``, Fairway's engine scheduler; the same rules, from
+``scheduler.engine_rules``, run on vLLM in ``worker.engine.vllm_guard``): a step that
+prefills a realtime prompt carries realtime work only (batch decodes and prefills wait one
+step, at most ``MAX_ALONE_STEPS`` in a row), and while realtime was seen within
 ``guard_hold_s`` batch prefill takes at most ``guard_chunk_tokens`` per step, so the step a
 realtime arrival must wait out stays short. docs/scheduler.md, "Realtime guard", has the
 figures. With a ``phase`` grid (``scheduler.step_phase``) that cap instead sizes each guarded
-step's batch chunk (up to twice the cap) so the step ends on the engine's next grid point.
+step's batch chunk (up to ``phase_chunk_limit`` of it) so the step ends on the engine's next
+grid point.
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ class StepResult:
     engine_preemptions: int = 0
 
 
-class SimEngine:
+class EngineModel:
     def __init__(
         self,
         cost: CostModel,
