@@ -166,9 +166,6 @@ class FairwayPolicy(PlacementMixin, SchedulingPolicy):
     def num_queued(self) -> int:
         return len(self._queued)
 
-    def num_assigned(self) -> int:
-        return len(self._where)
-
     def level_of(self, job_id: str) -> int | None:
         """0 = realtime level (realtime or escalated), 1 = batch, None = not queued."""
         where = self._queued.get(job_id)

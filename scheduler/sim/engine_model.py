@@ -105,7 +105,6 @@ class EngineModel:
         if not 0.0 <= prefix_hit_fraction < 1.0:
             raise ValueError("prefix_hit_fraction must be in [0, 1)")
         self.cost = cost
-        self.requested_mode = preemption_mode
         self.mode, self.mode_fallback = preemption_mode, None
         if preemption_mode == SWAP and not cost.can_swap:
             self.mode = RECOMPUTE

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from scheduler.interface import PolicyKind, SchedulingPolicy
@@ -336,7 +336,3 @@ class Simulation:
 
 def run_variant(scenario: Scenario, variant: str, jobs: list[SimJob] | None = None) -> SimResult:
     return Simulation(scenario, variant, jobs).run()
-
-
-def with_overrides(scenario: Scenario, **changes: object) -> Scenario:
-    return replace(scenario, **changes)  # type: ignore[arg-type]
