@@ -14,10 +14,10 @@ phase grid):
    ``MAX_ALONE_STEPS`` (8, ``scheduler.engine_rules``) such steps in a row the next is shared,
    so batch is never starved.
 2. **Short batch prefill.** For ``hold_s`` after realtime was last seen (or after the engine
-   started), batch prefill takes at
-   most ``chunk_tokens`` per step in total: one running batch prefill continues (the others sit
-   the step out), vLLM's ``long_prefill_token_threshold`` caps it at the chunk, and the step's
-   token budget is cut to the decodes plus the chunk, so newly admitted batch shares the rest.
+   started), batch prefill takes at most ``chunk_tokens`` per step in total: one running batch
+   prefill continues (the others sit the step out), vLLM's ``long_prefill_token_threshold``
+   caps it at the chunk, and the step's token budget is cut to the decodes plus the chunk, so
+   newly admitted batch shares the rest.
 3. **Step phase lock** (``fairway_phase_period_s`` > 0; ``scheduler.step_phase``). A realtime
    arrival waits out the step in flight on the worker whose step ends first; workers whose
    steps end together leave it nothing short to pick. So each worker keeps its step ends on
