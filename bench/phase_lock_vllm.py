@@ -125,9 +125,10 @@ def main() -> None:
     log = Path(tempfile.mkdtemp()) / "steps.jsonl"
     os.environ[LOG_ENV] = str(log)
     asyncio.run(flood(args.period, args.requests, log))
+    from scheduler.engine_rules import phase_chunk_limit
     from worker.engine.vllm_guard import CPU_CHUNK_TOKENS
 
-    report(log, args.period, 2 * CPU_CHUNK_TOKENS)
+    report(log, args.period, phase_chunk_limit(CPU_CHUNK_TOKENS))
 
 
 if __name__ == "__main__":

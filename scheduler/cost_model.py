@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from scheduler import engine_rules
+
 
 @dataclass(frozen=True, slots=True)
 class CostModel:
@@ -80,14 +82,10 @@ class CostModel:
             k -= 1
         return k
 
-    def guard_chunk_tokens(self, base_multiple: float = 3.0) -> int:
-        """Batch prefill per step under the realtime guard: what ``base_multiple`` step bases
-        of compute buy, so a guarded step stays short while the fixed cost it pays per
-        chunk stays under a quarter of its prefill work (480 on the H200 profile, 64 on CPU).
-        Rounded to a multiple of 32 tokens (two KV blocks); a power of two overshot the rule
-        by 9% on the H200 profile (512), which its realtime p99 paid for."""
-        tokens = base_multiple * self.step_base_s / max(self.prefill_per_token_s, 1e-12)
-        return max(16, 32 * round(tokens / 32))
+    def guard_chunk_tokens(self) -> int:
+        """Batch prefill per step under the realtime guard on this engine
+        (``scheduler.engine_rules.guard_chunk_tokens``: 480 on the H200 profile, 64 on CPU)."""
+        return engine_rules.guard_chunk_tokens(self.step_base_s, self.prefill_per_token_s)
 
     def phase_period_s(self) -> float:
         """The step phase lock's period (``scheduler.step_phase``): a full batch's decode

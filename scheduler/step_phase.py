@@ -14,7 +14,7 @@ Slots come from the order workers join a pool; ``spread`` (base-2 van der Corput
 first N offsets within 2x of even for any N, so a worker joining or leaving never requires
 the others to move.
 
-The simulator (``scheduler.sim.engine``) and the vLLM guard (``worker.engine.vllm_guard``) run
+The simulator (``scheduler.sim.engine_model``) and the vLLM guard (``worker.engine.vllm_guard``) run
 the same functions. docs/scheduler.md, "Step phase lock", has the figures.
 """
 

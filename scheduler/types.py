@@ -24,7 +24,7 @@ class JobView:
     job_id: str
     tenant_id: str
     job_class: JobClass
-    priority: int  # lower runs first (vLLM's convention); see service.jobs.tiers
+    priority: int  # lower runs first (vLLM's convention); see scheduler.tiers
     model: str
     arrival: float  # seconds, the dispatcher's clock
     deadline: float | None  # absolute seconds on the same clock; None = no deadline

@@ -1,8 +1,8 @@
 """Writes the Grafana dashboards in dashboards/grafana/dashboards/ from the panel lists below.
 
 Edit here, then run ``python dashboards/grafana/generate.py``; the JSON files are committed
-so Grafana provisioning needs no build step. tests/unit/test_grafana_dashboards.py checks that
-every query names a metric Fairway exports.
+so Grafana provisioning needs no build step. tests/unit/dashboards/test_grafana_dashboards.py
+checks that every query names a metric Fairway exports.
 """
 
 from __future__ import annotations

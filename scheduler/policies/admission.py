@@ -18,6 +18,9 @@ worker's cost model), so the prediction follows the workload.
 Flex work is shed first: when a realtime job of M is refused, every queued flex job of M is
 refused in the same pass (ahead of it in the decision list), and new flex work for M is
 refused for ``overload_hold_s``.
+
+A realtime job too large for any worker of M is refused at once; one whose model no worker
+serves yet waits (a worker may be starting) and the API's timeout bounds the wait.
 """
 
 from __future__ import annotations
@@ -26,8 +29,12 @@ import math
 from dataclasses import dataclass
 
 from scheduler.cost_model import CostModel
-from scheduler.policies.placement import Pool
-from scheduler.types import JobView
+from scheduler.policies.config import FairwayConfig
+from scheduler.policies.fleet import Fleet
+from scheduler.policies.pool import Pool
+from scheduler.policies.waiting import WaitingJobs
+from scheduler.policies.workers import kv_need
+from scheduler.types import Decision, JobClass, JobView, Reject
 
 
 @dataclass(slots=True)
@@ -66,3 +73,65 @@ def predict_ttft(
 def retry_after_s(predicted_s: float, slo_s: float, floor_s: float) -> float:
     """Come back once the excess queue has drained: the predicted overshoot, at least floor."""
     return max(floor_s, math.ceil(predicted_s - slo_s))
+
+
+class Admission:
+    """Judges the jobs that arrived since the last pass, at the start of the next one. A
+    refused job leaves the queue; the rest wait for placement."""
+
+    def __init__(self, config: FairwayConfig, fleet: Fleet, waiting: WaitingJobs) -> None:
+        self.config = config
+        self._fleet = fleet
+        self._waiting = waiting
+        self._new_realtime: list[str] = []
+        self._new_flex: list[str] = []
+        self._overloaded_until: dict[str, float] = {}  # model -> end of its flex refusal
+        self.realtime_size = ServiceEstimate()
+
+    def note_arrival(self, job: JobView) -> None:
+        if job.job_class is JobClass.REALTIME:
+            self._new_realtime.append(job.job_id)
+        elif job.priority == self.config.flex_priority:
+            self._new_flex.append(job.job_id)
+
+    def note_realtime_done(self, prompt_tokens: int, output_tokens: int) -> None:
+        self.realtime_size.observe(prompt_tokens, output_tokens)
+
+    def admit(self, now: float) -> list[Decision]:
+        """The refusals for the jobs noted since the last call, in the order they apply."""
+        out: list[Decision] = []
+        for job_id in self._new_flex:
+            model = self._waiting.model_of(job_id)
+            if model is not None and self._overloaded_until.get(model, -1.0) > now:
+                self._reject(job_id, "flex_overload", self.config.overload_hold_s, out)
+        self._new_flex.clear()
+        for job_id in self._new_realtime:
+            job = self._waiting.get(job_id)
+            if job is not None:
+                self._admit_realtime(job, now, out)
+        self._new_realtime.clear()
+        return out
+
+    def _admit_realtime(self, job: JobView, now: float, out: list[Decision]) -> None:
+        cfg = self.config
+        pool = self._fleet.pools.get(job.model)
+        if pool is None or not pool.workers:
+            return
+        if kv_need(job) > pool.kv_capacity_max:
+            self._reject(job.job_id, "no_capacity_for_model", 30.0, out)
+            return
+        cost = pool.cost or cfg.default_cost
+        slo = cfg.ttft_slo(job.priority, job.ttft_slo_s)
+        predicted = predict_ttft(job, pool, now, cost, self.realtime_size)
+        if predicted <= slo * (1 + cfg.admission_tolerance):
+            return
+        for flex_id in self._waiting.flex_ids(job.model):
+            self._reject(flex_id, "flex_shed", cfg.overload_hold_s, out)
+        self._overloaded_until[job.model] = now + cfg.overload_hold_s
+        retry = retry_after_s(predicted, slo, cfg.min_retry_after_s)
+        self._reject(job.job_id, "ttft_slo_unreachable", retry, out)
+
+    def _reject(self, job_id: str, reason: str, retry_after: float, out: list[Decision]) -> None:
+        if self._waiting.withdraw(job_id) is not None:
+            self._waiting.clear_escalated(job_id)
+            out.append(Reject(job_id, reason, retry_after))

@@ -5,12 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from scheduler.cost_model import DEFAULT_COST, CostModel
-
-# The lead's mapping of service tiers to JobView.priority (lower runs first).
-PRIORITY_TIER = 0
-DEFAULT_TIER = 1
-FLEX_TIER = 2
-BATCH_TIER = 3
+from scheduler.tiers import DEFAULT_TIER, FLEX_TIER, PRIORITY_TIER
 
 
 @dataclass(slots=True)

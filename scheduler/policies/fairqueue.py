@@ -29,18 +29,12 @@ class FairQueue:
     def __len__(self) -> int:
         return len(self._jobs)
 
-    def __contains__(self, job_id: str) -> bool:
-        return job_id in self._jobs
-
     def has_tenant(self, tenant: str) -> bool:
         return self._live.get(tenant, 0) > 0
 
     def get(self, job_id: str) -> JobView | None:
         item = self._jobs.get(job_id)
         return None if item is None else item[0]
-
-    def jobs(self) -> list[JobView]:
-        return [view for view, _ in self._jobs.values()]
 
     def add(self, job: JobView, key: EdfKey) -> None:
         self._token += 1

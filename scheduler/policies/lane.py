@@ -12,9 +12,11 @@ serves realtime on workers that batch may barely use, so its steps look like rea
 - **Joining.** A worker that joins keeps at most ``lane_batch_slots`` batch jobs (the most
   advanced ones, by the victim key); the rest are preempted at once. Batch whose slack is
   below the escalation margin is never preempted for it.
-- **Use.** Realtime goes to the least loaded lane worker that fits (all lane workers are
-  looked at: at most ``lane_max_frac * W`` of them, a handful in practice), else anywhere as
-  before. Batch (not escalated) may take a lane worker's slot only while that worker holds
+- **Use.** Realtime goes to the lane worker that fits where its first token is predicted
+  soonest (``rt_start``; the least loaded with ``rt_earliest_start`` off), one still finishing
+  the batch its joining preempted last. All lane workers are looked at (at most
+  ``lane_max_frac * W``, a handful in practice); when none fits, realtime is placed as
+  without a lane. Batch (not escalated) may take a lane worker's slot only while that worker holds
   fewer than ``lane_batch_slots`` batch jobs and the job's prompt is at most
   ``lane_batch_max_prompt`` tokens (so a lane step stays short); escalated batch may use the
   lane when nothing else fits (its deadline beats isolation).
@@ -31,7 +33,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scheduler.policies.placement import Pool
+from scheduler.policies.pool import Pool
 from scheduler.policies.workers import WorkerState
 
 

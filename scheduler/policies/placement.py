@@ -1,155 +1,150 @@
-"""Placement: which worker serving the job's model, with room, takes it.
+"""Placement: which worker serving a job's model takes it, and the room kept for realtime.
 
-1. Prefix affinity by consistent hashing with bounded load: a job with a ``prefix_key`` goes
-   to the first worker clockwise from the key's hash on the model's ring that has room and
-   whose in-flight count is at most ``c * mean + slack`` (c = ``affinity_load_factor``).
-   Load balance overrides affinity exactly when that bound fails: the walk moves on, and
-   after ``affinity_walk_limit`` distinct workers it gives up on affinity.
-2. Otherwise the least loaded worker (by the tighter of slot and KV use) that has room.
-
-Least loaded is a lazy heap per model, keyed by load and the worker's version; a placement
-looks at up to ``placement_scan_limit`` valid entries, so it costs O(limit * log W) rather
-than O(W). Past the limit it may miss a worker that would fit (a heavily loaded one whose
-free KV happens to be large): that is the documented degradation.
+- Realtime goes to the worker where its first token is predicted soonest (``rt_start``),
+  among the least loaded that fit plus the one its prompt prefix is affine to
+  (``Pool.affinity``); with ``rt_earliest_start`` off, it is placed like batch.
+- Batch goes to its prefix's affine worker, else the least loaded, and never into the
+  realtime reserve (``Headroom``) of a worker.
+- With ``rt_lane``, realtime goes to a lane worker first, and batch uses a lane worker only
+  within the lane's batch allowance (``lane.py``).
 """
 
 from __future__ import annotations
 
-import bisect
-import heapq
-import zlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 
-from scheduler.cost_model import CostModel
-from scheduler.policies.workers import WorkerState
-
-
-def stable_hash(text: str) -> int:
-    # Python's hash() is salted per process; the ring must agree across restarts.
-    return zlib.crc32(text.encode())
+from scheduler.policies import rt_start
+from scheduler.policies.config import FairwayConfig
+from scheduler.policies.fleet import Fleet
+from scheduler.policies.lane import LaneConfig, RealtimeLanes
+from scheduler.policies.pool import Pool
+from scheduler.policies.workers import Headroom, WorkerState, kv_need
+from scheduler.types import JobClass, JobView
 
 
-@dataclass(slots=True)
-class Pool:
-    """The workers that serve one model."""
+class Placer:
+    def __init__(self, config: FairwayConfig, fleet: Fleet) -> None:
+        self.config = cfg = config
+        self._fleet = fleet
+        self.headroom = Headroom(
+            cfg.headroom_tau_s,
+            cfg.headroom_k,
+            cfg.headroom_min_slots,
+            cfg.headroom_max_frac,
+            cfg.headroom_enabled,
+        )
+        self.lanes: RealtimeLanes | None = None
+        if cfg.rt_lane:
+            self.lanes = RealtimeLanes(
+                LaneConfig(
+                    cfg.lane_rt_per_worker,
+                    cfg.headroom_k,
+                    cfg.lane_max_frac,
+                    cfg.lane_hold_s,
+                    cfg.headroom_tau_s,
+                    cfg.lane_batch_slots,
+                    cfg.lane_batch_max_prompt,
+                    cfg.lane_min_workers,
+                )
+            )
 
-    model: str
-    workers: dict[str, WorkerState] = field(default_factory=dict)
-    heap: list[tuple[float, int, str]] = field(default_factory=list)
-    ring: list[tuple[int, str]] = field(default_factory=list)
-    ring_dirty: bool = True
-    slots_total: int = 0
-    used_total: int = 0
-    rt_inflight: int = 0
-    rt_queued: int = 0
-    rt_queued_prefill: int = 0
-    kv_capacity_max: int = 0
-    cost: CostModel | None = None
+    def note_realtime(self, job: JobView, now: float) -> None:
+        """A realtime job arrived: the reserve and the lane size follow realtime's load."""
+        self.headroom.note_realtime(job)
+        if self.lanes is not None:
+            self.lanes.note_realtime(job.model, now)
 
-    def push(self, ws: WorkerState) -> None:
-        heapq.heappush(self.heap, (ws.heap_key(), ws.load_version, ws.worker_id))
-        if len(self.heap) > 4 * len(self.workers) + 64:
-            self.heap = [
-                (w.heap_key(), w.load_version, w.worker_id) for w in self.workers.values()
-            ]
-            heapq.heapify(self.heap)
-
-    def join(self, ws: WorkerState) -> None:
-        self.workers[ws.worker_id] = ws
-        self.ring_dirty = True
-        self.cost = self.cost or ws.cost
-        self.slots_total += ws.view.max_slots
-        self.used_total += ws.used_slots()
-        self.kv_capacity_max = max(self.kv_capacity_max, ws.view.kv_capacity_tokens)
-        self.push(ws)
-
-    def leave(self, worker_id: str) -> None:
-        ws = self.workers.pop(worker_id, None)
-        if ws is None:
+    def lane_joiners(self, now: float) -> Iterator[WorkerState]:
+        """Resize every pool's realtime lane, yielding the workers that join it. A pool is
+        resized only once the caller is done with the previous pool's joiners (clearing
+        them of batch changes the load the next resize reads)."""
+        if self.lanes is None:
             return
-        self.ring_dirty = True
-        self.slots_total -= ws.view.max_slots
-        self.used_total -= ws.used_slots()
-        self.rt_inflight -= ws.rt_count
-        self.kv_capacity_max = max(
-            (w.view.kv_capacity_tokens for w in self.workers.values()), default=0
-        )
+        for pool in list(self._fleet.pools.values()):
+            yield from self.lanes.resize(pool, now, self._fleet.repush)
 
-    def update(self, ws: WorkerState, old_slots: int, old_used: int) -> None:
-        """A member's heartbeat changed its size or load."""
-        self.slots_total += ws.view.max_slots - old_slots
-        self.used_total += ws.used_slots() - old_used
-        self.kv_capacity_max = max(self.kv_capacity_max, ws.view.kv_capacity_tokens)
-        self.push(ws)
-
-    def mean_used(self) -> float:
-        return self.used_total / max(1, len(self.workers))
-
-    def least_loaded(
-        self, fits: Callable[[WorkerState], bool], scan_limit: int
-    ) -> WorkerState | None:
-        found = self.fitting(fits, scan_limit, want=1)
-        return found[0] if found else None
-
-    def fitting(
-        self, fits: Callable[[WorkerState], bool], scan_limit: int, want: int
-    ) -> list[WorkerState]:
-        """Up to ``want`` workers that fit, least loaded first, among the ``scan_limit`` least
-        loaded: O(scan_limit log W)."""
-        popped: list[tuple[float, int, str]] = []
-        found: list[WorkerState] = []
-        while self.heap and len(popped) < scan_limit and len(found) < want:
-            entry = heapq.heappop(self.heap)
-            ws = self.workers.get(entry[2])
-            if ws is None or ws.load_version != entry[1]:
-                continue  # stale: the worker left or its load changed since
-            popped.append(entry)
-            if fits(ws):
-                found.append(ws)
-        for entry in popped:
-            heapq.heappush(self.heap, entry)
-        return found
-
-    def affinity(
-        self,
-        key: str,
-        fits: Callable[[WorkerState], bool],
-        load_factor: float,
-        slack: int,
-        walk_limit: int,
-        vnodes: int,
-        realtime: bool = False,
-    ) -> WorkerState | None:
-        """``realtime``: bound the realtime in flight rather than all of it. Batch is
-        preemptible and kept out of realtime's way by the engine's realtime guard, so in a pool
-        full of batch every worker looks equally loaded, and the plain bound would send every
-        realtime job sharing a prefix to one worker to queue behind each other's prefills."""
-        if self.ring_dirty:
-            self._build_ring(vnodes)
-        if not self.ring:
+    def place(self, job: JobView, level: int, now: float) -> WorkerState | None:
+        """The worker that takes ``job`` at ``level`` now, or None when none has room."""
+        pool = self._fleet.pools.get(job.model)
+        if pool is None or not pool.workers:
             return None
-        mean = self.rt_inflight / max(1, len(self.workers)) if realtime else self.mean_used()
-        bound = load_factor * mean + slack
-        start = bisect.bisect_left(self.ring, (stable_hash(key), ""))
-        seen: set[str] = set()
-        for i in range(len(self.ring)):
-            worker_id = self.ring[(start + i) % len(self.ring)][1]
-            if worker_id in seen:
-                continue
-            seen.add(worker_id)
-            ws = self.workers[worker_id]
-            load = ws.rt_count if realtime else ws.used_slots()
-            if load <= bound and fits(ws):
-                return ws
-            if len(seen) >= walk_limit:
-                break
-        return None
+        if self.lanes is not None and job.job_class is JobClass.REALTIME:
+            member = self._lane_member(self.lanes, job, now)
+            if member is not None:
+                return member
+        return self._pool_member(pool, job, level, now)
 
-    def _build_ring(self, vnodes: int) -> None:
-        self.ring = sorted(
-            (stable_hash(f"{worker_id}#{i}"), worker_id)
-            for worker_id in self.workers
-            for i in range(vnodes)
-        )
-        self.ring_dirty = False
+    def room_left(self, model: str, level: int, now: float) -> bool:
+        """Whether some worker of the model could still take a job of this level. A pass
+        stops trying the model's queue when none could."""
+        pool = self._fleet.pools.get(model)
+        if pool is None:
+            return False
+
+        lanes = self.lanes
+
+        def any_slot(ws: WorkerState) -> bool:
+            if level == 1 and lanes is not None and not lanes.batch_may_use(ws, 0):
+                return False
+            reserve = 0 if level == 0 else self.headroom.reserve(ws, now)[0]
+            return ws.free_slots() - 1 >= reserve
+
+        return pool.least_loaded(any_slot, self.config.placement_scan_limit) is not None
+
+    def _lane_member(
+        self, lanes: RealtimeLanes, job: JobView, now: float
+    ) -> WorkerState | None:
+        need = kv_need(job)
+        members = [ws for ws in lanes.members(job.model) if ws.fits(need)]
+        if not members:
+            return None
+        # A worker still finishing the batch its joining preempted goes last.
+        ready = [ws for ws in members if not lanes.clearing(ws)] or members
+        if self.config.rt_earliest_start:
+            return rt_start.earliest_first_token(ready, job, now, self.config.dispatch_lead_s, None)
+        return min(ready, key=lambda ws: (ws.load(), ws.worker_id))
+
+    def _pool_member(
+        self, pool: Pool, job: JobView, level: int, now: float
+    ) -> WorkerState | None:
+        cfg = self.config
+        fits = self._room_for(job, level, now)
+        realtime = job.job_class is JobClass.REALTIME
+        timed = realtime and cfg.rt_earliest_start
+        affine: WorkerState | None = None
+        if job.prefix_key is not None:
+            affine = pool.affinity(
+                job.prefix_key,
+                fits,
+                cfg.affinity_load_factor,
+                cfg.affinity_slack,
+                cfg.affinity_walk_limit,
+                cfg.ring_vnodes,
+                realtime=realtime,
+            )
+            if affine is not None and not timed:
+                return affine
+        if timed:
+            candidates = pool.fitting(fits, cfg.placement_scan_limit, want=cfg.rt_candidates)
+            if affine is not None and affine not in candidates:
+                candidates.append(affine)
+            if not candidates:
+                return None
+            return rt_start.earliest_first_token(candidates, job, now, cfg.dispatch_lead_s, affine)
+        return pool.least_loaded(fits, cfg.placement_scan_limit)
+
+    def _room_for(self, job: JobView, level: int, now: float) -> Callable[[WorkerState], bool]:
+        """Whether a worker has room for the job: level 0 may use the realtime reserve; batch
+        may not, nor a lane worker beyond the lane's batch allowance."""
+        need = kv_need(job)
+        lanes = self.lanes if level == 1 else None
+
+        def fits(ws: WorkerState) -> bool:
+            if level == 0:
+                return ws.fits(need)
+            if lanes is not None and not lanes.batch_may_use(ws, job.prompt_tokens):
+                return False
+            slots, kv = self.headroom.reserve(ws, now)
+            return ws.fits(need, slots, kv)
+
+        return fits

@@ -10,15 +10,22 @@ Victim key, smallest first: (work lost, -deadline slack, -priority value, job id
 
 Realtime jobs are never victims, and neither is batch with less slack than the escalation
 margin: taking it back would make it miss its deadline, which is what escalation prevents.
-The worker chosen is the one whose cheapest sufficient victim set loses the least work.
+The worker chosen is the one whose cheapest sufficient victim set loses the least work or,
+with earliest-start placement, gives the realtime job the soonest first token
+(``VictimChooser.for_realtime``).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scheduler.policies.workers import AssignedJob, WorkerState
+from scheduler.policies import rt_start
+from scheduler.policies.config import FairwayConfig
+from scheduler.policies.fleet import Fleet
+from scheduler.policies.workers import AssignedJob, WorkerState, kv_need
+from scheduler.types import JobView
 
 
 @dataclass(slots=True)
@@ -110,3 +117,76 @@ def choose_victims(
         if best_key is None or key < best_key:
             best, best_key = plan, key
     return best
+
+
+class VictimChooser:
+    """The batch the policy takes back: for a realtime job, and from a worker joining a
+    realtime lane. Choosing changes nothing; the policy preempts what it returns."""
+
+    def __init__(self, config: FairwayConfig, fleet: Fleet) -> None:
+        self.config = config
+        self._fleet = fleet
+
+    def for_realtime(self, job: JobView, fit: WorkerState | None, now: float) -> VictimPlan | None:
+        """``fit``: where placement would put the job, None when nothing has room. Nothing
+        fits: the best plan among the examined workers. ``fit`` has room (earliest start only):
+        a plan on a worker whose step ends sooner, and only if its first token there, plus its
+        victims' recompute weighed at ``victim_lost_weight``, still beats ``fit``'s by
+        ``rt_preempt_min_gain_s``. Plans cost a sort of the worker's jobs, so at most
+        ``rt_preempt_scan`` such workers get one."""
+        cfg = self.config
+        pool = self._fleet.pools.get(job.model)
+        if not cfg.preemption_enabled or pool is None:
+            return None
+        lead, gain = cfg.dispatch_lead_s, cfg.rt_preempt_min_gain_s
+        workers = list(pool.workers.values())[: cfg.victim_scan_limit]
+        worth = 0.0
+        if fit is not None:
+            if not cfg.rt_earliest_start or (
+                rt_start.predicted_start(fit, now, lead) <= now + lead + gain
+            ):
+                return None  # the roomy worker starts it about now: nothing to gain
+            worth = rt_start.predicted_first_token(fit, job, now, lead) - gain
+            workers = self._sooner_than(worth, job, fit, workers, now)
+        lost_s = cfg.victim_lost_weight * (pool.cost or cfg.default_cost).prefill_per_token_s
+        plan = choose_victims(
+            workers,
+            kv_need(job),
+            now,
+            cfg.default_batch_window_s,
+            cfg.escalation_margin_s,
+            (lambda w: rt_start.predicted_first_token(w, job, now, lead))
+            if cfg.rt_earliest_start
+            else None,
+            lost_s,
+        )
+        if plan is None or fit is None:
+            return plan
+        at = rt_start.predicted_first_token(plan.worker, job, now, lead)
+        return plan if at + lost_s * plan.work_lost < worth else None
+
+    def _sooner_than(
+        self, worth: float, job: JobView, fit: WorkerState, workers: list[WorkerState], now: float
+    ) -> list[WorkerState]:
+        """Up to ``rt_preempt_scan`` workers other than ``fit`` where the job's first token
+        is predicted before ``worth``, soonest first."""
+        lead = self.config.dispatch_lead_s
+        others = [w for w in workers if w is not fit]
+        timed = [(rt_start.predicted_first_token(w, job, now, lead), w) for w in others]
+        sooner = [(at, w.worker_id, w) for at, w in timed if at < worth]
+        return [w for _, _, w in heapq.nsmallest(self.config.rt_preempt_scan, sooner)]
+
+    def for_lane(self, ws: WorkerState, now: float) -> list[AssignedJob]:
+        """The batch a worker that just joined a lane gives up: all beyond
+        ``lane_batch_slots``, in victim key order, never batch short of slack."""
+        cfg = self.config
+        batch_items = [item for item in ws.jobs.values() if not item.is_realtime]
+        excess = len(batch_items) - cfg.lane_batch_slots
+        if excess <= 0 or not cfg.preemption_enabled:
+            return []
+        keyed = sorted(
+            (victim_key(item, ws, now, cfg.default_batch_window_s), item)
+            for item in batch_items
+            if slack_s(item, ws, now, cfg.default_batch_window_s) >= cfg.escalation_margin_s
+        )
+        return [item for _, item in keyed[:excess]]

@@ -167,15 +167,3 @@ def cumulative_service(metrics: Metrics, until: float) -> dict[str, list[float]]
             series.append(total)
         out[tenant] = series
     return out
-
-
-def max_service_gap(metrics: Metrics, tenants: list[str], start: float, end: float) -> float:
-    """Largest gap of weighted service gained since ``start`` between the tenants, per bin."""
-    series = cumulative_service(metrics, end)
-    first, last = int(start / metrics.bin_s), int(end / metrics.bin_s)
-    gap = 0.0
-    for b in range(first, last):
-        gained = [series[t][b] - series[t][first] for t in tenants if t in series]
-        if len(gained) == len(tenants):
-            gap = max(gap, max(gained) - min(gained))
-    return gap

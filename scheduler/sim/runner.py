@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import heapq
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from scheduler.interface import PolicyKind, SchedulingPolicy
 from scheduler.policies import FairwayConfig, make_policy
-from scheduler.sim.engine import Seq, SimEngine, StepResult
+from scheduler.sim.engine_model import EngineModel, Seq, StepResult
 from scheduler.sim.metrics import JobRecord, Metrics
 from scheduler.sim.scenario import Scenario
 from scheduler.sim.traffic import SimJob, generate
 from scheduler.step_phase import PhaseGrid
+from scheduler.tiers import DEFAULT_TIER, FLEX_TIER, PRIORITY_TIER
 from scheduler.types import Assign, Decision, JobClass, JobView, Preempt, Reject, WorkerView
 
 # name -> (policy, engine options: priority order, preemption for realtime, realtime guard)
@@ -61,7 +62,9 @@ class Simulation:
             engine_options.update(scenario.fairway_engine)
         self.scenario, self.variant = scenario, variant
         config = FairwayConfig(**scenario.fairway)
-        config.default_ttft_slo_s = {p: scenario.default_ttft_slo_s for p in range(3)}
+        config.default_ttft_slo_s = dict.fromkeys(
+            (PRIORITY_TIER, DEFAULT_TIER, FLEX_TIER), scenario.default_ttft_slo_s
+        )
         self.policy: SchedulingPolicy = make_policy(kind, config)
         self.jobs = (
             jobs
@@ -76,7 +79,7 @@ class Simulation:
         )
         self.by_id = {job.job_id: job for job in self.jobs}
         self.metrics = Metrics(scenario.bin_s, config.w_in, config.w_out)
-        self.engines: dict[str, SimEngine] = {}
+        self.engines: dict[str, EngineModel] = {}
         self.models: dict[str, tuple[str, ...]] = {}
         period = engine_options.pop("phase_period_s", None)  # None: the profile's default
         slots: dict[tuple[str, ...], int] = {}  # the next phase slot of each pool
@@ -90,7 +93,7 @@ class Simulation:
                     slot = slots.get(group.models, 0)
                     slots[group.models] = slot + 1
                     phase = PhaseGrid.for_slot(p, slot) if p > 0 else None
-                engine = SimEngine(
+                engine = EngineModel(
                     cost,
                     preemption_mode=scenario.preemption_mode,
                     prefix_hit_fraction=scenario.prefix_hit_fraction,
@@ -333,7 +336,3 @@ class Simulation:
 
 def run_variant(scenario: Scenario, variant: str, jobs: list[SimJob] | None = None) -> SimResult:
     return Simulation(scenario, variant, jobs).run()
-
-
-def with_overrides(scenario: Scenario, **changes: object) -> Scenario:
-    return replace(scenario, **changes)  # type: ignore[arg-type]

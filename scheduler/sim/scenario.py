@@ -16,7 +16,7 @@ Example::
 ``preemption_mode`` ("recompute", the default, or "swap") says what a preempted job's KV
 becomes; ``prefix_hit_fraction`` is the share of a recompute resume's context the prefix cache
 is assumed to still hold (0 by default: only a traffic ``prefix`` is cached). See
-``scheduler.sim.engine`` for both costs.
+``scheduler.sim.engine_model`` for both costs.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class Scenario:
     tick_s: float = 1.0
     heartbeat_progress: bool = True
     fairway: dict[str, Any] = field(default_factory=dict)  # FairwayConfig overrides
-    # SimEngine options of the fairway variant's engines (Fairway's vLLM scheduler settings).
+    # EngineModel options of the fairway variant's engines (Fairway's vLLM scheduler settings).
     fairway_engine: dict[str, Any] = field(default_factory=dict)
     preemption_mode: str = "recompute"  # "recompute" | "swap" (falls back where no offload)
     prefix_hit_fraction: float = 0.0  # recompute: share of a resume's context still cached

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.policies.config import BATCH_TIER, DEFAULT_TIER
+from scheduler.tiers import BATCH_TIER, DEFAULT_TIER
 from scheduler.types import JobClass
 
 

@@ -34,9 +34,9 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from scheduler.tiers import BATCH_LINE
 from service.batches.validation import ENDPOINTS, LineError, LineLimits, LineValidator
 from service.files.storage import FileStorage, StorageWriter
-from service.jobs.tiers import BATCH_PRIORITY
 from service.quotas.batch import admit_batch_sync, settle_batch_sync
 from service.store import batch_lifecycle as batches
 from service.store import lifecycle, wakeups
@@ -158,7 +158,7 @@ class _Run:
                 self.valid += 1
                 self.tokens += result.estimated_tokens
                 copy.write_row((
-                    uuid.uuid4(), b.tenant_id, JobKind.BATCH.value, "default", BATCH_PRIORITY,
+                    uuid.uuid4(), b.tenant_id, JobKind.BATCH.value, "default", BATCH_LINE.priority,
                     endpoint, result.model, result.request_json,
                     False, result.max_tokens, b.expires_at, lifecycle.NEW_STATUS,
                     lifecycle.NEW_ATTEMPT, b.id, result.custom_id, line_no))

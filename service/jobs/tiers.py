@@ -1,15 +1,16 @@
-"""How `service_tier` and a deadline pick a job's class, priority and deadline.
+"""A request's class, priority and deadline from its ``service_tier`` and ``deadline_ms``.
 
-| service_tier       | class    | priority | default deadline              | echoed  |
-|--------------------|----------|----------|-------------------------------|---------|
-| priority           | realtime | 0        | realtime_deadline_seconds     | priority|
-| default, auto, -   | realtime | 1        | realtime_deadline_seconds     | default |
-| flex               | batch    | 2        | flex_deadline_seconds         | flex    |
-| (batch file line)  | batch    | 3        | the batch's completion window | -       |
+The tier table itself (class, priority, echoed tier) is ``scheduler.tiers``, shared with the
+policy and the engine's guard; this adds the deadlines, which are the API's settings:
 
-Lower priority values run first (vLLM's convention), and the engine receives the same value.
-`deadline_ms` in the body overrides the default deadline. Flex work rides the batch class: it
-fills idle capacity and may be refused (429) when the system is busy.
+| service_tier       | default deadline              |
+|--------------------|-------------------------------|
+| priority           | realtime_deadline_seconds     |
+| default, auto, -   | realtime_deadline_seconds     |
+| flex               | flex_deadline_seconds         |
+| (batch file line)  | the batch's completion window |
+
+``deadline_ms`` in the body overrides the default deadline.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from scheduler.tiers import tier_rule
+from scheduler.types import JobClass
 from service.store.models.jobs import JobKind
 
 
@@ -28,10 +31,6 @@ class Classification:
     deadline_at: dt.datetime
 
 
-PRIORITY_BY_TIER = {"priority": 0, "default": 1, "flex": 2}
-BATCH_PRIORITY = 3
-
-
 def classify(
     service_tier: str | None,
     deadline_ms: int | None,
@@ -40,9 +39,11 @@ def classify(
     realtime_deadline_s: float,
     flex_deadline_s: float,
 ) -> Classification:
-    tier = "default" if service_tier in (None, "auto") else service_tier
-    kind = JobKind.BATCH if tier == "flex" else JobKind.REALTIME
-    default_s = flex_deadline_s if kind is JobKind.BATCH else realtime_deadline_s
+    rule = tier_rule(service_tier)
+    batch = rule.job_class is JobClass.BATCH
+    default_s = flex_deadline_s if batch else realtime_deadline_s
     window = dt.timedelta(milliseconds=deadline_ms) if deadline_ms else dt.timedelta(
         seconds=default_s)
-    return Classification(kind, PRIORITY_BY_TIER[tier], tier, now + window)
+    assert rule.echoed is not None  # every service_tier echoes one
+    return Classification(JobKind.BATCH if batch else JobKind.REALTIME, rule.priority,
+                          rule.echoed, now + window)

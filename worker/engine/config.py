@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.engine_rules import PREEMPT_PRIORITY_GAP
+
 
 @dataclass(frozen=True, slots=True)
 class VllmEngineConfig:
@@ -31,7 +33,7 @@ class VllmEngineConfig:
     # Layer 1: a waiting request preempts running ones at least `gap` priority values worse.
     # False leaves vLLM's own scheduler ("vLLM priority alone", issue #40004 included).
     preempt_for_priority: bool = True
-    preempt_priority_gap: int = 1  # >= 1
+    preempt_priority_gap: int = PREEMPT_PRIORITY_GAP  # >= 1
     # The realtime guard (worker.engine.vllm_guard), part of the preemptive scheduler:
     # realtime prefill steps run alone and batch prefill is capped per step while realtime
     # is around. None: 480 tokens on CUDA-alike GPUs, 64 elsewhere; 0: off.
@@ -82,7 +84,8 @@ class SimEngineConfig:
     # As the vLLM engine's layer 1: a waiting request preempts running ones at least `gap`
     # priority values worse; False is vLLM's own behaviour (never).
     preempt_for_priority: bool = True
-    preempt_priority_gap: int = 1  # >= 1: 0 would let equal priorities preempt each other
+    # >= 1: 0 would let equal priorities preempt each other
+    preempt_priority_gap: int = PREEMPT_PRIORITY_GAP
 
     def __post_init__(self) -> None:
         if self.token_budget < 1 or self.max_num_seqs < 1:

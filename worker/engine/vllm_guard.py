@@ -11,26 +11,29 @@ phase grid):
    (vLLM skips a running request whose ``next_decode_eligible_step`` is ahead, as it does for
    pipeline-parallel cadence) and no batch request is admitted (the active-request limit is
    held at what realtime needs). Batch loses one step of progress, not its KV; after
-   ``MAX_ALONE_STEPS`` (8) such steps in a row the next is shared, so batch is never starved.
+   ``MAX_ALONE_STEPS`` (8, ``scheduler.engine_rules``) such steps in a row the next is shared,
+   so batch is never starved.
 2. **Short batch prefill.** For ``hold_s`` after realtime was last seen (or after the engine
-   started), batch prefill takes at
-   most ``chunk_tokens`` per step in total: one running batch prefill continues (the others sit
-   the step out), vLLM's ``long_prefill_token_threshold`` caps it at the chunk, and the step's
-   token budget is cut to the decodes plus the chunk, so newly admitted batch shares the rest.
+   started), batch prefill takes at most ``chunk_tokens`` per step in total: one running batch
+   prefill continues (the others sit the step out), vLLM's ``long_prefill_token_threshold``
+   caps it at the chunk, and the step's token budget is cut to the decodes plus the chunk, so
+   newly admitted batch shares the rest.
 3. **Step phase lock** (``fairway_phase_period_s`` > 0; ``scheduler.step_phase``). A realtime
    arrival waits out the step in flight on the worker whose step ends first; workers whose
    steps end together leave it nothing short to pick. So each worker keeps its step ends on
    a grid of its own (period common to the pool, offset from its phase slot): a capped
-   step's batch chunk, up to twice ``chunk_tokens``, is sized (``chunk_for_grid``) so the
+   step's batch chunk, up to twice ``chunk_tokens`` (``phase_chunk_limit``), is sized so the
    step ends on the next grid point, predicted from the profile's step costs times a learned
    correction (``PhaseLock``). A chunk of 0 pauses all batch prefill. The grid runs on
    wall-clock time, which workers on different hosts share through NTP. The simulator runs
-   the same rule (``scheduler.sim.engine``, ``phase``).
+   the same rule (``scheduler.sim.engine_model``, ``phase``).
 
-"Realtime" is any request whose priority beats ``batch_priority``: 2, Fairway's flex tier, the
-best priority the policy still treats as batch class (preemptible, fair-shared as batch).
-The simulator runs the same rules (``scheduler.sim.engine``, ``realtime_guard``); the chunk
-default is the profile's ``CostModel.guard_chunk_tokens`` (480 on a GPU, 64 on CPU).
+"Realtime" is any request whose priority beats ``batch_priority``: by default Fairway's flex
+tier (``scheduler.tiers``), the best priority the policy still treats as batch class
+(preemptible, fair-shared as batch).
+The simulator runs the same rules (``scheduler.sim.engine_model``, ``realtime_guard``), from the
+same definitions (``scheduler.engine_rules``); the chunk default is the cost profile's
+``CostModel.guard_chunk_tokens``: the H200 one's on a GPU (480), the CPU one's on CPU (64).
 
 Everything changed for a step is put back when ``schedule()`` returns, so vLLM's own state
 (configs, limits, per-request cadence) is never left altered.
@@ -41,16 +44,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from scheduler.cost_profiles import CPU_SMOLLM2_135M, H200_LLAMA3_8B
+from scheduler.engine_rules import GUARD_HOLD_S, MAX_ALONE_STEPS, phase_chunk_limit
 from scheduler.step_phase import PhaseGrid, chunk_for_grid
+from scheduler.tiers import FLEX_TIER
 
 CHUNK_KEY = "fairway_guard_chunk_tokens"  # VllmConfig.additional_config; absent or 0: off
 HOLD_KEY = "fairway_guard_hold_s"
 BATCH_PRIORITY_KEY = "fairway_guard_batch_priority"
-DEFAULT_HOLD_S = 60.0
-DEFAULT_BATCH_PRIORITY = 2  # scheduler.policies.config.FLEX_TIER
-# Batch sits out at most this many steps in a row: under a realtime flood it still moves
-# every ninth step (realtime alone takes at most 8/9 of the steps from it).
-MAX_ALONE_STEPS = 8
+DEFAULT_HOLD_S = GUARD_HOLD_S
+DEFAULT_BATCH_PRIORITY = FLEX_TIER  # the best priority that is still batch class
 # The step phase lock (point 3): grid period and offset (s), and the profile's step costs.
 PHASE_PERIOD_KEY = "fairway_phase_period_s"  # absent or 0: no lock
 PHASE_OFFSET_KEY = "fairway_phase_offset_s"
@@ -64,8 +67,8 @@ PHASE_COST_FIELDS = (  # scheduler.cost_model.CostModel's step coefficients
 CORRECTION_WEIGHT = 0.2  # EWMA weight of each measured / predicted step time
 CORRECTION_RANGE = (0.25, 4.0)  # each ratio is clamped to this before it counts
 wall_clock = time.time  # the phase grid's clock (tests replace it)
-GPU_CHUNK_TOKENS = 480  # the H200 profile's CostModel.guard_chunk_tokens()
-CPU_CHUNK_TOKENS = 64
+GPU_CHUNK_TOKENS = H200_LLAMA3_8B.guard_chunk_tokens()
+CPU_CHUNK_TOKENS = CPU_SMOLLM2_135M.guard_chunk_tokens()
 
 # Private attributes the guard reads or sets for one step (checked by vllm_preempt's guard).
 INSTANCE_ATTRS = (
@@ -251,7 +254,8 @@ class RealtimeGuardMixin:
         chunk = self.guard_chunk_tokens
         if self.phase_lock is not None and (prefilling or self.waiting):
             ctx = sum(int(r.num_computed_tokens) for r in decoding)
-            chunk = self.phase_lock.chunk(wall, decodes, ctx, 2 * self.guard_chunk_tokens)
+            limit = phase_chunk_limit(self.guard_chunk_tokens)
+            chunk = self.phase_lock.chunk(wall, decodes, ctx, limit)
             self._phase_step = (decodes, ctx)
             self.num_guard_phase_steps += 1
         if chunk == 0:

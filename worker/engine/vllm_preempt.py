@@ -45,6 +45,7 @@ from vllm.v1.core.sched.request_queue import RequestQueue, SchedulingPolicy
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request, RequestStatus
 
+from scheduler.engine_rules import PREEMPT_PRIORITY_GAP
 from scheduler.step_phase import PhaseGrid
 from worker.engine import vllm_guard
 from worker.engine.vllm_guard import RealtimeGuardMixin
@@ -55,7 +56,7 @@ SUPPORTED_VLLM_SERIES = "0.32."
 # Where the gap travels to the engine core process: VllmConfig.additional_config is pickled
 # with the config, unlike a class attribute set in the parent.
 GAP_KEY = "fairway_preempt_priority_gap"
-DEFAULT_GAP = 1
+DEFAULT_GAP = PREEMPT_PRIORITY_GAP
 SYNC_QUALNAME = "worker.engine.vllm_preempt.PreemptiveScheduler"
 ASYNC_QUALNAME = "worker.engine.vllm_preempt.PreemptiveAsyncScheduler"
 

@@ -83,7 +83,7 @@ def test_lane_keeps_capacity_and_conserves_work_outside_the_lane(
         decisions = policy.schedule(float(round_no))
         ledger.apply(decisions)  # asserts no realtime victim
         rejected = {d.job_id for d in decisions if isinstance(d, Reject)}
-        lane = {w for w, ws in policy._workers.items() if ws.lane}
+        lane = {w for w, ws in policy.fleet.workers.items() if ws.lane}
         for worker_id in ledger.views:
             slots, kv = ledger.room(worker_id)
             assert slots >= 0 and kv >= 0, "placement exceeded capacity"

@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.cost_model import CostModel
 from scheduler.sim.cli import main
-from scheduler.sim.engine import Seq, SimEngine
+from scheduler.sim.engine_model import EngineModel, Seq
 from scheduler.sim.metrics import cumulative_service
 from scheduler.sim.report import summarize
 from scheduler.sim.runner import run_variant
@@ -24,7 +24,7 @@ def seq(job_id: str, prompt: int = 150, target: int = 10, rt: bool = False) -> S
     return Seq(job_id, "t", rt, 0.0, prompt, target, prompt + target)
 
 
-def run_to_idle(engine: SimEngine, now: float = 0.0) -> tuple[float, list[str]]:
+def run_to_idle(engine: EngineModel, now: float = 0.0) -> tuple[float, list[str]]:
     finished: list[str] = []
     end = engine.start(now)
     while end is not None:
@@ -34,7 +34,7 @@ def run_to_idle(engine: SimEngine, now: float = 0.0) -> tuple[float, list[str]]:
 
 
 def test_one_sequence_takes_prefill_chunks_then_decode_steps() -> None:
-    engine = SimEngine(COST)
+    engine = EngineModel(COST)
     engine.add(seq("a"), 0.0)
     end, finished = run_to_idle(engine)
     # two prefill steps (100 + 50 tokens, the last samples token 1), then 9 decode steps
@@ -44,7 +44,7 @@ def test_one_sequence_takes_prefill_chunks_then_decode_steps() -> None:
 
 
 def test_abort_during_a_decode_jump_keeps_the_progress_so_far() -> None:
-    engine = SimEngine(COST)
+    engine = EngineModel(COST)
     engine.add(seq("a", prompt=50, target=1000), 0.0)
     end = engine.start(0.0)
     assert end is not None
@@ -57,8 +57,8 @@ def test_abort_during_a_decode_jump_keeps_the_progress_so_far() -> None:
     assert result.aborted[0].generated == 1 + 5
 
 
-def _prefill_step_with_decoding_batch(guard: bool) -> tuple[SimEngine, float]:
-    engine = SimEngine(COST, realtime_guard=guard, guard_chunk_tokens=30)
+def _prefill_step_with_decoding_batch(guard: bool) -> tuple[EngineModel, float]:
+    engine = EngineModel(COST, realtime_guard=guard, guard_chunk_tokens=30)
     engine.add(seq("b0", prompt=50, target=100), 0.0)
     end = 0.0
     while not (engine.running and engine.running[0].decoding):
@@ -86,10 +86,10 @@ def test_guard_gives_a_realtime_prefill_step_to_realtime_alone() -> None:
 
 
 def test_guard_shares_a_step_with_batch_after_eight_alone() -> None:
-    from scheduler.sim.engine import MAX_ALONE_STEPS
+    from scheduler.engine_rules import MAX_ALONE_STEPS
 
     cost = CostModel(0.01, 0.001, 0.0, 0.0001, max_slots=64, token_budget=100)
-    engine = SimEngine(cost, realtime_guard=True, guard_chunk_tokens=30)
+    engine = EngineModel(cost, realtime_guard=True, guard_chunk_tokens=30)
     engine.add(seq("b", prompt=10, target=1000), 0.0)
     now = engine.start(0.0)
     assert now is not None
@@ -113,7 +113,7 @@ def test_without_the_guard_realtime_shares_its_prefill_step_with_batch() -> None
 
 
 def test_guard_chunk_applies_only_while_realtime_was_seen_recently() -> None:
-    engine = SimEngine(COST, realtime_guard=True, guard_chunk_tokens=30, guard_hold_s=5.0)
+    engine = EngineModel(COST, realtime_guard=True, guard_chunk_tokens=30, guard_hold_s=5.0)
     engine.add(seq("r", prompt=10, target=1, rt=True), 0.0)
     now, _ = run_to_idle(engine)
     engine.add(seq("b", prompt=90, target=1), now)
@@ -134,7 +134,7 @@ def test_guard_chunk_follows_the_profile() -> None:
 
 def test_engine_preempts_batch_for_waiting_realtime_only_when_allowed() -> None:
     for allowed in (True, False):
-        engine = SimEngine(COST, preempt_for_realtime=allowed)
+        engine = EngineModel(COST, preempt_for_realtime=allowed)
         for i in range(4):
             engine.add(seq(f"b{i}"), 0.0)
         engine.start(0.0)

@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.cost_model import DEFAULT_COST, CostModel
 from scheduler.cost_profiles import profile
-from scheduler.sim.engine import Seq, SimEngine
+from scheduler.sim.engine_model import EngineModel, Seq
 from scheduler.sim.report import summarize, table
 from scheduler.sim.runner import run_variant
 from scheduler.sim.scenario import Scenario
@@ -20,7 +20,7 @@ COST = CostModel(0.01, 0.001, 0.0, 0.0001, max_slots=1, token_budget=100,
                  kv_capacity_tokens=10**6, swap_per_token_s=1e-5)
 
 
-def _preempt_once(engine: SimEngine) -> tuple[Seq, float]:
+def _preempt_once(engine: EngineModel) -> tuple[Seq, float]:
     """Batch b (prompt 150, 20 tokens) prefills, decodes; 4.5 decode steps in (0.011 s each),
     realtime r takes its slot. Runs to idle; returns b and the time it finished."""
     b = Seq("b", "t", False, 0.0, 150, 20, 170)
@@ -53,7 +53,7 @@ def test_cost_model_swap_is_per_token_and_absent_on_the_cpu_profile() -> None:
 
 
 def test_recompute_resume_pays_prompt_plus_generated_prefill() -> None:
-    engine = SimEngine(COST)
+    engine = EngineModel(COST)
     b, _ = _preempt_once(engine)
     kv = 150 + b.done_before
     assert b.done_before == 1 + 5  # the token the prefill sampled, then 5 decode steps
@@ -62,16 +62,16 @@ def test_recompute_resume_pays_prompt_plus_generated_prefill() -> None:
 
 
 def test_recompute_prefix_hit_fraction_saves_part_of_the_prefill() -> None:
-    engine = SimEngine(COST, prefix_hit_fraction=0.5)
+    engine = EngineModel(COST, prefix_hit_fraction=0.5)
     b, _ = _preempt_once(engine)
     kv = 150 + b.done_before
     assert engine.recomputed_tokens == kv - int(0.5 * kv)
 
 
 def test_swap_pays_the_transfer_both_ways_and_no_prefill() -> None:
-    recompute = SimEngine(COST)
+    recompute = EngineModel(COST)
     _, t_recompute = _preempt_once(recompute)
-    engine = SimEngine(COST, preemption_mode="swap")
+    engine = EngineModel(COST, preemption_mode="swap")
     b, t_swap = _preempt_once(engine)
     kv = 150 + b.done_before
     assert engine.mode == "swap" and engine.mode_fallback is None
@@ -84,7 +84,7 @@ def test_swap_pays_the_transfer_both_ways_and_no_prefill() -> None:
 
 
 def test_swap_falls_back_to_recompute_where_the_profile_cannot_offload() -> None:
-    engine = SimEngine(replace(COST, swap_per_token_s=None), preemption_mode="swap")
+    engine = EngineModel(replace(COST, swap_per_token_s=None), preemption_mode="swap")
     assert engine.mode == "recompute" and engine.mode_fallback is not None
     b, _ = _preempt_once(engine)
     assert engine.recomputed_tokens == 150 + b.done_before and engine.swapped_tokens == 0

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from scheduler.cost_model import DEFAULT_COST
 from scheduler.cost_profiles import profile
-from scheduler.sim.engine import Seq, SimEngine
+from scheduler.sim.engine_model import EngineModel, Seq
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import Scenario
 from scheduler.step_phase import PhaseGrid, chunk_for_grid, spread
@@ -58,8 +58,8 @@ def test_chunk_fills_the_step_to_the_next_grid_point_within_the_cap() -> None:
         PhaseGrid(0.0)
 
 
-def _flooded_engine(phase: PhaseGrid | None) -> SimEngine:
-    engine = SimEngine(DEFAULT_COST, realtime_guard=True, phase=phase)
+def _flooded_engine(phase: PhaseGrid | None) -> EngineModel:
+    engine = EngineModel(DEFAULT_COST, realtime_guard=True, phase=phase)
     for i in range(40):
         engine.add(Seq(f"b{i}", "t", False, 0.0, 3000, 50, 3100), 0.0)
     return engine

@@ -13,7 +13,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed")
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import RequestStatus
 
-from tests.unit.engine.vllm_sched_support import (
+from tests.unit.worker.engine.vllm_sched_support import (
     BATCH,
     REALTIME,
     MakeSched,

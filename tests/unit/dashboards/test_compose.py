@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-COMPOSE = Path(__file__).resolve().parents[2] / "compose.yaml"
+COMPOSE = Path(__file__).resolve().parents[3] / "compose.yaml"
 SECRETS = {"FAIRWAY_SECRET_KEY": "test-secret", "FAIRWAY_ADMIN_TOKEN": "test-admin"}
 
 

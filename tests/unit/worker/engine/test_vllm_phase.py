@@ -14,7 +14,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed")
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from scheduler.step_phase import PhaseGrid, chunk_for_grid
-from tests.unit.engine.vllm_sched_support import (
+from tests.unit.worker.engine.vllm_sched_support import (
     BATCH,
     MakeSched,
     batch_pool,

@@ -21,7 +21,7 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request, RequestStatus
 
-from tests.unit.engine.vllm_sched_support import (
+from tests.unit.worker.engine.vllm_sched_support import (
     BATCH,
     FLEX,
     REALTIME,

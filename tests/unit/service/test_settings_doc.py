@@ -9,7 +9,7 @@ import pytest
 from service.store import settings_doc
 from service.store.settings import Settings, groups
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 def test_the_readme_table_is_the_generated_one() -> None:

@@ -12,7 +12,7 @@ import yaml
 
 from service.store.telemetry.metrics import exported_metric_names
 
-GRAFANA = Path(__file__).resolve().parents[2] / "dashboards" / "grafana"
+GRAFANA = Path(__file__).resolve().parents[3] / "dashboards" / "grafana"
 DASHBOARDS = sorted((GRAFANA / "dashboards").glob("*.json"))
 # Metric names in PromQL: ours all start with vllm:, fairway_ or process_.
 METRIC = re.compile(r"(?<![\w:])((?:vllm:|fairway_|process_)[A-Za-z0-9_:]*)")

@@ -1,5 +1,6 @@
-"""A simulated inference engine: continuous batching with chunked prefill, a KV budget,
-engine-side priority, prefix cache and abort, timed by a ``CostModel``.
+"""The simulator's model of an inference engine (``EngineModel``; not the deterministic engine
+the workers run, ``worker.engine.sim.SimEngine``): continuous batching with chunked prefill, a
+KV budget, engine-side priority, prefix cache and abort, timed by a ``CostModel``.
 
 Steps that contain prefill run one at a time. Once every running sequence is decoding, the
 engine jumps straight to the next sequence finishing (``CostModel.decode_run_s`` is exact for
@@ -20,13 +21,15 @@ preemption for realtime, or of the policy's Preempt, which aborts it here) eithe
   A profile that cannot offload (``swap_per_token_s=None``, the CPU one) falls back to
   recompute, and ``mode_fallback`` says why.
 
-Realtime guard (``realtime_guard``, Fairway's engine scheduler; the same rules run on vLLM in
-``worker.engine.vllm_guard``): a step that prefills a realtime prompt carries realtime work
-only (batch decodes and prefills wait one step), and while realtime was seen within
+Realtime guard (``realtime_guard``, Fairway's engine scheduler; the same rules, from
+``scheduler.engine_rules``, run on vLLM in ``worker.engine.vllm_guard``): a step that
+prefills a realtime prompt carries realtime work only (batch decodes and prefills wait one
+step, at most ``MAX_ALONE_STEPS`` in a row), and while realtime was seen within
 ``guard_hold_s`` batch prefill takes at most ``guard_chunk_tokens`` per step, so the step a
 realtime arrival must wait out stays short. docs/scheduler.md, "Realtime guard", has the
 figures. With a ``phase`` grid (``scheduler.step_phase``) that cap instead sizes each guarded
-step's batch chunk (up to twice the cap) so the step ends on the engine's next grid point.
+step's batch chunk (up to ``phase_chunk_limit`` of it) so the step ends on the engine's next
+grid point.
 """
 
 from __future__ import annotations
@@ -35,10 +38,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from scheduler.cost_model import CostModel
+from scheduler.engine_rules import GUARD_HOLD_S, MAX_ALONE_STEPS, phase_chunk_limit
 from scheduler.step_phase import PhaseGrid, chunk_for_grid
 
 RECOMPUTE, SWAP = "recompute", "swap"
-MAX_ALONE_STEPS = 8  # as worker.engine.vllm_guard: then one step is shared with batch
 
 
 @dataclass(slots=True)
@@ -82,7 +85,7 @@ class StepResult:
     engine_preemptions: int = 0
 
 
-class SimEngine:
+class EngineModel:
     def __init__(
         self,
         cost: CostModel,
@@ -92,7 +95,7 @@ class SimEngine:
         prefix_cache_entries: int = 64,
         realtime_guard: bool = False,
         guard_chunk_tokens: int | None = None,
-        guard_hold_s: float = 60.0,
+        guard_hold_s: float = GUARD_HOLD_S,
         preemption_mode: str = RECOMPUTE,
         prefix_hit_fraction: float = 0.0,
         phase: PhaseGrid | None = None,
@@ -102,7 +105,6 @@ class SimEngine:
         if not 0.0 <= prefix_hit_fraction < 1.0:
             raise ValueError("prefix_hit_fraction must be in [0, 1)")
         self.cost = cost
-        self.requested_mode = preemption_mode
         self.mode, self.mode_fallback = preemption_mode, None
         if preemption_mode == SWAP and not cost.can_swap:
             self.mode = RECOMPUTE
@@ -214,7 +216,7 @@ class SimEngine:
         if prefill and batch_cap is not None and self.phase is not None:
             fixed = self.cost.step_s(len(decode), ctx, 0) + self._transfer_s
             batch_cap = chunk_for_grid(
-                self.phase, now, fixed, self.cost.prefill_per_token_s, 2 * batch_cap
+                self.phase, now, fixed, self.cost.prefill_per_token_s, phase_chunk_limit(batch_cap)
             )
         if prefill:
             budget = max(0, self.cost.token_budget - len(decode))
