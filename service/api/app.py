@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from redis.asyncio import Redis
 
 from service.admin.routes import router as admin_router
@@ -22,6 +22,7 @@ from service.store.settings import Settings, get_settings
 from service.store.telemetry.logs import configure_logging
 from service.store.telemetry.state import configure as configure_metrics
 from service.web.catalog import ModelCatalog
+from service.web.deps import storable_params
 from service.web.errors import install_error_handlers
 
 
@@ -42,7 +43,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await app.state.redis.aclose()
             await async_engine(settings.database_url).dispose()
 
-    app = FastAPI(title="Fairway", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="Fairway", version="0.1.0", lifespan=lifespan,
+                  dependencies=[Depends(storable_params)])
     install_error_handlers(app)
     install_redis_unavailable_handler(app)
 
