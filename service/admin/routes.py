@@ -4,14 +4,21 @@ commits together with its audit entry. Everything here needs the admin credentia
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Path
 from redis.exceptions import RedisError
 
 from service.admin import tenant_ops as ops
 from service.admin.audit import record
-from service.admin.schemas import KeyCreate, QuotaUpdate, TenantCreate, TenantUpdate, TierUpsert
+from service.admin.schemas import (
+    TIER_NAME_MAX,
+    KeyCreate,
+    QuotaUpdate,
+    TenantCreate,
+    TenantUpdate,
+    TierUpsert,
+)
 from service.store.quota_limits import effective_limits
 from service.store.quota_store import QuotaStore
 from service.tiers import service as tiers
@@ -122,8 +129,8 @@ async def list_tiers(session: SessionDep) -> dict[str, Any]:
 
 
 @router.put("/tiers/{name}")
-async def upsert_tier(name: str, body: TierUpsert, actor: AdminDep,
-                      session: SessionDep) -> dict[str, Any]:
+async def upsert_tier(name: Annotated[str, Path(max_length=TIER_NAME_MAX)], body: TierUpsert,
+                      actor: AdminDep, session: SessionDep) -> dict[str, Any]:
     quotas = body.quotas.model_dump()
     before, tier = await tiers.upsert_tier(
         session, name=name, weight=body.weight, allowed_service_tiers=body.allowed_service_tiers,

@@ -11,6 +11,8 @@ from service.store.quota_limits import QuotaSpec
 from service.store.storable import StorableModel
 from service.tiers.defaults import ALL_SERVICE_TIERS
 
+TIER_NAME_MAX = 32  # the tiers.name column
+
 
 class TenantCreate(StorableModel):
     model_config = ConfigDict(extra="forbid")

@@ -101,6 +101,16 @@ def test_tiers_are_editable_and_audited(admin: Admin):
     assert actions == ["tier.update", "tier.create"]
 
 
+def test_a_tier_name_longer_than_the_column_is_a_400(admin: Admin):
+    body = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 400,
+            "tpot_slo_ms": 60, "quotas": {}}
+    resp = admin.http.put("/admin/tiers/" + "t" * 33, json=body)  # was a 500 (truncation)
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["error"]["param"] == "path.name"
+    assert admin.http.put("/admin/tiers/" + "t" * 32, json=body).status_code == 200
+    assert admin.http.delete("/admin/tiers/" + "t" * 32).status_code == 200
+
+
 def test_quota_overrides_merge_with_tier_defaults(admin: Admin):
     tid, _ = admin.create_tenant(f"o-{uuid.uuid4().hex[:8]}", "free")
     q = admin.set_quotas(tid, requests_per_minute=5, monthly_tokens=None)
