@@ -12,6 +12,7 @@ from service.store.storable import StorableModel
 from service.tiers.defaults import ALL_SERVICE_TIERS
 
 TIER_NAME_MAX = 32  # the tiers.name column
+SLO_MAX_MS = 24 * 3600 * 1000  # a day: well inside the int4 columns that hold the targets
 
 
 class TenantCreate(StorableModel):
@@ -50,8 +51,8 @@ class TierUpsert(StorableModel):
     model_config = ConfigDict(extra="forbid")
     weight: float = Field(gt=0, le=1000)
     allowed_service_tiers: list[str] = Field(min_length=1)
-    ttft_slo_ms: int = Field(gt=0)
-    tpot_slo_ms: int = Field(gt=0)
+    ttft_slo_ms: int = Field(gt=0, le=SLO_MAX_MS)
+    tpot_slo_ms: int = Field(gt=0, le=SLO_MAX_MS)
     quotas: QuotaSpec
 
     @field_validator("allowed_service_tiers")

@@ -111,6 +111,16 @@ def test_a_tier_name_longer_than_the_column_is_a_400(admin: Admin):
     assert admin.http.delete("/admin/tiers/" + "t" * 32).status_code == 200
 
 
+def test_a_tier_slo_past_its_column_is_a_400(admin: Admin):
+    body = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 400,
+            "tpot_slo_ms": 60, "quotas": {}}
+    for field in ("ttft_slo_ms", "tpot_slo_ms"):
+        resp = admin.http.put(f"/admin/tiers/slo{uuid.uuid4().hex[:6]}",
+                              json={**body, field: 2**31})  # was a 500 (int4 out of range)
+        assert resp.status_code == 400, resp.text
+        assert resp.json()["error"]["param"] == field
+
+
 def test_quota_overrides_merge_with_tier_defaults(admin: Admin):
     tid, _ = admin.create_tenant(f"o-{uuid.uuid4().hex[:8]}", "free")
     q = admin.set_quotas(tid, requests_per_minute=5, monthly_tokens=None)
