@@ -31,7 +31,19 @@ class TenantUpdate(StorableModel):
 class KeyCreate(StorableModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(default="default", min_length=1, max_length=128)
-    expires_at: dt.datetime | None = None
+    expires_at: dt.datetime | None = None  # without an offset: UTC
+
+    @field_validator("expires_at")
+    @classmethod
+    def _in_utc(cls, value: dt.datetime | None) -> dt.datetime | None:
+        """In UTC, and a time Python can read back: an offset can carry 9999-12-31 past year
+        9999 (or 0001-01-01 before year 1), which Postgres stores but the driver cannot load."""
+        if value is None:
+            return None
+        try:
+            return value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        except OverflowError as exc:
+            raise ValueError("expires_at is out of range once converted to UTC") from exc
 
 
 class QuotaUpdate(StorableModel):
