@@ -111,8 +111,10 @@ def _expires_at(fields: dict[str, str]) -> dt.datetime | None:
     seconds = fields.get("expires_after[seconds]")
     if not seconds:
         return None
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
     if fields.get("expires_after[anchor]", "created_at") != "created_at" or \
-            not seconds.isdigit() or not 3600 <= int(seconds) <= 30 * 86400:
+            not (seconds.isascii() and seconds.isdigit()) or \
+            not 3600 <= int(seconds) <= 30 * 86400:
         raise APIError(400, "expires_after needs anchor 'created_at' and 3600-2592000 seconds.",
                        code="invalid_value", param="expires_after")
     return dt.datetime.now(dt.UTC) + dt.timedelta(seconds=int(seconds))

@@ -73,6 +73,18 @@ def test_nul_in_a_path_or_query_parameter_is_a_400_naming_it(sim_stack: Stack, m
         assert error["param"] == param and "NUL" in error["message"], error
 
 
+def test_a_file_expiry_that_is_not_ascii_digits_is_a_400(sim_stack: Stack, make_tenant):
+    _, key = make_tenant()
+    # "²".isdigit(), but int("²") raises: that was a 500. Fullwidth "3600" is refused too.
+    for seconds in ("²", "\uff13\uff16\uff10\uff10", "-3600"):
+        resp = httpx.post(sim_stack.base_url + "/v1/files", timeout=30,
+                          headers={"authorization": f"Bearer {key}"},
+                          data={"purpose": "batch", "expires_after[seconds]": seconds},
+                          files={"file": ("in.jsonl", b"{}\n")})
+        assert resp.status_code == 400, (seconds, resp.text)
+        assert resp.json()["error"]["param"] == "expires_after"
+
+
 def _chunks(total: int, size: int = 64 * 1024) -> Iterator[bytes]:
     yield b'{"model": "sim-model", "messages": [{"role": "user", "content": "'
     sent = 0
