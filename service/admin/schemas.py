@@ -62,7 +62,9 @@ class QuotaUpdate(StorableModel):
 class TierUpsert(StorableModel):
     model_config = ConfigDict(extra="forbid")
     weight: float = Field(gt=0, le=1000)
-    allowed_service_tiers: list[str] = Field(min_length=1)
+    allowed_service_tiers: list[str] = Field(
+        min_length=1, json_schema_extra={"items": {"type": "string",
+                                                   "enum": list(ALL_SERVICE_TIERS)}})
     ttft_slo_ms: int = Field(gt=0, le=SLO_MAX_MS)
     tpot_slo_ms: int = Field(gt=0, le=SLO_MAX_MS)
     quotas: QuotaSpec
