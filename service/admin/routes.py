@@ -4,22 +4,31 @@ commits together with its audit entry. Everything here needs the admin credentia
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Path
 from redis.exceptions import RedisError
 
 from service.admin import tenant_ops as ops
 from service.admin.audit import record
-from service.admin.schemas import KeyCreate, QuotaUpdate, TenantCreate, TenantUpdate, TierUpsert
+from service.admin.schemas import (
+    TIER_NAME_MAX,
+    KeyCreate,
+    QuotaUpdate,
+    TenantCreate,
+    TenantUpdate,
+    TierUpsert,
+)
 from service.store.quota_limits import effective_limits
 from service.store.quota_store import QuotaStore
 from service.tiers import service as tiers
 from service.web.deps import AdminDep, RedisDep, SessionDep, SettingsDep, require_admin
 from service.web.errors import APIError
+from service.web.responses import ADMIN_ROUTES, WITH_BODY, errors
 
 log = logging.getLogger("fairway.admin")
-router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
+router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)],
+                   responses=ADMIN_ROUTES)
 
 
 @router.get("/tenants")
@@ -27,7 +36,7 @@ async def list_tenants(session: SessionDep) -> dict[str, Any]:
     return {"object": "list", "data": await ops.list_tenants(session)}
 
 
-@router.post("/tenants", status_code=201)
+@router.post("/tenants", status_code=201, responses={**errors(409), **WITH_BODY})
 async def create_tenant(body: TenantCreate, actor: AdminDep, session: SessionDep,
                         settings: SettingsDep) -> dict[str, Any]:
     tenant = await ops.create_tenant(session, actor=actor, name=body.name, tier=body.tier)
@@ -41,12 +50,12 @@ async def create_tenant(body: TenantCreate, actor: AdminDep, session: SessionDep
     return out
 
 
-@router.get("/tenants/{tenant_id}")
+@router.get("/tenants/{tenant_id}", responses=errors(404))
 async def read_tenant(tenant_id: str, session: SessionDep) -> dict[str, Any]:
     return ops.tenant_view(await ops.require_tenant(session, tenant_id))
 
 
-@router.patch("/tenants/{tenant_id}")
+@router.patch("/tenants/{tenant_id}", responses={**errors(404), **WITH_BODY})
 async def update_tenant(tenant_id: str, body: TenantUpdate, actor: AdminDep,
                         session: SessionDep, redis: RedisDep,
                         settings: SettingsDep) -> dict[str, Any]:
@@ -61,7 +70,7 @@ async def update_tenant(tenant_id: str, body: TenantUpdate, actor: AdminDep,
     return ops.tenant_view(tenant)
 
 
-@router.delete("/tenants/{tenant_id}")
+@router.delete("/tenants/{tenant_id}", responses=errors(404))
 async def delete_tenant(tenant_id: str, actor: AdminDep, session: SessionDep) -> dict[str, Any]:
     await ops.delete_tenant(session, actor=actor,
                             tenant=await ops.require_tenant(session, tenant_id))
@@ -69,13 +78,14 @@ async def delete_tenant(tenant_id: str, actor: AdminDep, session: SessionDep) ->
     return {"id": tenant_id, "deleted": True}
 
 
-@router.get("/tenants/{tenant_id}/keys")
+@router.get("/tenants/{tenant_id}/keys", responses=errors(404))
 async def list_keys(tenant_id: str, session: SessionDep) -> dict[str, Any]:
     tenant = await ops.require_tenant(session, tenant_id)
     return {"object": "list", "data": await ops.list_keys(session, tenant=tenant)}
 
 
-@router.post("/tenants/{tenant_id}/keys", status_code=201)
+@router.post("/tenants/{tenant_id}/keys", status_code=201,
+             responses={**errors(404), **WITH_BODY})
 async def issue_key(tenant_id: str, body: KeyCreate, actor: AdminDep, session: SessionDep,
                     settings: SettingsDep) -> dict[str, Any]:
     tenant = await ops.require_tenant(session, tenant_id)
@@ -86,7 +96,7 @@ async def issue_key(tenant_id: str, body: KeyCreate, actor: AdminDep, session: S
     return {**ops.key_view(key), "key": clear}  # the only time the clear key is ever sent
 
 
-@router.delete("/tenants/{tenant_id}/keys/{key_id}")
+@router.delete("/tenants/{tenant_id}/keys/{key_id}", responses=errors(404))
 async def revoke_key(tenant_id: str, key_id: str, actor: AdminDep,
                      session: SessionDep) -> dict[str, Any]:
     tenant = await ops.require_tenant(session, tenant_id)
@@ -95,7 +105,7 @@ async def revoke_key(tenant_id: str, key_id: str, actor: AdminDep,
     return ops.key_view(key)
 
 
-@router.get("/tenants/{tenant_id}/quotas")
+@router.get("/tenants/{tenant_id}/quotas", responses=errors(404))
 async def read_quotas(tenant_id: str, session: SessionDep, redis: RedisDep) -> dict[str, Any]:
     tenant = await ops.require_tenant(session, tenant_id)
     tier = await tiers.get_tier(session, name=tenant.tier)
@@ -107,7 +117,7 @@ async def read_quotas(tenant_id: str, session: SessionDep, redis: RedisDep) -> d
             "live": await QuotaStore(redis).state(tenant_id=tenant.id, limits=limits)}
 
 
-@router.put("/tenants/{tenant_id}/quotas")
+@router.put("/tenants/{tenant_id}/quotas", responses={**errors(404), **WITH_BODY})
 async def write_quotas(tenant_id: str, body: QuotaUpdate, actor: AdminDep,
                        session: SessionDep, redis: RedisDep) -> dict[str, Any]:
     tenant = await ops.require_tenant(session, tenant_id)
@@ -121,9 +131,9 @@ async def list_tiers(session: SessionDep) -> dict[str, Any]:
     return {"object": "list", "data": [tiers.tier_view(t) for t in await tiers.list_tiers(session)]}
 
 
-@router.put("/tiers/{name}")
-async def upsert_tier(name: str, body: TierUpsert, actor: AdminDep,
-                      session: SessionDep) -> dict[str, Any]:
+@router.put("/tiers/{name}", responses=WITH_BODY)
+async def upsert_tier(name: Annotated[str, Path(max_length=TIER_NAME_MAX)], body: TierUpsert,
+                      actor: AdminDep, session: SessionDep) -> dict[str, Any]:
     quotas = body.quotas.model_dump()
     before, tier = await tiers.upsert_tier(
         session, name=name, weight=body.weight, allowed_service_tiers=body.allowed_service_tiers,
@@ -135,7 +145,7 @@ async def upsert_tier(name: str, body: TierUpsert, actor: AdminDep,
     return after
 
 
-@router.delete("/tiers/{name}")
+@router.delete("/tiers/{name}", responses=errors(409))
 async def delete_tier(name: str, actor: AdminDep, session: SessionDep) -> dict[str, Any]:
     if not await tiers.delete_tier(session, name=name):
         raise APIError(409, f"Tier '{name}' does not exist or still has tenants.",

@@ -13,8 +13,10 @@ from service.usage.service import usage_rows
 from service.web.catalog import live_workers
 from service.web.deps import RedisDep, SessionDep, require_admin
 from service.web.errors import APIError
+from service.web.responses import ADMIN_ROUTES
 
-router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
+router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)],
+                   responses=ADMIN_ROUTES)
 
 
 @router.get("/usage")

@@ -11,6 +11,9 @@ from service.store.quota_limits import QuotaSpec
 from service.store.storable import StorableModel
 from service.tiers.defaults import ALL_SERVICE_TIERS
 
+TIER_NAME_MAX = 32  # the tiers.name column
+SLO_MAX_MS = 24 * 3600 * 1000  # a day: well inside the int4 columns that hold the targets
+
 
 class TenantCreate(StorableModel):
     model_config = ConfigDict(extra="forbid")
@@ -28,7 +31,19 @@ class TenantUpdate(StorableModel):
 class KeyCreate(StorableModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(default="default", min_length=1, max_length=128)
-    expires_at: dt.datetime | None = None
+    expires_at: dt.datetime | None = None  # without an offset: UTC
+
+    @field_validator("expires_at")
+    @classmethod
+    def _in_utc(cls, value: dt.datetime | None) -> dt.datetime | None:
+        """In UTC, and a time Python can read back: an offset can carry 9999-12-31 past year
+        9999 (or 0001-01-01 before year 1), which Postgres stores but the driver cannot load."""
+        if value is None:
+            return None
+        try:
+            return value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        except OverflowError as exc:
+            raise ValueError("expires_at is out of range once converted to UTC") from exc
 
 
 class QuotaUpdate(StorableModel):
@@ -47,9 +62,11 @@ class QuotaUpdate(StorableModel):
 class TierUpsert(StorableModel):
     model_config = ConfigDict(extra="forbid")
     weight: float = Field(gt=0, le=1000)
-    allowed_service_tiers: list[str] = Field(min_length=1)
-    ttft_slo_ms: int = Field(gt=0)
-    tpot_slo_ms: int = Field(gt=0)
+    allowed_service_tiers: list[str] = Field(
+        min_length=1, json_schema_extra={"items": {"type": "string",
+                                                   "enum": list(ALL_SERVICE_TIERS)}})
+    ttft_slo_ms: int = Field(gt=0, le=SLO_MAX_MS)
+    tpot_slo_ms: int = Field(gt=0, le=SLO_MAX_MS)
     quotas: QuotaSpec
 
     @field_validator("allowed_service_tiers")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
+from fastapi.responses import PlainTextResponse
 from redis.asyncio import Redis
 
 from service.admin.routes import router as admin_router
@@ -22,7 +23,9 @@ from service.store.settings import Settings, get_settings
 from service.store.telemetry.logs import configure_logging
 from service.store.telemetry.state import configure as configure_metrics
 from service.web.catalog import ModelCatalog
+from service.web.deps import storable_params
 from service.web.errors import install_error_handlers
+from service.web.responses import install_openapi
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -42,8 +45,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await app.state.redis.aclose()
             await async_engine(settings.database_url).dispose()
 
-    app = FastAPI(title="Fairway", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="Fairway", version="0.1.0", lifespan=lifespan,
+                  dependencies=[Depends(storable_params)])
     install_error_handlers(app)
+    install_openapi(app)
     install_redis_unavailable_handler(app)
 
     def body_limit(path: str) -> int:
@@ -60,10 +65,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ok"}
 
     # Observability (docs/observability.md): /readyz always; /metrics unless metrics are off.
-    app.add_api_route("/readyz", obs_http.readyz_response, methods=["GET"])
+    app.add_api_route("/readyz", obs_http.readyz_response, methods=["GET"], responses={
+        503: {"description": "Not ready; `reasons` says why.",
+              "content": {"application/json": {"schema": {"type": "object"}}}}})
     configure_metrics(settings.metrics)
     if settings.metrics.enabled:
-        app.add_api_route("/metrics", obs_http.metrics_response, methods=["GET"])
+        app.add_api_route("/metrics", obs_http.metrics_response, methods=["GET"],
+                          response_class=PlainTextResponse)
         app.add_middleware(obs_http.RequestCounter)
 
     app.include_router(openai_router)

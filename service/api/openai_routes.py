@@ -27,9 +27,19 @@ from service.store.nul_codec import result_text
 from service.store.settings import Settings
 from service.web.deps import CurrentTenant, SessionDep, SettingsDep
 from service.web.errors import APIError, error_body
+from service.web.responses import TENANT_ROUTES, WITH_BODY, errors
 
 log = logging.getLogger("fairway.api")
-router = APIRouter(prefix="/v1")
+router = APIRouter(prefix="/v1", responses=TENANT_ROUTES)
+# One server-sent event: `data` is a chunk (JSON), an error in OpenAI's shape, or [DONE].
+SSE_EVENT = {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}}}
+# A completion answers JSON, or with "stream": true server-sent events; refusals at admission
+# (403 service tier, 404 model, 429 quota), and a job's own failure, timeout or lost stream.
+COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The completion (JSON), or its chunks as server-sent events.",
+          "content": {"text/event-stream": {"schema": SSE_EVENT}}},
+    **errors(403, 404, 429, 504), **WITH_BODY,
+}
 _background: set[asyncio.Task[Any]] = set()
 
 
@@ -40,21 +50,21 @@ async def list_models(request: Request, _: CurrentTenant) -> dict[str, Any]:
         {"id": n, "object": "model", "created": 0, "owned_by": "fairway"} for n in names]}
 
 
-@router.post("/chat/completions", response_model=None)
+@router.post("/chat/completions", response_model=None, responses=COMPLETION_RESPONSES)
 async def chat_completions(body: ChatCompletionRequest, request: Request, response: Response,
                            tenant: CurrentTenant, session: SessionDep, settings: SettingsDep
                            ) -> dict[str, Any] | StreamingResponse:
     return await _submit(request, response, session, settings, tenant, body, chat=True)
 
 
-@router.post("/completions", response_model=None)
+@router.post("/completions", response_model=None, responses=COMPLETION_RESPONSES)
 async def completions(body: CompletionRequest, request: Request, response: Response,
                       tenant: CurrentTenant, session: SessionDep, settings: SettingsDep
                       ) -> dict[str, Any] | StreamingResponse:
     return await _submit(request, response, session, settings, tenant, body, chat=False)
 
 
-@router.get("/jobs/{job_id}")
+@router.get("/jobs/{job_id}", responses=errors(404))
 async def read_job(job_id: str, tenant: CurrentTenant, session: SessionDep) -> dict[str, Any]:
     parsed = parse_public_id(job_id)
     job = await get_job(session, job_id=parsed, tenant_id=tenant.id) if parsed else None

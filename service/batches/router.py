@@ -29,13 +29,14 @@ from service.store.models.batches import Batch, parse_batch_id
 from service.store.settings import Settings
 from service.web.deps import CurrentTenant, SessionDep, SettingsDep
 from service.web.errors import APIError
+from service.web.responses import TENANT_ROUTES, WITH_BODY, errors
 
 log = logging.getLogger("fairway.batches")
-router = APIRouter(prefix="/v1")
+router = APIRouter(prefix="/v1", responses=TENANT_ROUTES)
 _validations: set[asyncio.Task[Any]] = set()  # keep references: asyncio holds tasks weakly
 
 
-@router.post("/batches")
+@router.post("/batches", responses={**errors(404, 429), **WITH_BODY})
 async def create(body: BatchCreate, request: Request, tenant: CurrentTenant,
                  session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
     windows = allowed_windows(settings.batches.completion_windows)
@@ -70,14 +71,14 @@ async def read_batches(tenant: CurrentTenant, session: SessionDep, after: str | 
             "last_id": data[-1]["id"] if data else None}
 
 
-@router.get("/batches/{batch_id}")
+@router.get("/batches/{batch_id}", responses=errors(404))
 async def read_batch(batch_id: str, tenant: CurrentTenant, session: SessionDep
                      ) -> dict[str, Any]:
     batch = await _owned(session, tenant.id, batch_id)
     return batch_view(batch, (await live_counts(session, [batch]))[batch.id])
 
 
-@router.post("/batches/{batch_id}/cancel")
+@router.post("/batches/{batch_id}/cancel", responses=errors(404, 409))
 async def cancel(batch_id: str, tenant: CurrentTenant, session: SessionDep) -> dict[str, Any]:
     batch = await cancel_batch(session, batch=await _owned(session, tenant.id, batch_id))
     return batch_view(batch, (await live_counts(session, [batch]))[batch.id])

@@ -23,16 +23,27 @@ from service.store.models.files import StoredFile, parse_file_id
 from service.store.settings import Settings
 from service.web.deps import CurrentTenant, SessionDep, SettingsDep
 from service.web.errors import APIError
+from service.web.responses import TENANT_ROUTES, WITH_BODY, errors
 
-router = APIRouter(prefix="/v1")
+router = APIRouter(prefix="/v1", responses=TENANT_ROUTES)
 UPLOAD_PURPOSES = ("batch",)
+# The upload is read as a stream (upload.py), not through FastAPI's form parsing, so its
+# multipart body is described here.
+UPLOAD_BODY = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["file", "purpose"], "properties": {
+        "file": {"type": "string", "format": "binary",
+                 "description": "The batch input: JSONL, one request per line."},
+        "purpose": {"type": "string", "enum": list(UPLOAD_PURPOSES)},
+        "expires_after[anchor]": {"type": "string", "enum": ["created_at"]},
+        "expires_after[seconds]": {"type": "integer", "minimum": 3600, "maximum": 2592000},
+    }}}}}}
 
 
 def file_storage(settings: Settings) -> FileStorage:
     return storage_for(settings.files_root)
 
 
-@router.post("/files")
+@router.post("/files", openapi_extra=UPLOAD_BODY, responses=WITH_BODY)
 async def upload_file(request: Request, tenant: CurrentTenant, session: SessionDep,
                       settings: SettingsDep) -> dict[str, Any]:
     storage = file_storage(settings)
@@ -70,12 +81,15 @@ async def read_files(tenant: CurrentTenant, session: SessionDep,
             "last_id": data[-1]["id"] if data else None}
 
 
-@router.get("/files/{file_id}")
+@router.get("/files/{file_id}", responses=errors(404))
 async def read_file(file_id: str, tenant: CurrentTenant, session: SessionDep) -> dict[str, Any]:
     return file_view(await _owned(session, tenant.id, file_id))
 
 
-@router.get("/files/{file_id}/content")
+@router.get("/files/{file_id}/content", response_class=StreamingResponse, responses={
+    200: {"description": "The file's bytes.", "content": {
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+    **errors(404)})
 async def read_file_content(file_id: str, tenant: CurrentTenant, session: SessionDep,
                             settings: SettingsDep) -> StreamingResponse:
     row = await _owned(session, tenant.id, file_id)
@@ -89,7 +103,7 @@ async def read_file_content(file_id: str, tenant: CurrentTenant, session: Sessio
                              headers={"Content-Length": str(row.bytes)})
 
 
-@router.delete("/files/{file_id}")
+@router.delete("/files/{file_id}", responses=errors(404))
 async def remove_file(file_id: str, tenant: CurrentTenant, session: SessionDep,
                       settings: SettingsDep) -> dict[str, Any]:
     row = await _owned(session, tenant.id, file_id)
@@ -111,8 +125,10 @@ def _expires_at(fields: dict[str, str]) -> dt.datetime | None:
     seconds = fields.get("expires_after[seconds]")
     if not seconds:
         return None
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
     if fields.get("expires_after[anchor]", "created_at") != "created_at" or \
-            not seconds.isdigit() or not 3600 <= int(seconds) <= 30 * 86400:
+            not (seconds.isascii() and seconds.isdigit()) or \
+            not 3600 <= int(seconds) <= 30 * 86400:
         raise APIError(400, "expires_after needs anchor 'created_at' and 3600-2592000 seconds.",
                        code="invalid_value", param="expires_after")
     return dt.datetime.now(dt.UTC) + dt.timedelta(seconds=int(seconds))

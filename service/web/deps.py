@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.models.tenants import Tenant
 from service.store.settings import Settings
+from service.store.storable import first_unstorable
 from service.tenants.service import authenticate
 from service.web.errors import APIError
 
@@ -29,6 +30,17 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
 def get_redis(request: Request) -> Redis:
     redis: Redis = request.app.state.redis
     return redis
+
+
+def storable_params(request: Request) -> None:
+    """Path and query parameters reach SQL as text, so one Postgres cannot store (U+0000) is
+    refused with a 400 that names it, as the same text in a body is (service.store.storable).
+    The app runs this before every route."""
+    params = [*request.path_params.items(), *request.query_params.multi_items()]
+    for name, value in params:
+        found = first_unstorable(value, allow_nul=False, path=name)
+        if found is not None:
+            raise APIError(400, f"{found[0]} {found[1]}", code="invalid_value", param=name)
 
 
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]

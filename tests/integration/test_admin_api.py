@@ -101,6 +101,40 @@ def test_tiers_are_editable_and_audited(admin: Admin):
     assert actions == ["tier.update", "tier.create"]
 
 
+def test_a_tier_name_longer_than_the_column_is_a_400(admin: Admin):
+    body = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 400,
+            "tpot_slo_ms": 60, "quotas": {}}
+    resp = admin.http.put("/admin/tiers/" + "t" * 33, json=body)  # was a 500 (truncation)
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["error"]["param"] == "path.name"
+    assert admin.http.put("/admin/tiers/" + "t" * 32, json=body).status_code == 200
+    assert admin.http.delete("/admin/tiers/" + "t" * 32).status_code == 200
+
+
+def test_a_tier_slo_past_its_column_is_a_400(admin: Admin):
+    body = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 400,
+            "tpot_slo_ms": 60, "quotas": {}}
+    for field in ("ttft_slo_ms", "tpot_slo_ms"):
+        resp = admin.http.put(f"/admin/tiers/slo{uuid.uuid4().hex[:6]}",
+                              json={**body, field: 2**31})  # was a 500 (int4 out of range)
+        assert resp.status_code == 400, resp.text
+        assert resp.json()["error"]["param"] == field
+
+
+def test_a_key_expiry_outside_the_years_python_reads_is_a_400(sim_stack: Stack, admin: Admin):
+    tid, _ = admin.create_tenant(f"x-{uuid.uuid4().hex[:8]}")
+    # Stored, these broke every later read of the tenant's keys (and the key itself) with 500.
+    for expires in ("9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+14:00"):
+        resp = admin.http.post(f"/admin/tenants/{tid}/keys", json={"expires_at": expires})
+        assert resp.status_code == 400, resp.text
+        assert resp.json()["error"]["param"] == "expires_at"
+    assert admin.http.get(f"/admin/tenants/{tid}/keys").status_code == 200
+    key = admin.ok("POST", f"/admin/tenants/{tid}/keys", json={"expires_at": "2999-01-01T00:00"})
+    assert key["expires_at"] == "2999-01-01T00:00:00+00:00"  # no offset: UTC
+    assert httpx.get(sim_stack.base_url + "/v1/models", timeout=10,
+                     headers={"Authorization": f"Bearer {key['key']}"}).status_code == 200
+
+
 def test_quota_overrides_merge_with_tier_defaults(admin: Admin):
     tid, _ = admin.create_tenant(f"o-{uuid.uuid4().hex[:8]}", "free")
     q = admin.set_quotas(tid, requests_per_minute=5, monthly_tokens=None)

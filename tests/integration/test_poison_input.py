@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import httpx
 import openai
 
+from service.store.settings import DEV_ADMIN_TOKEN
 from tests.support.stack import Stack
 
 MODEL = "sim-model"
@@ -51,6 +52,37 @@ def test_nul_in_a_chat_message_is_still_served(sim_stack: Stack, make_tenant):
     raw = (b'{"model": "sim-model", "max_tokens": 4, "temperature": 0, "messages": '
            b'[{"role": "user", "content": "a\\u0000b"}]}')
     assert _post_raw(sim_stack, key, "/v1/chat/completions", raw).status_code == 200
+
+
+def test_nul_in_a_path_or_query_parameter_is_a_400_naming_it(sim_stack: Stack, make_tenant):
+    # Found by the API fuzz test (test_api_fuzz.py): these reached SQL and failed as a 500.
+    _, key = make_tenant()
+    tenant = {"authorization": f"Bearer {key}"}
+    admin = {"authorization": f"Bearer {DEV_ADMIN_TOKEN}"}
+    tier = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 1000,
+            "tpot_slo_ms": 100, "quotas": {}}
+    for method, path, headers, body, param in (
+            ("GET", "/v1/files?purpose=a%00b", tenant, None, "purpose"),
+            ("GET", "/admin/audit?target_id=a%00b", admin, None, "target_id"),
+            ("DELETE", "/admin/tiers/a%00b", admin, None, "name"),
+            ("PUT", "/admin/tiers/a%00b", admin, tier, "name")):
+        resp = httpx.request(method, sim_stack.base_url + path, headers=headers, json=body,
+                             timeout=30)
+        assert resp.status_code == 400, (path, resp.text)
+        error = resp.json()["error"]
+        assert error["param"] == param and "NUL" in error["message"], error
+
+
+def test_a_file_expiry_that_is_not_ascii_digits_is_a_400(sim_stack: Stack, make_tenant):
+    _, key = make_tenant()
+    # "²".isdigit(), but int("²") raises: that was a 500. Fullwidth "3600" is refused too.
+    for seconds in ("²", "\uff13\uff16\uff10\uff10", "-3600"):
+        resp = httpx.post(sim_stack.base_url + "/v1/files", timeout=30,
+                          headers={"authorization": f"Bearer {key}"},
+                          data={"purpose": "batch", "expires_after[seconds]": seconds},
+                          files={"file": ("in.jsonl", b"{}\n")})
+        assert resp.status_code == 400, (seconds, resp.text)
+        assert resp.json()["error"]["param"] == "expires_after"
 
 
 def _chunks(total: int, size: int = 64 * 1024) -> Iterator[bytes]:

@@ -1,0 +1,82 @@
+"""What the OpenAPI document says about errors: OpenAI's error shape as a schema, and the
+status codes each route can answer, so clients see them (and the API fuzz test,
+tests/integration/test_api_fuzz.py, holds every response to them).
+
+Routers take a common set (``TENANT_ROUTES``, ``ADMIN_ROUTES``); a route adds what only it
+can answer with ``errors(404, 409, ...)``. Invalid input is a 400 (errors.py), never FastAPI's
+422, so ``install_openapi`` takes the 422 FastAPI documents by default out of the document.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import BaseModel, Field
+
+
+class ErrorDetail(BaseModel):
+    message: str = Field(description="What went wrong, for a person.")
+    type: str = Field(description="The error class, e.g. invalid_request_error.")
+    param: str | None = Field(description="The parameter or field at fault, if one is.")
+    code: str | None = Field(description="A machine-readable code, e.g. model_not_found.")
+
+
+class ErrorResponse(BaseModel):
+    """Every error the API answers, in OpenAI's shape."""
+
+    error: ErrorDetail
+
+
+_RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.",
+                                "required": True, "schema": {"type": "integer"}}}
+
+_DESCRIPTIONS = {
+    400: "Invalid request: a parameter or the body is malformed or out of range.",
+    401: "Missing, unknown, revoked or expired credential (or a suspended tenant).",
+    403: "The credential may not do this.",
+    404: "No such object (or model), or not this tenant's.",
+    409: "The object's state does not allow this.",
+    413: "The request body is over its limit.",
+    429: "A rate limit, quota or latency target refused the request; retry after Retry-After.",
+    503: "A dependency (Postgres, Redis) is unavailable, or the job's stream was interrupted; "
+         "retry after Retry-After.",
+    504: "The request timed out before its job finished.",
+}
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for these error statuses, each with the OpenAI error schema."""
+    out: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        out[status] = {"model": ErrorResponse, "description": _DESCRIPTIONS[status]}
+        if status in (429, 503):
+            out[status]["headers"] = _RETRY_AFTER
+    return out
+
+
+# Any route behind a tenant key: bad parameters, a bad key, an outage.
+TENANT_ROUTES = errors(400, 401, 503)
+# Any /admin route: the same, and a credential that is not the admin's.
+ADMIN_ROUTES = errors(400, 401, 403, 503)
+# The request body is read: it may be too large.
+WITH_BODY = errors(413)
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Build the document as FastAPI does, then drop the 422 responses (and their schemas) it
+    adds to every route with parameters: invalid input here is a 400 in OpenAI's shape."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        fresh = app.openapi_schema is None
+        schema = build()
+        if fresh:
+            for path in schema.get("paths", {}).values():
+                for operation in path.values():
+                    operation.get("responses", {}).pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(name, None)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
