@@ -54,6 +54,9 @@ def _stream(stack: Stack, key: str, out: list[dict[str, object]]) -> None:
                 "messages": [{"role": "user", "content": "tell me a long story"}]},
                 headers={"authorization": f"Bearer {key}"}) as resp:
             result["status"] = resp.status_code
+            if resp.status_code != 200:  # refused at the door (503 while Redis is away)
+                resp.read()
+                result["error"] = {"status": resp.status_code, "body": resp.text}
             for line in resp.iter_lines():
                 if not line.startswith("data: "):
                     continue
