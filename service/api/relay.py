@@ -39,7 +39,15 @@ class Interrupted:
 
 RelayEvent = NewText | Final | Failure | TimedOut | Interrupted
 
+# A final job as its row in Postgres says: its whole text, and its end as the stream's last
+# entry would have said it (service.jobs.service.job_outcome).
+Settled = tuple[str, Final | Failure]
+
 OUTAGE_PATIENCE_S = 30.0  # how long the relay waits for Redis to come back
+# After this long without a stream entry, and as often while it lasts, the relay reads the
+# job's row: a job can be final with its stream's end never written (the worker died after its
+# final write, its stream outbox lost), and Postgres, not the stream, is the truth.
+SETTLE_CHECK_S = 5.0
 
 
 class ClientGone(Exception):
@@ -54,11 +62,17 @@ async def follow_job(
     is_disconnected: Callable[[], Awaitable[bool]] | None = None,
     block_ms: int = 1000,
     outage_patience_s: float = OUTAGE_PATIENCE_S,
+    settled: Callable[[], Awaitable[Settled | None]] | None = None,
+    settle_check_s: float = SETTLE_CHECK_S,
 ) -> AsyncIterator[RelayEvent]:
     """Yields new text, then one Final or Failure (or TimedOut, or Interrupted).
 
     A Redis outage is waited out (up to ``outage_patience_s``): reading resumes after the last
     entry seen, so the client gets every entry once Redis is back.
+
+    ``settled`` reads the job's row: None while it is active. After ``settle_check_s`` without
+    an entry (Redis away included), and every ``settle_check_s`` while that lasts, a final row
+    ends the relay with the text not yet sent and the row's end.
 
     A re-run attempt regenerates from its first token (or its checkpoint); text up to what was
     already sent is dropped, which is exact for deterministic (greedy or seeded) decoding.
@@ -70,6 +84,22 @@ async def follow_job(
     give_up = time.monotonic() + timeout_s
     outage_since: float | None = None
     failures = 0
+    quiet_since = last_check = time.monotonic()
+
+    async def row_says() -> Settled | None:
+        """The job's row, if it is time to read it (and it can be read)."""
+        nonlocal last_check
+        now = time.monotonic()
+        if settled is None or min(now - quiet_since, now - last_check) < settle_check_s:
+            return None
+        last_check = now
+        try:
+            return await settled()
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            return None  # Postgres away too: the stream may still bring the end
+
     while True:
         try:
             batch = cast(list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]],
@@ -78,6 +108,10 @@ async def follow_job(
         except Exception as exc:
             if not is_outage(exc):
                 raise
+            if (outcome := await row_says()) is not None:
+                for event in _from_row(outcome, sent):
+                    yield event
+                return
             now = time.monotonic()
             outage_since = outage_since or now
             if now - outage_since > outage_patience_s or now > give_up:
@@ -88,12 +122,17 @@ async def follow_job(
             await asyncio.sleep(min(2.0, 0.1 * 2 ** failures))
             continue
         if not batch:
+            if (outcome := await row_says()) is not None:
+                for event in _from_row(outcome, sent):
+                    yield event
+                return
             if is_disconnected is not None and await is_disconnected():
                 raise ClientGone
             if time.monotonic() > give_up:
                 yield TimedOut()
                 return
             continue
+        quiet_since = time.monotonic()
         for entry_id, raw in batch[0][1]:
             last_id = entry_id
             entry: Entry | None = parse(raw)
@@ -115,3 +154,10 @@ async def follow_job(
             if end > sent:
                 yield NewText(entry.text[max(0, sent - start):])
                 sent = end
+
+
+def _from_row(outcome: Settled, sent: int) -> list[RelayEvent]:
+    """The end of a relay read from the job's row: the text not yet sent, then the end."""
+    text, end = outcome
+    rest = text[sent:] if isinstance(end, Final) else ""
+    return [NewText(rest), end] if rest else [end]
