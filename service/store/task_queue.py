@@ -16,8 +16,8 @@ Delivery settings, chosen on purpose (Postgres, not the broker, is the source of
   to reconnect for as long as it takes, instead of exiting after 100 tries.
 - task_publish_retry_policy: the dispatcher's send gives up within about a second when the
   broker is away; it then gives the job's claim back and backs off (scheduler.dispatcher).
-- broker_transport=RedisTransport: kombu's Redis transport, except that a channel whose
-  transport is already closed says so with a connection error (see below).
+- broker_transport=fairway-redis (RedisTransport): kombu's Redis transport, except that a
+  channel whose transport is already closed says so with a connection error (see below).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -54,10 +55,14 @@ class RedisTransport(kombu_redis.Transport):
     Channel = _RedisChannel
 
 
+BROKER_TRANSPORT = "fairway-redis"  # kombu's alias for RedisTransport (logs show it as scheme)
+
+
 def make_celery(settings: Settings) -> Celery:
+    TRANSPORT_ALIASES.setdefault(BROKER_TRANSPORT, f"{__name__}:{RedisTransport.__name__}")
     app = Celery("fairway", broker=settings.redis_url)
     app.conf.update(
-        broker_transport=RedisTransport,
+        broker_transport=BROKER_TRANSPORT,
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
