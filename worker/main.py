@@ -13,6 +13,7 @@ from scheduler.step_phase import PhaseGrid
 from service.store.keys import worker_queue
 from service.store.settings import Settings
 from service.store.task_queue import make_celery
+from worker.broker import CONSUMER
 from worker.engine import build_engine
 from worker.engine.vllm_guard import PHASE_COST_FIELDS
 from worker.host import EngineHost, default_cost_profile, key_ttl_s
@@ -86,6 +87,7 @@ def run_worker(settings: Settings) -> None:
     host = EngineHost(engine_from_settings(settings, slot), settings, worker_id, phase_slot=slot)
     host.start()
     app = make_celery(settings)
+    app.conf.worker_consumer = CONSUMER  # reconnects to Redis within 2 s of its return
     register_tasks(app, host)
     try:
         app.worker_main([
