@@ -37,6 +37,13 @@ class Fault:
     def hits_worker(self) -> bool:
         return self.target == "worker"
 
+    @property
+    def recovery_held(self) -> bool:
+        """Held to the recovery target: a dependency's outage, or the active dispatcher's
+        death (its standby takes over). A killed API's recovery is its own start-up (seconds
+        of imports on a loaded host); a worker fault's is the known issue in docs/chaos.md."""
+        return self.target in ("redis", "postgres", "dispatcher")
+
 
 def all_faults(short: bool) -> list[Fault]:
     """Every fault of the pass; ``short`` shortens the outages (and the freeze, still past

@@ -28,7 +28,8 @@ class Row:
     client_errors: dict[str, int]
     recovery_s: float | None
     token_stall_s: float | None
-    worker_fault: bool
+    worker_fault: bool  # held to the stall target
+    recovery_held: bool  # held to the recovery target (else reported only)
     manual_restarts: list[str] = field(default_factory=list)  # exited on their own
     supervisor_restarts: list[str] = field(default_factory=list)  # killed, restarted at once
     job_ends: dict[str, int] = field(default_factory=dict)
@@ -41,7 +42,8 @@ class Row:
                         ("manual restarts", len(self.manual_restarts))):
             if n:
                 out.append(f"{self.fault}: {n} {what}")
-        if self.recovery_s is None or self.recovery_s > targets.recovery_s:
+        if self.recovery_held and (self.recovery_s is None
+                                   or self.recovery_s > targets.recovery_s):
             out.append(f"{self.fault}: recovery {_num(self.recovery_s)} s "
                        f"(target {targets.recovery_s:g} s)")
         if self.worker_fault and (self.token_stall_s or 0.0) > targets.stall_s:
@@ -66,9 +68,11 @@ def markdown(rows: list[Row], targets: Targets, title: str) -> str:
                      f"{_num(r.recovery_s)} | {_num(r.token_stall_s)} | "
                      f"{', '.join(r.manual_restarts) or 'none'} |")
     misses = [m for r in rows for m in r.misses(targets)]
-    lines += ["", f"Targets: 0 lost, 0 duplicated, 0 silent truncations, 0 manual restarts, "
-                  f"recovery <= {targets.recovery_s:g} s, worker-fault token stall <= "
-                  f"{targets.stall_s:g} s.",
+    lines += ["", f"Targets: 0 lost, 0 duplicated, 0 silent truncations, 0 manual restarts; "
+                  f"recovery <= {targets.recovery_s:g} s for Redis and Postgres (from their "
+                  f"return) and the dispatcher (from the kill); token stall <= "
+                  f"{targets.stall_s:g} s for the worker faults. The API's and the workers' "
+                  f"recovery is reported, not held (docs/chaos.md).",
               "Missed: " + ("; ".join(misses) if misses else "none") + "."]
     return "\n".join(lines) + "\n"
 

@@ -110,7 +110,7 @@ def run_fault(fault: Fault, plan: PassPlan, cluster: Cluster,
                lost=len(found.lost), duplicated=len(found.duplicated),
                silent_truncations=len(found.truncated), client_errors=dict(found.errors),
                recovery_s=recovery, token_stall_s=token_stall(load.streams, injected),
-               worker_fault=fault.hits_worker,
+               worker_fault=fault.hits_worker, recovery_held=fault.recovery_held,
                manual_restarts=[f"{e.name} (exit {e.code})" for e in exits],
                supervisor_restarts=restarted, job_ends=dict(found.statuses),
                details={k: v[:DETAIL_LIMIT] for k, v in details.items() if v})
