@@ -3,6 +3,7 @@ Postgres, each job's Redis stream, usage rows, and the batch's output and error 
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from service.store.keys import stream_key
 from service.store.models.jobs import Job
 from service.store.models.usage import UsageDaily
 from service.store.nul_codec import result_text
+from service.store.quota_store import TenantKeys
 
 FINAL_STATUSES = ("succeeded", "failed", "cancelled")
 
@@ -32,6 +34,7 @@ class Findings:
     errors: Counter[str] = field(default_factory=Counter)
     error_samples: list[str] = field(default_factory=list)  # which request saw which error
     statuses: Counter[str] = field(default_factory=Counter)  # the jobs' ends, for the record
+    quota_held: list[str] = field(default_factory=list)  # quota still held once all ended
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ def audit(database_url: str, redis: Redis, tenant_ids: list[uuid.UUID], load: Lo
     _check_usage(database_url, tenant_ids, jobs, found)
     if batch is not None:
         _check_batch(batch, found)
+    _check_quota(redis, tenant_ids, found)
     return found
 
 
@@ -149,6 +153,24 @@ def _check_usage(database_url: str, tenant_ids: list[uuid.UUID], jobs: dict[str,
                 if j.status in ("succeeded", "failed") and j.worker_id is not None)
     if counted > ended:
         found.duplicated.append(f"usage counts {counted} finished jobs, workers ended {ended}")
+
+
+def _check_quota(redis: Redis, tenant_ids: list[uuid.UUID], found: Findings) -> None:
+    """Once every request and the batch ended, a tenant holds no concurrency slot and no
+    enqueued batch tokens; what is still held blocks it until the reservation's TTL."""
+    now = time.time()
+    pipe = redis.pipeline(transaction=False)
+    for tenant_id in tenant_ids:
+        keys = TenantKeys(str(tenant_id))
+        pipe.zcount(keys.conc, now, "+inf")
+        pipe.get(keys.batch)
+    answers = pipe.execute()
+    for i, tenant_id in enumerate(tenant_ids):
+        slots, batch_tokens = int(answers[2 * i]), int(answers[2 * i + 1] or 0)
+        if slots:
+            found.quota_held.append(f"tenant {tenant_id}: {slots} concurrency slot(s)")
+        if batch_tokens:
+            found.quota_held.append(f"tenant {tenant_id}: {batch_tokens} batch tokens enqueued")
 
 
 def _check_batch(batch: BatchRecord, found: Findings) -> None:

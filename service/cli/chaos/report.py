@@ -30,6 +30,7 @@ class Row:
     token_stall_s: float | None
     worker_fault: bool  # held to the stall target
     recovery_held: bool  # held to the recovery target (else reported only)
+    quota_held: int = 0  # concurrency slots / batch reservations still held after the drain
     manual_restarts: list[str] = field(default_factory=list)  # exited on their own
     supervisor_restarts: list[str] = field(default_factory=list)  # killed, restarted at once
     job_ends: dict[str, int] = field(default_factory=dict)
@@ -60,13 +61,13 @@ def errors_cell(errors: dict[str, int]) -> str:
 
 def markdown(rows: list[Row], targets: Targets, title: str) -> str:
     head = ("| fault | accepted | lost | duplicated | silent truncations | client errors "
-            "| recovery s | token stall s | manual restarts |")
-    lines = [f"### {title}", "", head, "|" + "---|" * 9]
+            "| recovery s | token stall s | manual restarts | quota held after |")
+    lines = [f"### {title}", "", head, "|" + "---|" * 10]
     for r in rows:
         lines.append(f"| {r.fault} | {r.accepted} | {r.lost} | {r.duplicated} | "
                      f"{r.silent_truncations} | {errors_cell(r.client_errors)} | "
                      f"{_num(r.recovery_s)} | {_num(r.token_stall_s)} | "
-                     f"{', '.join(r.manual_restarts) or 'none'} |")
+                     f"{', '.join(r.manual_restarts) or 'none'} | {r.quota_held} |")
     misses = [m for r in rows for m in r.misses(targets)]
     lines += ["", f"Targets: 0 lost, 0 duplicated, 0 silent truncations, 0 manual restarts; "
                   f"recovery <= {targets.recovery_s:g} s for Redis and Postgres (from their "

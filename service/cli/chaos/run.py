@@ -105,12 +105,14 @@ def run_fault(fault: Fault, plan: PassPlan, cluster: Cluster,
                  for name, n in cluster.restarts.items() if n > restarts_before.get(name, 0)]
     details = {"lost": found.lost, "duplicated": found.duplicated,
                "truncated": found.truncated, "client_errors": found.error_samples,
+               "quota_held": found.quota_held,
                "exits": [f"{e.name} exited with code {e.code}:\n{e.tail}" for e in exits]}
     return Row(fault=fault.name, victim=injected.victim, accepted=found.accepted,
                lost=len(found.lost), duplicated=len(found.duplicated),
                silent_truncations=len(found.truncated), client_errors=dict(found.errors),
                recovery_s=recovery, token_stall_s=token_stall(load.streams, injected),
                worker_fault=fault.hits_worker, recovery_held=fault.recovery_held,
+               quota_held=len(found.quota_held),
                manual_restarts=[f"{e.name} (exit {e.code})" for e in exits],
                supervisor_restarts=restarted, job_ends=dict(found.statuses),
                details={k: v[:DETAIL_LIMIT] for k, v in details.items() if v})
