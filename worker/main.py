@@ -13,6 +13,7 @@ from scheduler.step_phase import PhaseGrid
 from service.store.keys import worker_queue
 from service.store.settings import EngineSettings, Settings
 from service.store.task_queue import make_celery
+from worker.broker import CONSUMER
 from worker.engine import Engine, SimEngineConfig, VllmEngineConfig, build_engine
 from worker.engine.vllm_guard import PHASE_COST_FIELDS
 from worker.host import EngineHost, default_cost_profile, key_ttl_s
@@ -90,6 +91,7 @@ def run_worker(settings: Settings) -> None:
     host = EngineHost(engine_from_settings(settings, slot), settings, worker_id, phase_slot=slot)
     host.start()
     app = make_celery(settings)
+    app.conf.worker_consumer = CONSUMER  # reconnects to Redis within 2 s of its return
     register_tasks(app, host)
     concurrency = settings.engine.max_num_seqs + settings.worker.realtime_headroom_slots
     try:

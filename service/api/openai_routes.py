@@ -7,15 +7,22 @@ import datetime as dt
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from service.api.relay import ClientGone, Interrupted, NewText, follow_job
+from service.api.relay import ClientGone, Interrupted, NewText, Settled, follow_job
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
-from service.jobs.service import cancel_job, create_job, get_job, job_public_view, parse_public_id
+from service.jobs.service import (
+    cancel_job,
+    create_job,
+    get_job,
+    job_outcome,
+    job_public_view,
+    parse_public_id,
+)
 from service.jobs.shapes import ShapeBuilder, sse, usage_dict
 from service.jobs.tiers import classify
 from service.observability.requests import NULL_OBSERVER, observe_request, record_refusal
@@ -124,7 +131,8 @@ async def _wait(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
     try:
         async for ev in follow_job(state.redis, job_id,
                                    timeout_s=settings.api.request_timeout_seconds,
-                                   is_disconnected=request.is_disconnected):
+                                   is_disconnected=request.is_disconnected,
+                                   settled=_row_reader(state, job_id)):
             if isinstance(ev, NewText):
                 obs.first_token()
             elif isinstance(ev, Final):
@@ -162,7 +170,8 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
     role_pending = builder.chat
     try:
         async for ev in follow_job(state.redis, job_id,
-                                   timeout_s=settings.api.request_timeout_seconds):
+                                   timeout_s=settings.api.request_timeout_seconds,
+                                   settled=_row_reader(state, job_id)):
             if isinstance(ev, NewText):
                 obs.first_token()
                 yield sse(builder.chunk(ev.text, first=role_pending,
@@ -204,6 +213,15 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
             task = asyncio.create_task(_cancel(state, job_id))
             _background.add(task)
             task.add_done_callback(_background.discard)
+
+
+def _row_reader(state: Any, job_id: uuid.UUID) -> Callable[[], Awaitable[Settled | None]]:
+    """The relay's fallback: the job's end as its row says, when the stream does not say it."""
+    async def read() -> Settled | None:
+        async with state.sessionmaker() as session:
+            job = await session.get(Job, job_id)
+        return job_outcome(job) if job is not None else None
+    return read
 
 
 async def _cancel(state: Any, job_id: uuid.UUID) -> None:

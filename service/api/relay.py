@@ -39,7 +39,15 @@ class Interrupted:
 
 RelayEvent = NewText | Final | Failure | TimedOut | Interrupted
 
+# A final job as its row in Postgres says: its whole text, and its end as the stream's last
+# entry would have said it (service.jobs.service.job_outcome).
+Settled = tuple[str, Final | Failure]
+
 OUTAGE_PATIENCE_S = 30.0  # how long the relay waits for Redis to come back
+# After this long without a stream entry, and as often while it lasts, the relay reads the
+# job's row: a job can be final with its stream's end never written (the worker died after its
+# final write, its stream outbox lost), and Postgres, not the stream, is the truth.
+SETTLE_CHECK_S = 5.0
 
 
 class ClientGone(Exception):
@@ -54,24 +62,41 @@ async def follow_job(
     is_disconnected: Callable[[], Awaitable[bool]] | None = None,
     block_ms: int = 1000,
     outage_patience_s: float = OUTAGE_PATIENCE_S,
+    settled: Callable[[], Awaitable[Settled | None]] | None = None,
+    settle_check_s: float = SETTLE_CHECK_S,
 ) -> AsyncIterator[RelayEvent]:
     """Yields new text, then one Final or Failure (or TimedOut, or Interrupted).
 
     A Redis outage is waited out (up to ``outage_patience_s``): reading resumes after the last
     entry seen, so the client gets every entry once Redis is back.
 
-    A re-run attempt regenerates from its first token (or its checkpoint); text up to what was
-    already sent is dropped, which is exact for deterministic (greedy or seeded) decoding.
+    ``settled`` reads the job's row: None while it is active. After ``settle_check_s`` without
+    an entry (Redis away included), and every ``settle_check_s`` while that lasts, a final row
+    ends the relay with the text not yet sent and the row's end.
     """
-    reader = _StreamReader(redis, stream_key(job_id), block_ms, outage_patience_s)
+    reader = _StreamReader(redis, stream_key(job_id), block_ms)
     splice = _Splice()
+    row = _RowCheck(settled, settle_check_s)
     give_up = time.monotonic() + timeout_s
+    outage_since: float | None = None
+    failures = 0
     while True:
         entries = await reader.read()
-        if entries is None:
-            yield Interrupted("Lost the connection to the job's progress (Redis is "
-                              "unavailable).")
+        if not entries and (outcome := await row.due()) is not None:
+            for ending in _from_row(outcome, splice.sent):
+                yield ending
             return
+        if entries is None:  # Redis is away
+            now = time.monotonic()
+            outage_since = outage_since or now
+            if now - outage_since > outage_patience_s or now > give_up:
+                yield Interrupted("Lost the connection to the job's progress (Redis is "
+                                  "unavailable).")
+                return
+            failures += 1
+            await asyncio.sleep(min(2.0, 0.1 * 2 ** failures))
+            continue
+        outage_since, failures = None, 0
         if not entries:
             if is_disconnected is not None and await is_disconnected():
                 raise ClientGone
@@ -79,6 +104,7 @@ async def follow_job(
                 yield TimedOut()
                 return
             continue
+        row.heard()
         for entry in entries:
             if isinstance(entry, Final | Failure):
                 yield entry
@@ -91,36 +117,55 @@ async def follow_job(
 
 
 class _StreamReader:
-    """Reads a job's stream from where it left off, waiting out a Redis outage of up to
-    ``patience_s``."""
+    """Reads a job's stream from where it left off."""
 
-    def __init__(self, redis: Redis, key: str, block_ms: int, patience_s: float) -> None:
-        self.redis, self.key, self.block_ms, self.patience_s = redis, key, block_ms, patience_s
+    def __init__(self, redis: Redis, key: str, block_ms: int) -> None:
+        self.redis, self.key, self.block_ms = redis, key, block_ms
         self.last_id: bytes | str = "0-0"
 
     async def read(self) -> list[Entry] | None:
-        """The next entries ([] after ``block_ms`` with none), or None when Redis stayed away
-        too long. Junk entries are skipped."""
-        failures, since = 0, time.monotonic()
-        while True:
-            try:
-                batch = cast(list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]],
-                             await self.redis.xread({self.key: self.last_id}, count=256,
-                                                    block=self.block_ms))
-                break
-            except Exception as exc:
-                if not is_outage(exc):
-                    raise
-                if time.monotonic() - since > self.patience_s:
-                    return None
-                failures += 1
-                await asyncio.sleep(min(2.0, 0.1 * 2 ** failures))
+        """The next entries ([] after ``block_ms`` with none; junk skipped), or None when
+        Redis cannot be reached."""
+        try:
+            batch = cast(list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]],
+                         await self.redis.xread({self.key: self.last_id}, count=256,
+                                                block=self.block_ms))
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            return None
         entries = []
         for entry_id, raw in batch[0][1] if batch else ():
             self.last_id = entry_id
             if (entry := parse(raw)) is not None:
                 entries.append(entry)
         return entries
+
+
+class _RowCheck:
+    """When to read the job's row: after ``every_s`` without a stream entry, and every
+    ``every_s`` while that lasts."""
+
+    def __init__(self, settled: Callable[[], Awaitable[Settled | None]] | None,
+                 every_s: float) -> None:
+        self.settled, self.every_s = settled, every_s
+        self.quiet_since = self.last_check = time.monotonic()
+
+    def heard(self) -> None:
+        self.quiet_since = time.monotonic()
+
+    async def due(self) -> Settled | None:
+        now = time.monotonic()
+        if self.settled is None or min(now - self.quiet_since,
+                                       now - self.last_check) < self.every_s:
+            return None
+        self.last_check = now
+        try:
+            return await self.settled()
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            return None  # Postgres away too: the stream may still bring the end
 
 
 class _Splice:
@@ -150,3 +195,10 @@ class _Splice:
         text = delta.text[max(0, self.sent - start):]
         self.sent = end
         return NewText(text)
+
+
+def _from_row(outcome: Settled, sent: int) -> list[RelayEvent]:
+    """The end of a relay read from the job's row: the text not yet sent, then the end."""
+    text, end = outcome
+    rest = text[sent:] if isinstance(end, Final) else ""
+    return [NewText(rest), end] if rest else [end]

@@ -152,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_batch_parser(sub)
 
+    from service.cli.chaos.cli import add_parser as add_chaos_parser
+
+    add_chaos_parser(sub)
+
     sim = sub.add_parser("sim", help="run a scheduling scenario in simulated time "
                                      "(same as python -m scheduler.sim)")
     sim.add_argument("sim_args", nargs=argparse.REMAINDER)

@@ -12,8 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.jobs.tiers import Classification
 from service.store import lifecycle, nul_codec, wakeups
+from service.store.job_stream import Failure, Final
 from service.store.keys import control_channel
-from service.store.models.jobs import Job
+from service.store.models.jobs import Job, JobStatus
 from service.store.nul_codec import result_text
 
 
@@ -71,6 +72,21 @@ async def cancel_job(session: AsyncSession, redis: Redis, *, job_id: uuid.UUID) 
         await redis.publish(control_channel(row.worker_id), wakeups.encode_command(
             wakeups.AbortJob(str(job_id), row.attempt)))
     return True
+
+
+def job_outcome(job: Job) -> tuple[str, Final | Failure] | None:
+    """A final job's whole text and its end, as the last entry of its stream says it; None
+    while the job is active. The relay falls back on this when that entry does not come."""
+    if job.status == JobStatus.SUCCEEDED:
+        return result_text(job.result), Final(job.attempt, job.finish_reason,
+                                              job.prompt_tokens or 0, job.completion_tokens or 0)
+    if job.status in (JobStatus.FAILED, JobStatus.CANCELLED):
+        error = job.error or {}
+        cancelled = job.status == JobStatus.CANCELLED
+        return "", Failure(job.attempt, int(error.get("status") or (409 if cancelled else 500)),
+                           error.get("code") or ("cancelled" if cancelled else "job_failed"),
+                           error.get("message") or f"The job {job.status}.")
+    return None
 
 
 def parse_public_id(value: str) -> uuid.UUID | None:

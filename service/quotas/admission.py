@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from starlette.responses import JSONResponse
 
 from service.quotas.headers import rate_limit_headers
 from service.quotas.policy import TenantPolicy, load_policy, resolve_service_tier
+from service.store.outages import is_outage
 from service.store.quota_store import Decision, QuotaStore
 from service.usage.service import month_tokens_used
 from service.web.errors import APIError
@@ -32,6 +34,7 @@ from service.web.errors import APIError
 log = logging.getLogger("fairway.quotas")
 T = TypeVar("T")
 _background: set[asyncio.Task[Any]] = set()
+RELEASE_RETRY_S = 0.5  # the first retry of a release that met a Redis outage
 
 _MESSAGES = {
     "requests_per_minute": "Rate limit reached for requests per minute.",
@@ -94,6 +97,7 @@ class Admission:
     service_tier: str
     headers: dict[str, str] = field(default_factory=dict)  # x-ratelimit-* for the response
     job_id: uuid.UUID | None = None
+    slot_ttl_s: float = 660.0  # how long the slot lives if never released
     _released: bool = field(default=False)
 
     async def guard(self, create: Awaitable[T]) -> T:
@@ -116,10 +120,36 @@ class Admission:
             return
         self._released = True
         try:
-            await self.store.settle(tenant_id=self.tenant_id, ref=self.job_id or self.ticket,
-                                    actual_tokens=self.prompt_estimate, free_slot=self.ticket)
-        except RedisError:  # the slot's expiry score frees it later
-            log.warning("quota release failed", extra={"tenant_id": str(self.tenant_id)})
+            await self._settle()
+        except RedisError as exc:
+            if not is_outage(exc):  # the slot's expiry score frees it later
+                log.warning("quota release failed", extra={"tenant_id": str(self.tenant_id)})
+                return
+            # Redis is away: keep trying in the background, or the tenant's concurrency slot
+            # stays taken until its expiry (the request timeout plus a minute).
+            task = asyncio.create_task(self._release_when_back())
+            _background.add(task)
+            task.add_done_callback(_background.discard)
+
+    async def _settle(self) -> None:
+        await self.store.settle(tenant_id=self.tenant_id, ref=self.job_id or self.ticket,
+                                actual_tokens=self.prompt_estimate, free_slot=self.ticket)
+
+    async def _release_when_back(self) -> None:
+        """Retry the release through a Redis outage (backing off to 5 s between tries) for as
+        long as the slot would otherwise live."""
+        deadline = time.monotonic() + self.slot_ttl_s
+        delay = RELEASE_RETRY_S
+        while time.monotonic() < deadline:
+            await asyncio.sleep(delay)
+            try:
+                await self._settle()
+                return
+            except RedisError as exc:
+                if not is_outage(exc):
+                    break
+            delay = min(5.0, delay * 2)
+        log.warning("quota release failed", extra={"tenant_id": str(self.tenant_id)})
 
     async def around(self, work: Awaitable[T]) -> T:
         try:
@@ -168,7 +198,7 @@ async def admit_request(session: AsyncSession, store: QuotaStore, *, tenant: Any
     if not decision.admitted:
         raise refusal(decision)
     return Admission(store, tenant.id, ticket, prompt, service_tier,
-                     rate_limit_headers(policy.limits, decision))
+                     rate_limit_headers(policy.limits, decision), slot_ttl_s=slot_ttl_s)
 
 
 def install_redis_unavailable_handler(app: Any) -> None:

@@ -16,20 +16,53 @@ Delivery settings, chosen on purpose (Postgres, not the broker, is the source of
   to reconnect for as long as it takes, instead of exiting after 100 tries.
 - task_publish_retry_policy: the dispatcher's send gives up within about a second when the
   broker is away; it then gives the job's claim back and backs off (scheduler.dispatcher).
+- broker_transport=fairway-redis (RedisTransport): kombu's Redis transport, except that a
+  channel whose transport is already closed says so with a connection error (see below).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import Celery
+from kombu.transport import TRANSPORT_ALIASES
+from kombu.transport import redis as kombu_redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from service.store.settings import Settings
 
 RUN_JOB_TASK = "fairway.run_job"
 
 
+class _RedisChannel(kombu_redis.Channel):
+    def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
+        """When the broker connection is lost, Celery's consumer closes the transport (its
+        client becomes None) and then the channels; a channel still holding unacked
+        deliveries (acks_late tasks running) then opens a new pool to give them back, and
+        stock kombu fails with AttributeError on the closed transport. That error is not a
+        connection error, so Celery calls it unrecoverable and the worker exits. Raising a
+        connection error instead lets the close be skipped like any other on a dead broker,
+        and the worker reconnects. Nothing is lost: the deliveries stay in the broker's
+        unacked set, and Postgres leases are the truth about jobs anyway."""
+        if self.connection.client is None:
+            raise RedisConnectionError("the broker connection is closed")
+        params: dict[str, Any] = super()._connparams(  # type: ignore[no-untyped-call]
+            asynchronous=asynchronous)
+        return params
+
+
+class RedisTransport(kombu_redis.Transport):
+    Channel = _RedisChannel
+
+
+BROKER_TRANSPORT = "fairway-redis"  # kombu's alias for RedisTransport (logs show it as scheme)
+
+
 def make_celery(settings: Settings) -> Celery:
+    TRANSPORT_ALIASES.setdefault(BROKER_TRANSPORT, f"{__name__}:{RedisTransport.__name__}")
     app = Celery("fairway", broker=settings.redis_url)
     app.conf.update(
+        broker_transport=BROKER_TRANSPORT,
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,

@@ -6,6 +6,8 @@ import asyncio
 import uuid
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+
 from service.api.relay import Interrupted, NewText, TimedOut, follow_job
 from service.store.job_stream import Failure, Final
 
@@ -93,3 +95,56 @@ def test_a_hole_in_one_attempt_interrupts_the_relay():
                     {"type": "delta", "attempt": 1, "text": "xyz", "offset": 10},
                     {"type": "final", "attempt": 1}])
     assert out[-1][0] == "interrupted"
+
+
+def _relay(redis: Any, settled: Any, timeout_s: float = 1.0) -> list[tuple[str, str]]:
+    async def run() -> list[tuple[str, str]]:
+        out = []
+        async for ev in follow_job(redis, uuid.uuid4(), timeout_s=timeout_s, block_ms=1,
+                                   settled=settled, settle_check_s=0.02):
+            out.append(_kind(ev))
+        return out
+
+    return asyncio.run(run())
+
+
+def test_a_final_row_ends_a_stream_whose_end_never_comes():
+    """The worker wrote its result and died before its stream's end reached Redis (found by
+    `fairway chaos`: streams hung until the request timeout). The row is the truth."""
+    reads = []
+
+    async def settled() -> Any:
+        reads.append(1)
+        return "Hello", Final(2, "stop", 3, 2)
+
+    redis = FakeStreamRedis([{"type": "delta", "attempt": 1, "text": "Hel", "offset": 0}])
+    assert _relay(redis, settled) == [("delta", "Hel"), ("delta", "lo"), ("final", "")]
+    assert len(reads) == 1
+
+
+def test_an_active_row_leaves_the_stream_waiting():
+    async def settled() -> Any:
+        return None
+
+    assert _relay(FakeStreamRedis([]), settled, timeout_s=0.1) == [("timeout", "")]
+
+
+def test_a_failed_row_ends_the_stream_with_its_error():
+    async def settled() -> Any:
+        return "", Failure(1, 500, "engine_error", "The engine failed on this request.")
+
+    redis = FakeStreamRedis([{"type": "delta", "attempt": 1, "text": "Hel", "offset": 0}])
+    assert _relay(redis, settled) == [("delta", "Hel"),
+                                      ("error", "The engine failed on this request.")]
+
+
+class DownRedis:
+    async def xread(self, *_: Any, **__: Any) -> Any:
+        raise RedisConnectionError("Connection refused")
+
+
+def test_a_final_row_ends_the_stream_while_redis_is_away():
+    async def settled() -> Any:
+        return "Hello", Final(1, "length", 3, 2)
+
+    assert _relay(DownRedis(), settled) == [("delta", "Hello"), ("final", "")]

@@ -1,0 +1,58 @@
+"""The `fairway chaos` command line."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+DEFAULT_OUT = Path("chaos-report.json")
+
+
+def add_parser(sub: Any) -> None:
+    chaos = sub.add_parser(
+        "chaos", help="inject faults (kills, outages, a frozen worker) into a private stack "
+                      "under load and report what clients saw")
+    chaos.add_argument("--short", action="store_true",
+                       help="short outages and less load (CI): a few minutes in all")
+    chaos.add_argument("--only", default="",
+                       help="comma-separated substrings of fault names to run (e.g. redis,kill)")
+    chaos.add_argument("--data-dir", type=Path, default=None,
+                       help="where the private servers and logs live (default: a temp dir, "
+                            "removed afterwards unless a target is missed)")
+    chaos.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                       help="the JSON report; the markdown table goes beside it (.md)")
+    chaos.set_defaults(func=cmd_chaos)
+
+
+def cmd_chaos(args: argparse.Namespace) -> int:
+    from service.cli.chaos.report import markdown, write
+    from service.cli.chaos.run import PassPlan, run_pass
+
+    logging.basicConfig(level=logging.WARNING)
+    plan = PassPlan.short() if args.short else PassPlan.full()
+    if args.only:
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        plan = PassPlan(**{**plan.__dict__,
+                           "faults": [f for f in plan.faults
+                                      if any(w in f.name or w in f.slug for w in wanted)]})
+    data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="fairway-chaos-"))
+    started = dt.datetime.now(dt.UTC)
+    rows = run_pass(plan, data_dir, say=lambda line: print(line, flush=True))
+    title = f"fairway chaos{' --short' if args.short else ''}, {started:%Y-%m-%d %H:%M} UTC"
+    json_path, md_path = write(rows, plan.targets, title, args.out, {
+        "pass": "short" if args.short else "full", "started": started.isoformat(),
+        "load": plan.load.__dict__, "data_dir": str(data_dir)})
+    print()
+    print(markdown(rows, plan.targets, title))
+    print(f"wrote {json_path} and {md_path}")
+    missed = any(r.misses(plan.targets) for r in rows)
+    if args.data_dir is None and not missed:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    elif missed:
+        print(f"process logs kept in {data_dir / 'logs'}")
+    return 1 if missed else 0
