@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import enum
 
+from scheduler.outlook import RealtimeOutlook
 from scheduler.types import Decision, JobView, WorkerView
 
 
@@ -53,6 +54,11 @@ class SchedulingPolicy(abc.ABC):
     @abc.abstractmethod
     def schedule(self, now: float) -> list[Decision]:
         """Called after notifications; returns what to do now. Assigned jobs leave the queue."""
+
+    def outlook(self, now: float) -> list[RealtimeOutlook]:
+        """What a new realtime job of each model would wait now, for admission at the door
+        (scheduler.outlook). Policies without an admission model return none."""
+        return []
 
     def num_queued(self) -> int:
         """Jobs waiting for a decision (convenience; policies may override)."""

@@ -41,6 +41,14 @@ def predict_new_ttft(o: RealtimeOutlook, *, prompt_tokens: int, extra_jobs: int 
     slot_wait_s = 0.0
     if past_capacity > 0:
         slot_wait_s = past_capacity * o.job_service_s / max(1, o.slots_total)
+    return queue_s + slot_wait_s + _prefill_s(o, prompt_tokens) + o.step_s
+
+
+def alone_ttft(o: RealtimeOutlook, *, prompt_tokens: int) -> float:
+    """The request's TTFT on an idle pool: a target below it cannot be met by shedding load."""
+    return _prefill_s(o, prompt_tokens) + o.prefill_step_s
+
+
+def _prefill_s(o: RealtimeOutlook, prompt_tokens: int) -> float:
     chunks = max(1, math.ceil(prompt_tokens / max(1, o.token_budget)))
-    prefill_s = chunks * o.prefill_step_s + prompt_tokens * o.prefill_per_token_s
-    return queue_s + slot_wait_s + prefill_s + o.step_s
+    return chunks * o.prefill_step_s + prompt_tokens * o.prefill_per_token_s

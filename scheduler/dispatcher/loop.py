@@ -26,12 +26,14 @@ from scheduler.types import Assign, Decision, JobClass, Preempt, Reject
 from service.store import job_queries as store
 from service.store import job_stream, wakeups
 from service.store.db import sync_session
-from service.store.heartbeats import LeaderBeat, decode_step_clock
+from service.store.heartbeats import LeaderBeat, decode_step_clock, encode_outlook
 from service.store.keys import (
     LEADER_KEY,
     LEADER_TTL_S,
+    OUTLOOK_TTL_S,
     WORKER_KEY_PATTERN,
     control_channel,
+    outlook_key,
     step_clock_key,
     stream_key,
     worker_queue,
@@ -44,7 +46,8 @@ from service.store.telemetry.state import record_rejection
 
 log = logging.getLogger("fairway.scheduler")
 
-MAINTENANCE_S = 0.5  # worker refresh + lease recovery cadence; realtime wakes on NOTIFY
+MAINTENANCE_S = 0.5
+OUTLOOK_EVERY_S = 0.1  # worker refresh + lease recovery cadence; realtime wakes on NOTIFY
 
 
 class Dispatcher:
@@ -76,6 +79,7 @@ class Dispatcher:
         self.workers: set[str] = set()
         self._next_maintenance = 0.0
         self._next_scan = 0.0
+        self._next_outlook = 0.0
         self._realtime_arrived = False
 
     # -- process -------------------------------------------------------------------------------
@@ -132,9 +136,25 @@ class Dispatcher:
         if self._realtime_arrived:
             self._refresh_step_clocks()
         started = time.perf_counter()
-        decisions = self.policy.schedule(time.time())
+        now = time.time()
+        decisions = self.policy.schedule(now)
         sched_obs.observe_pass(time.perf_counter() - started, decisions)
         self._act(decisions)
+        self._publish_outlook(now)
+
+    def _publish_outlook(self, now: float) -> None:
+        """What a new realtime job of each model would wait, for the API to refuse at once
+        what cannot meet its target (a few times a second, not every pass)."""
+        if now < self._next_outlook:
+            return
+        self._next_outlook = now + OUTLOOK_EVERY_S
+        outlooks = self.policy.outlook(now)
+        if outlooks:
+            with self.redis.pipeline(transaction=False) as pipe:
+                for outlook in outlooks:
+                    pipe.set(outlook_key(outlook.model), encode_outlook(outlook),
+                             ex=OUTLOOK_TTL_S)
+                pipe.execute()
 
     def _handle(self, payloads: list[str]) -> None:
         new_ids: list[uuid.UUID] = []
@@ -291,10 +311,10 @@ class Dispatcher:
         retry = max(1, round(decision.retry_after_s))
         self.classes.pop(decision.job_id, None)
         record_rejection(None, "slo_unattainable")
+        message = (f"The service cannot meet this request's latency target now "
+                   f"({decision.reason.replace('_', ' ')}); retry in {retry} s.")
         if store.reject_job(session, job_id=uuid.UUID(decision.job_id), status=429,
-                            code="slo_unattainable",
-                            message=f"Cannot meet this request's latency target now: "
-                                    f"{decision.reason}. Retry after {retry}s."):
+                            code="slo_unattainable", message=message):
             self.redis.xadd(stream_key(decision.job_id), job_stream.fields(job_stream.Failure(
-                0, 429, "slo_unattainable", decision.reason, retry_after=retry)))
+                0, 429, "slo_unattainable", message, retry_after=retry)))
 

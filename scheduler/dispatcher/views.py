@@ -13,8 +13,12 @@ from service.store.job_queries import QueuedJob
 def job_view(job: QueuedJob) -> JobView:
     arrival = job.created_at.timestamp()
     deadline = job.deadline_at.timestamp() if job.deadline_at else None
-    # A realtime job's deadline is the latest moment its answer may start: its TTFT target.
-    ttft_slo = deadline - arrival if deadline and job.kind == JobClass.REALTIME else None
+    # A realtime job's TTFT target: its tenant's tier's, or sooner if its deadline is.
+    ttft_slo = None
+    if job.kind == JobClass.REALTIME:
+        limits = [s for s in (job.ttft_target_s, deadline - arrival if deadline else None)
+                  if s is not None]
+        ttft_slo = min(limits) if limits else None
     return JobView(
         job_id=str(job.job_id),
         tenant_id=str(job.tenant_id),

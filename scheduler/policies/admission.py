@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 from scheduler.cost_model import CostModel
+from scheduler.outlook import RealtimeOutlook
 from scheduler.policies.config import FairwayConfig
 from scheduler.policies.fleet import Fleet
 from scheduler.policies.pool import Pool
@@ -112,6 +113,27 @@ class Admission:
         self._new_realtime.clear()
         return out
 
+    def outlook(self, now: float) -> list[RealtimeOutlook]:
+        """For each model's pool, what a new realtime job would wait (the numbers
+        ``predict_ttft`` uses), for admission at the API's door."""
+        out = []
+        mean = self.realtime_size
+        for model, pool in self._fleet.pools.items():
+            if not pool.workers:
+                continue
+            cost = pool.cost or self.config.default_cost
+            batch = max(1, math.ceil(pool.mean_used()))
+            ctx = batch * (int(mean.prompt_tokens) + int(mean.output_tokens) // 2)
+            out.append(RealtimeOutlook(
+                model=model, at=now, workers=len(pool.workers), slots_total=pool.slots_total,
+                rt_load=pool.rt_inflight + pool.rt_queued,
+                rt_queued_prefill=pool.rt_queued_prefill,
+                mean_prompt_tokens=mean.prompt_tokens,
+                job_service_s=mean.service_s(cost, batch), step_s=cost.step_s(batch, ctx, 0),
+                prefill_per_token_s=cost.prefill_per_token_s, prefill_step_s=cost.step_base_s,
+                token_budget=cost.token_budget))
+        return out
+
     def _admit_realtime(self, job: JobView, now: float, out: list[Decision]) -> None:
         cfg = self.config
         pool = self._fleet.pools.get(job.model)
@@ -125,6 +147,8 @@ class Admission:
         predicted = predict_ttft(job, pool, now, cost, self.realtime_size)
         if predicted <= slo * (1 + cfg.admission_tolerance):
             return
+        if cost.prefill_s(job.prompt_tokens) + cost.step_s(1, job.prompt_tokens, 0) > slo:
+            return  # it misses even on an idle pool: refusing it would relieve nothing
         for flex_id in self._waiting.flex_ids(job.model):
             self._reject(flex_id, "flex_shed", cfg.overload_hold_s, out)
         self._overloaded_until[job.model] = now + cfg.overload_hold_s

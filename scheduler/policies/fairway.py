@@ -26,6 +26,7 @@ are made here, in decision order. Admission takes the jobs it refuses out of the
 from __future__ import annotations
 
 from scheduler.interface import SchedulingPolicy
+from scheduler.outlook import RealtimeOutlook
 from scheduler.policies.admission import Admission
 from scheduler.policies.config import FairwayConfig
 from scheduler.policies.fleet import Fleet
@@ -91,6 +92,9 @@ class FairwayPolicy(SchedulingPolicy):
         for job_id in list(ws.jobs):
             self._unassign(job_id, refund=True)
         self.fleet.remove_worker(worker_id)
+
+    def outlook(self, now: float) -> list[RealtimeOutlook]:
+        return self.admission.outlook(now)
 
     def num_queued(self) -> int:
         return len(self.waiting)

@@ -14,6 +14,7 @@ from service.admin.routes_state import router as admin_state_router
 from service.admin.ui import router as admin_ui_router
 from service.api.body_limit import BodyLimit
 from service.api.openai_routes import router as openai_router
+from service.api.slo_gate import SloGate
 from service.batches.router import router as batches_router
 from service.files.router import router as files_router
 from service.observability import http as obs_http
@@ -39,6 +40,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.redis = Redis.from_url(settings.redis_url,
                                          max_connections=settings.redis_max_connections)
         app.state.catalog = ModelCatalog(settings, app.state.redis)
+        app.state.slo_gate = SloGate(app.state.redis)
         try:
             yield
         finally:

@@ -24,14 +24,15 @@ from service.jobs.service import (
     parse_public_id,
 )
 from service.jobs.shapes import ShapeBuilder, sse, usage_dict
-from service.jobs.tiers import classify
+from service.jobs.tiers import Classification, classify
 from service.observability.requests import NULL_OBSERVER, observe_request, record_refusal
 from service.quotas.admission import admit_request, quota_store
 from service.store.job_stream import Failure, Final
-from service.store.models.jobs import Job
+from service.store.models.jobs import Job, JobKind
 from service.store.models.tenants import Tenant
 from service.store.nul_codec import result_text
 from service.store.settings import Settings
+from service.store.telemetry.state import record_rejection
 from service.web.deps import CurrentTenant, SessionDep, SettingsDep
 from service.web.errors import APIError, error_body
 from service.web.responses import TENANT_ROUTES, WITH_BODY, errors
@@ -103,6 +104,8 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
     classification = classify(admission.service_tier, body.deadline_ms, now=now,
                               realtime_deadline_s=settings.api.realtime_deadline_seconds,
                               flex_deadline_s=settings.api.flex_deadline_seconds)
+    if classification.kind == JobKind.REALTIME and settings.api.slo_admission:
+        await _admit_by_slo(request, admission, body.model, classification, now, tenant.id)
     job = await admission.guard(create_job(
         session, tenant_id=tenant.id, endpoint="chat.completions" if chat else "completions",
         model=body.model, request=payload,
@@ -112,7 +115,7 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
                            service_tier=classification.service_tier)
     obs = observe_request(model=body.model, tenant=tenant.id, job_class=classification.kind,
                           tier=classification.service_tier, started=started,
-                          slo_s=(classification.deadline_at - now).total_seconds())
+                          slo_s=_slo_s(classification, admission.ttft_target_s, now))
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = _stream(request, job.id, builder, include_usage, settings, obs)
@@ -231,6 +234,32 @@ async def _cancel(state: Any, job_id: uuid.UUID) -> None:
                 log.info("job cancelled: client disconnected", extra={"job_id": str(job_id)})
     except Exception:  # never let cleanup crash the server; the lease expiry is the backstop
         log.exception("cancelling job failed", extra={"job_id": str(job_id)})
+
+
+def _slo_s(classification: Classification, ttft_target_s: float, now: dt.datetime) -> float:
+    """What the request is judged by: realtime, its time to first token against its tier's
+    target (or its deadline if sooner); flex, the whole answer against its deadline."""
+    deadline_s = (classification.deadline_at - now).total_seconds()
+    if classification.kind == JobKind.REALTIME:
+        return min(ttft_target_s, deadline_s)
+    return deadline_s
+
+
+async def _admit_by_slo(request: Request, admission: Any, model: str,
+                        classification: Classification, now: dt.datetime,
+                        tenant_id: uuid.UUID) -> None:
+    """Refuse now what cannot start within its target (service.api.slo_gate)."""
+    target = _slo_s(classification, admission.ttft_target_s, now)
+    retry = await request.app.state.slo_gate.check(
+        model, prompt_tokens=admission.prompt_estimate, target_s=target)
+    if retry is None:
+        return
+    await admission.release()
+    record_rejection(tenant_id, "slo_unattainable")
+    raise APIError(429, f"The service is too busy to start this request within its "
+                        f"{target:g} s time-to-first-token target; retry in {retry} s.",
+                   code="slo_unattainable", headers={"Retry-After": str(retry)},
+                   reason="slo_unattainable")
 
 
 def _interrupted(ev: Interrupted, job_id: uuid.UUID) -> APIError:

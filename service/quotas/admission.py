@@ -95,6 +95,7 @@ class Admission:
     ticket: uuid.UUID
     prompt_estimate: int
     service_tier: str
+    ttft_target_s: float  # the tenant's tier's time-to-first-token target
     headers: dict[str, str] = field(default_factory=dict)  # x-ratelimit-* for the response
     job_id: uuid.UUID | None = None
     slot_ttl_s: float = 660.0  # how long the slot lives if never released
@@ -198,7 +199,8 @@ async def admit_request(session: AsyncSession, store: QuotaStore, *, tenant: Any
     if not decision.admitted:
         raise refusal(decision)
     return Admission(store, tenant.id, ticket, prompt, service_tier,
-                     rate_limit_headers(policy.limits, decision), slot_ttl_s=slot_ttl_s)
+                     policy.ttft_slo_ms / 1000, rate_limit_headers(policy.limits, decision),
+                     slot_ttl_s=slot_ttl_s)
 
 
 def install_redis_unavailable_handler(app: Any) -> None:

@@ -1,10 +1,13 @@
 """What processes publish in Redis for others to read: a worker engine's step clock
-(worker.engine.step_clock), as one short text value, and the active dispatcher's heartbeat."""
+(worker.engine.step_clock), as one short text value, the active dispatcher's heartbeat, and
+its realtime outlook per model (scheduler.outlook)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
+
+from scheduler.outlook import RealtimeOutlook
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,3 +46,18 @@ def decode_step_clock(raw: bytes | str | None) -> tuple[float | None, float] | N
     except ValueError:
         return None
     return (started, step) if step > 0 else None
+
+
+def encode_outlook(outlook: RealtimeOutlook) -> str:
+    return json.dumps(outlook.as_dict())
+
+
+def decode_outlook(raw: bytes | str | None) -> RealtimeOutlook | None:
+    """The outlook back; None when absent or not one (an older or newer writer)."""
+    try:
+        body = json.loads(raw) if raw else None
+        if not isinstance(body, dict):
+            return None
+        return RealtimeOutlook(**{f.name: body[f.name] for f in fields(RealtimeOutlook)})
+    except (ValueError, KeyError, TypeError):
+        return None

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from service.store import lifecycle
 from service.store.models.jobs import Job, JobStatus
 from service.store.models.tenants import Tenant
+from service.store.models.tiers import Tier
 
 
 @dataclass(slots=True)
@@ -37,12 +38,13 @@ class QueuedJob:
     prefix_key: str | None
     generated_tokens: int  # checkpointed output of a preempted job
     prefix_tokens: int = 0  # the shared prefix's length (estimate), what a cache hit saves
+    ttft_target_s: float | None = None  # the tenant's tier's TTFT target (realtime)
 
 
 _QUEUED_COLUMNS = (Job.id, Job.seq, Job.tenant_id, Tenant.weight, Job.kind, Job.priority,
                    Job.model, Job.created_at, Job.deadline_at, Job.max_tokens, Job.request,
                    func.coalesce(func.jsonb_array_length(Job.checkpoint_token_ids), 0)
-                   .label("generated"))
+                   .label("generated"), Tier.ttft_slo_ms)
 
 
 def _to_queued(row: Row[Any]) -> QueuedJob:
@@ -56,12 +58,14 @@ def _to_queued(row: Row[Any]) -> QueuedJob:
         prefix_tokens = len(prefix) // 4  # the same ~4 characters a token as the prompt
     return QueuedJob(row.id, row.seq, row.tenant_id, row.weight, row.kind, row.priority,
                      row.model, row.created_at, row.deadline_at, row.max_tokens,
-                     max(1, len(body_text) // 4), prefix_key, row.generated, prefix_tokens)
+                     max(1, len(body_text) // 4), prefix_key, row.generated, prefix_tokens,
+                     row.ttft_slo_ms / 1000 if row.ttft_slo_ms else None)
 
 
 def fetch_queued(session: Session, *, job_ids: Iterable[uuid.UUID] | None = None,
                  limit: int = 10_000) -> list[QueuedJob]:
     query = (select(*_QUEUED_COLUMNS).join(Tenant, Tenant.id == Job.tenant_id)
+             .outerjoin(Tier, Tier.name == Tenant.tier)
              .where(Job.status == JobStatus.QUEUED).order_by(Job.seq).limit(limit))
     if job_ids is not None:
         query = query.where(Job.id.in_(list(job_ids)))

@@ -38,6 +38,14 @@ LEADER_KEY = "fairway:dispatcher:leader"
 LEADER_TTL_S = 5
 
 
+def outlook_key(model: str) -> str:
+    """The dispatcher's realtime outlook for ``model`` (scheduler.outlook), for admission."""
+    return f"fairway:outlook:{model}"
+
+
+OUTLOOK_TTL_S = 3  # an outlook older than this is gone: the API then admits without one
+
+
 def worker_queue(worker_id: str) -> str:
     """Each worker consumes its own Celery queue, so the dispatcher decides placement."""
     return f"fairway.worker.{worker_id}"

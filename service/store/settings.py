@@ -73,6 +73,10 @@ class ApiSettings(SettingsGroup):
         default=60.0, description="the deadline of a realtime job without its own `deadline_ms`")
     flex_deadline_seconds: float = Field(
         default=600.0, description="the deadline of a flex-tier job without its own `deadline_ms`")
+    slo_admission: bool = Field(
+        default=True,
+        description="refuse (429 + Retry-After) a realtime request whose predicted time to "
+                    "first token exceeds its tier's target, before it is queued")
 
 
 class LimitSettings(SettingsGroup):

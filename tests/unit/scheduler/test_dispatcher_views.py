@@ -37,12 +37,13 @@ def test_a_system_prompt_becomes_prefix_key_and_its_length_estimate() -> None:
     row = SimpleNamespace(
         id=uuid.uuid4(), seq=1, tenant_id=uuid.uuid4(), weight=1.0, kind="realtime",
         priority=1, model="m", created_at=dt.datetime.now(dt.UTC), deadline_at=None,
-        max_tokens=16, generated=0,
+        max_tokens=16, generated=0, ttft_slo_ms=500,
         request={"messages": [system, {"role": "user", "content": "hi"}]},
     )
     view = job_view(_to_queued(row))  # type: ignore[arg-type]
     assert view.prefix_key is not None
     assert 140 <= view.prefix_tokens <= 160  # ~4 characters a token of the 600-character prompt
     assert view.prompt_tokens > view.prefix_tokens
+    assert view.ttft_slo_s == 0.5  # the tenant's tier's target, not the request's deadline
     row.request = {"messages": [{"role": "user", "content": "hi"}]}  # no shared prefix
     assert job_view(_to_queued(row)).prefix_tokens == 0  # type: ignore[arg-type]

@@ -38,7 +38,7 @@ def test_a_release_during_a_redis_outage_frees_the_slot_once_redis_is_back(
 
     async def run() -> FlakyStore:
         store = FlakyStore(failures=3)
-        ticket_holder = Admission(store, uuid.uuid4(), ticket, 10, "default",  # type: ignore[arg-type]
+        ticket_holder = Admission(store, uuid.uuid4(), ticket, 10, "default", 1.0,  # type: ignore[arg-type]
                                   slot_ttl_s=5.0)
         await ticket_holder.release()  # fails at once: Redis is away; the response goes on
         assert store.settled == []

@@ -73,6 +73,7 @@ OLD_VARIABLES: dict[str, tuple[str, str, Any]] = {
 NEW_VARIABLES: dict[str, tuple[str, str, Any]] = {
     "FAIRWAY_DEAD_WORKER_AFTER_BEATS": ("5", "dispatcher.dead_worker_after_beats", 5.0),
     "FAIRWAY_TENANT_CACHE_ISOLATION": ("false", "engine.tenant_cache_isolation", False),
+    "FAIRWAY_SLO_ADMISSION": ("false", "api.slo_admission", False),
 }
 ALL_VARIABLES = {**OLD_VARIABLES, **NEW_VARIABLES}
 

@@ -1,0 +1,194 @@
+"""Overload at the door: realtime arrivals at 4x what the pool sustains, with admission by
+predicted TTFT (service/api/slo_gate.py) on, and off for comparison.
+
+    python bench/overload.py [--factor 4] [--seconds 60] [--workers 2] [--slots 4]
+
+A private stack (embedded Postgres and Redis, simulated engines with few slots, so that the
+engines, not this 2-core box's API and load generator, are what saturates) serves two
+tenants: premium
+(500 ms TTFT target) and standard (1 s). First the sustainable rate is measured: a saturating
+burst with admission off, completions per second. Then Poisson arrivals at ``factor`` times
+that rate, streamed, half from each tenant, once with admission on and once off. Printed per
+run: accepted and refused, accepted TTFT p50/p99 and p99 / target per tier, refusal latency
+p50/p99, and accepted requests that did not finish (lost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from harness import pct  # noqa: E402
+
+from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
+from service.cli.embedded import EmbeddedServers  # noqa: E402
+from service.store.migrate import upgrade  # noqa: E402
+from service.store.settings import Settings  # noqa: E402
+from tests.support.stack import Stack, wait_until  # noqa: E402
+
+MODEL = "sim-model"
+TARGETS = {"premium": 0.5, "standard": 1.0}
+BODY = {"model": MODEL, "stream": True, "max_tokens": 48, "temperature": 0,
+        "messages": [{"role": "user", "content": "overload " * 20}]}
+
+
+@dataclass
+class Outcome:
+    tier: str
+    status: int = 0
+    ttft_s: float | None = None
+    latency_s: float = 0.0  # to the response's status line
+    finished: bool = False  # a final chunk (finish_reason) and [DONE]
+    error_code: str | None = None  # an error event in the stream, or the refusal's code
+
+
+async def one(client: httpx.AsyncClient, base: str, key: str, tier: str) -> Outcome:
+    out = Outcome(tier)
+    t0 = time.perf_counter()
+    try:
+        async with client.stream("POST", base + "/v1/chat/completions", json=BODY,
+                                 headers={"authorization": f"Bearer {key}"}) as resp:
+            out.status, out.latency_s = resp.status_code, time.perf_counter() - t0
+            if resp.status_code != 200:
+                out.error_code = json.loads(await resp.aread())["error"].get("code")
+                return out
+            final = False
+            async for line in resp.aiter_lines():
+                if line == "data: [DONE]":
+                    out.finished = final
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                event = json.loads(line[6:])
+                if "error" in event:
+                    out.error_code = event["error"].get("code") or "error"
+                    continue
+                choice = (event.get("choices") or [{}])[0]
+                if out.ttft_s is None and choice.get("delta", {}).get("content"):
+                    out.ttft_s = time.perf_counter() - t0
+                final = final or bool(choice.get("finish_reason"))
+    except httpx.HTTPError:  # counted as "other"; an accepted stream cut off counts as lost
+        out.status = out.status or -1
+    return out
+
+
+async def drive(base: str, keys: dict[str, str], rate: float, seconds: float,
+                seed: int = 7) -> list[Outcome]:
+    rng = random.Random(seed)
+    limits = httpx.Limits(max_connections=2000, max_keepalive_connections=200)
+    async with httpx.AsyncClient(timeout=300, limits=limits) as client:
+        tasks, t = [], 0.0
+        start = time.monotonic()
+        while t < seconds:
+            t += rng.expovariate(rate)
+            await asyncio.sleep(max(0.0, start + t - time.monotonic()))
+            tier = rng.choice(list(keys))
+            tasks.append(asyncio.create_task(one(client, base, keys[tier], tier)))
+        return list(await asyncio.gather(*tasks))
+
+
+async def capacity(base: str, key: str, burst: int) -> float:
+    """Completions per second of a saturating burst (admission off)."""
+    async with httpx.AsyncClient(timeout=900, limits=httpx.Limits(max_connections=2000)) as c:
+        t0 = time.monotonic()
+        outs = await asyncio.gather(*(one(c, base, key, "capacity") for _ in range(burst)))
+    done = sum(o.finished and o.error_code is None for o in outs)
+    if done < burst:
+        seen = Counter((o.status, o.error_code, o.finished) for o in outs)
+        raise RuntimeError(f"only {done} of {burst} capacity requests finished: {dict(seen)}")
+    return done / (time.monotonic() - t0)
+
+
+def capacity_tenant(base: str, settings: Settings) -> str:
+    """A tenant whose tier has no latency target to speak of and no quota: the capacity
+    burst must be served whole, however long it queues."""
+    admin = {"authorization": f"Bearer {settings.admin_token}"}
+    httpx.put(base + "/admin/tiers/bench-capacity", headers=admin, timeout=30, json={
+        "weight": 1.0, "allowed_service_tiers": ["auto", "default"], "ttft_slo_ms": 3_600_000,
+        "tpot_slo_ms": 60_000, "quotas": {}}).raise_for_status()
+    return create_tenant_with_key(settings, f"capacity-{uuid.uuid4().hex[:6]}",
+                                  tier="bench-capacity")[1]
+
+
+def report(name: str, outs: list[Outcome]) -> None:
+    accepted = [o for o in outs if o.status == 200]
+    refused = [o for o in outs if o.status == 429]
+    later = [o for o in accepted if o.error_code is not None]
+    lost = [o for o in accepted if not o.finished and o.error_code is None]
+    codes = Counter(o.error_code for o in refused + later)
+    print(f"\n{name}: {len(outs)} sent, {len(accepted)} accepted, {len(refused)} refused "
+          f"at the door (429), {len(later)} accepted then refused or failed, "
+          f"{len(outs) - len(accepted) - len(refused)} other, {len(lost)} lost; codes "
+          f"{dict(codes)}")
+    for tier, target in TARGETS.items():
+        ttfts = [o.ttft_s for o in accepted if o.tier == tier and o.ttft_s is not None]
+        if ttfts:
+            p99 = pct(ttfts, 99)
+            print(f"  {tier:<9} target {target:.2f} s: TTFT p50 {pct(ttfts, 50):.3f} s, "
+                  f"p99 {p99:.3f} s = {p99 / target:.2f}x target ({len(ttfts)} accepted)")
+    if refused:
+        lat = [o.latency_s * 1000 for o in refused]
+        print(f"  refusal latency p50 {pct(lat, 50):.1f} ms, p99 {pct(lat, 99):.1f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--factor", type=float, default=4.0)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--sim-speed", type=float, default=1.0)
+    parser.add_argument("--slots", type=int, default=4, help="engine slots per worker")
+    args = parser.parse_args()
+    servers = EmbeddedServers(Path(tempfile.mkdtemp(prefix="fairway-overload-")))
+    servers.start(need_db=True, need_redis=True)
+    upgrade(servers.database_url)
+    env = {"FAIRWAY_SERVED_MODEL_NAME": MODEL, "FAIRWAY_MAX_NUM_SEQS": str(args.slots),
+           "FAIRWAY_LOG_LEVEL": "WARNING", "FAIRWAY_METRICS_ENABLED": "false",
+           "FAIRWAY_SIM_SPEED": str(args.sim_speed)}
+    stack = Stack(servers.database_url, servers.redis_url, env_overrides=env)
+    settings = Settings(database_url=servers.database_url)
+    keys = {tier: create_tenant_with_key(settings, f"{tier}-{uuid.uuid4().hex[:6]}",
+                                         tier=tier)[1] for tier in TARGETS}
+    try:
+        stack.start_dispatcher()
+        for i in range(args.workers):
+            stack.start_worker(f"ov-{i}")
+        runs: dict[str, list[Outcome]] = {}
+        for admission in ("false", "true"):
+            stack.env_overrides["FAIRWAY_SLO_ADMISSION"] = admission
+            stack.start_api()
+            if admission == "false":
+                rate = asyncio.run(capacity(stack.base_url, capacity_tenant(
+                    stack.base_url, settings), burst=args.slots * args.workers * 6))
+                print(f"sustainable rate: {rate:.2f} requests/s "
+                      f"({args.workers} simulated workers x {args.slots} slots)")
+            wait_until(lambda: httpx.get(stack.base_url + "/readyz").status_code == 200, 30,
+                       "ready", stack)
+            runs[admission] = asyncio.run(drive(stack.base_url, keys, args.factor * rate,
+                                                args.seconds))
+            stack.kill("api")
+        print(f"\narrivals: Poisson at {args.factor:g} x {rate:.2f} = {args.factor * rate:.1f}/s "
+              f"for {args.seconds:g} s, half premium, half standard, streamed")
+        report("admission off", runs["false"])
+        report("admission on (default)", runs["true"])
+    finally:
+        stack.stop()
+        servers.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Admission by predicted time to first token, at the door.
+
+A realtime request whose predicted TTFT exceeds its target is refused with 429 and a
+Retry-After before anything is stored (unless it would miss even on an idle pool, where
+refusing it relieves nothing): under overload the queue is not filled past every
+target, and a refusal costs milliseconds. The prediction is the policy's (scheduler.outlook):
+the dispatcher publishes each model's outlook a few times a second, and this process adds the
+requests it admitted since, so a burst between two outlooks is counted too. Without an outlook
+(no dispatcher yet, or Redis away) the request is admitted; the dispatcher still judges it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict, deque
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from scheduler.outlook import RealtimeOutlook, alone_ttft, predict_new_ttft
+from service.store.heartbeats import decode_outlook
+from service.store.keys import outlook_key
+
+REFRESH_S = 0.05  # how stale an outlook this process reuses before reading it again
+# The prediction is a mean and the target holds the tail: admit only below this share of it.
+ADMIT_BELOW = 0.7
+
+
+class SloGate:
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self._outlooks: dict[str, tuple[float, RealtimeOutlook | None]] = {}
+        self._admitted: dict[str, deque[float]] = defaultdict(deque)  # model -> epoch times
+
+    async def check(self, model: str, *, prompt_tokens: int, target_s: float) -> int | None:
+        """None: admitted (and counted against the next request). Else the seconds after which
+        a retry may be admitted."""
+        outlook = await self._outlook(model)
+        if outlook is None:
+            return None
+        admitted = self._admitted[model]
+        while admitted and admitted[0] <= outlook.at:  # the outlook has seen those
+            admitted.popleft()
+        predicted = predict_new_ttft(outlook, prompt_tokens=prompt_tokens,
+                                     extra_jobs=len(admitted))
+        bar = target_s * ADMIT_BELOW
+        if predicted > bar and alone_ttft(outlook, prompt_tokens=prompt_tokens) <= bar:
+            return max(1, math.ceil(predicted - bar))
+        admitted.append(time.time())
+        return None
+
+    async def _outlook(self, model: str) -> RealtimeOutlook | None:
+        now = time.monotonic()
+        cached = self._outlooks.get(model)
+        if cached is not None and now - cached[0] < REFRESH_S:
+            return cached[1]
+        try:
+            outlook = decode_outlook(await self.redis.get(outlook_key(model)))
+        except RedisError:
+            outlook = None
+        self._outlooks[model] = (now, outlook)
+        return outlook

@@ -1,0 +1,77 @@
+"""Overload is shed at the door: a burst far past what a small pool can start within the tier's
+TTFT target gets 429 + Retry-After for the excess, before anything is stored, and every
+request that was accepted is served to its end."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from service.cli.bootstrap import create_tenant_with_key
+from service.store.db import sync_session
+from service.store.models.jobs import Job
+from service.store.settings import Settings
+from tests.support.stack import Stack, own_stack
+
+MODEL = "sim-model"
+
+
+@pytest.fixture(scope="module")
+def small_pool() -> Iterator[Stack]:
+    env = {"FAIRWAY_SERVED_MODEL_NAME": MODEL, "FAIRWAY_MAX_NUM_SEQS": "4",
+           "FAIRWAY_HEARTBEAT_SECONDS": "0.5", "FAIRWAY_SIM_SPEED": "0.5"}
+    with own_stack("sloadmit", env, workers=("slo-1",)) as stack:
+        yield stack
+
+
+def _stream(stack: Stack, key: str, out: list[dict[str, object]]) -> None:
+    result: dict[str, object] = {"finished": False, "done": False}
+    with httpx.stream("POST", stack.base_url + "/v1/chat/completions", timeout=120, json={
+            "model": MODEL, "stream": True, "max_tokens": 48, "temperature": 0,
+            "messages": [{"role": "user", "content": "hello " * 30}]},
+            headers={"authorization": f"Bearer {key}"}) as resp:
+        result["status"] = resp.status_code
+        if resp.status_code != 200:
+            result["retry_after"] = resp.headers.get("retry-after")
+            result["error"] = json.loads(resp.read())["error"]
+        else:
+            for line in resp.iter_lines():
+                if line == "data: [DONE]":
+                    result["done"] = True
+                elif line.startswith("data: ") and '"finish_reason":"' in line.replace(" ", ""):
+                    result["finished"] = True
+    out.append(result)
+
+
+def test_a_burst_past_the_target_is_shed_and_the_rest_served(small_pool: Stack) -> None:
+    settings = Settings(database_url=small_pool.database_url, redis_url=small_pool.redis_url)
+    tenant_id, key = create_tenant_with_key(settings, f"burst-{uuid.uuid4().hex[:6]}",
+                                            tier="premium")  # a 500 ms TTFT target
+    results: list[dict[str, object]] = []
+    threads = [threading.Thread(target=_stream, args=(small_pool, key, results))
+               for _ in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    refused = [r for r in results if r["status"] == 429]
+    served = [r for r in results if r["status"] == 200]
+    assert len(refused) + len(served) == 40, results
+    print(f"refused {len(refused)}, served {len(served)}")
+    assert refused, "nothing was shed"
+    assert served, "nothing was admitted"
+    for r in refused:
+        assert r["error"]["code"] == "slo_unattainable"  # type: ignore[index]
+        assert r["retry_after"] and int(str(r["retry_after"])) >= 1
+    assert all(r["finished"] and r["done"] for r in served), served
+    with sync_session(small_pool.database_url) as session:  # refusals stored nothing
+        stored = session.scalar(select(func.count()).where(Job.tenant_id == tenant_id))
+        succeeded = session.scalar(select(func.count()).where(
+            Job.tenant_id == tenant_id, Job.status == "succeeded"))
+    assert stored == succeeded == len(served)

@@ -1,0 +1,50 @@
+"""The outlook the API admits with predicts what the policy predicts for the same job."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.outlook import predict_new_ttft
+from scheduler.policies import FairwayConfig, make_policy
+from scheduler.policies.admission import predict_ttft
+from scheduler.policies.fairway import FairwayPolicy
+from scheduler.types import JobClass, JobView, WorkerView
+
+MODEL = "m"
+
+
+def _worker(wid: str, running: int = 0) -> WorkerView:
+    return WorkerView(worker_id=wid, models=(MODEL,), max_slots=4, running=running,
+                      kv_capacity_tokens=100_000, kv_used_tokens=0, last_seen=0.0,
+                      assigned={})
+
+
+def _job(i: int, prompt: int = 300) -> JobView:
+    return JobView(job_id=f"j{i}", tenant_id="t", job_class=JobClass.REALTIME, priority=1,
+                   model=MODEL, arrival=100.0, deadline=None, prompt_tokens=prompt,
+                   max_tokens=64)
+
+
+@pytest.mark.parametrize("queued", [0, 3, 9, 25])
+def test_the_outlook_predicts_as_the_policy_does(queued: int) -> None:
+    policy = make_policy("fairway", FairwayConfig())
+    assert isinstance(policy, FairwayPolicy)
+    for wid in ("w1", "w2"):
+        policy.on_worker_heartbeat(_worker(wid))
+    for i in range(queued):
+        policy.on_job_arrived(_job(i))
+    (outlook,) = policy.outlook(100.0)
+    newcomer = _job(999, prompt=200)
+    policy.on_job_arrived(newcomer)  # now it is queued, as the policy would judge it
+    pool = policy.fleet.pools[MODEL]
+    cost = pool.cost or FairwayConfig().default_cost
+    expected = predict_ttft(newcomer, pool, 100.0, cost, policy.admission.realtime_size)
+    assert predict_new_ttft(outlook, prompt_tokens=200) == pytest.approx(expected)
+
+
+def test_jobs_admitted_since_the_outlook_count_against_the_next() -> None:
+    policy = make_policy("fairway", FairwayConfig())
+    policy.on_worker_heartbeat(_worker("w1"))
+    (outlook,) = policy.outlook(0.0)
+    waits = [predict_new_ttft(outlook, prompt_tokens=100, extra_jobs=k) for k in (0, 4, 40)]
+    assert waits[0] < waits[1] < waits[2]
