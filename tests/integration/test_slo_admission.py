@@ -31,7 +31,7 @@ def small_pool() -> Iterator[Stack]:
 
 
 def _stream(stack: Stack, key: str, out: list[dict[str, object]]) -> None:
-    result: dict[str, object] = {"finished": False, "done": False}
+    result: dict[str, object] = {"finished": False, "done": False, "error": None}
     with httpx.stream("POST", stack.base_url + "/v1/chat/completions", timeout=120, json={
             "model": MODEL, "stream": True, "max_tokens": 48, "temperature": 0,
             "messages": [{"role": "user", "content": "hello " * 30}]},
@@ -44,6 +44,8 @@ def _stream(stack: Stack, key: str, out: list[dict[str, object]]) -> None:
             for line in resp.iter_lines():
                 if line == "data: [DONE]":
                     result["done"] = True
+                elif line.startswith("data: ") and '"error":' in line:
+                    result["error"] = json.loads(line[6:])["error"]
                 elif line.startswith("data: ") and '"finish_reason":"' in line.replace(" ", ""):
                     result["finished"] = True
     out.append(result)
@@ -63,15 +65,17 @@ def test_a_burst_past_the_target_is_shed_and_the_rest_served(small_pool: Stack) 
     refused = [r for r in results if r["status"] == 429]
     served = [r for r in results if r["status"] == 200]
     assert len(refused) + len(served) == 40, results
-    print(f"refused {len(refused)}, served {len(served)}")
     assert refused, "nothing was shed"
     assert served, "nothing was admitted"
     for r in refused:
         assert r["error"]["code"] == "slo_unattainable"  # type: ignore[index]
         assert r["retry_after"] and int(str(r["retry_after"])) >= 1
-    assert all(r["finished"] and r["done"] for r in served), served
-    with sync_session(small_pool.database_url) as session:  # refusals stored nothing
-        stored = session.scalar(select(func.count()).where(Job.tenant_id == tenant_id))
-        succeeded = session.scalar(select(func.count()).where(
-            Job.tenant_id == tenant_id, Job.status == "succeeded"))
-    assert stored == succeeded == len(served)
+    # Every accepted request ends explicitly: its answer, or (rarely, when its wait in the queue
+    # grew past the target after all) the dispatcher's refusal as an error event.
+    for r in served:
+        assert r["done"] and (r["finished"] or r["error"]["code"] == "slo_unattainable"), r  # type: ignore[index]
+    with sync_session(small_pool.database_url) as session:  # door refusals stored nothing
+        statuses = dict(session.execute(select(Job.status, func.count()).where(
+            Job.tenant_id == tenant_id).group_by(Job.status)).all())
+    assert sum(statuses.values()) == len(served)
+    assert statuses.get("succeeded", 0) == sum(bool(r["finished"]) for r in served)
