@@ -81,11 +81,8 @@ def validate_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorag
     """Validate and ingest one batch; returns its new status, or None if not ours to do.
     `redis` is a synchronous client (quota admission); a Redis outage raises, leaving the
     batch `validating` for the dispatcher's retry."""
-    batch = session.scalar(select(Batch).where(
-        Batch.id == batch_id, Batch.status == BatchStatus.VALIDATING)
-        .with_for_update(skip_locked=True))
+    batch = batches.lock(session, batch_id, BatchEvent.VALIDATED)
     if batch is None:
-        session.rollback()
         return None
     quotas = SyncQuotaStore(redis)
     # Before reading the file: gives back a stale reservation, and fails fast without Redis.
@@ -230,11 +227,8 @@ def give_up_validation(session: Session, *, batch_id: uuid.UUID, message: str,
                        redis: Redis) -> str | None:
     """End a batch whose validation keeps failing: ``failed``, with the reason in errors, and
     any quota it had reserved given back (best effort: the reservation also expires)."""
-    batch = session.scalar(select(Batch).where(
-        Batch.id == batch_id, Batch.status == BatchStatus.VALIDATING)
-        .with_for_update(skip_locked=True))
+    batch = batches.lock(session, batch_id, BatchEvent.REFUSED)
     if batch is None:
-        session.rollback()
         return None
     log.error("batch validation given up", extra={"batch_id": str(batch_id)})
     try:

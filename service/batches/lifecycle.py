@@ -100,7 +100,7 @@ def finalize_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorag
 def expire_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorage,
                  redis: Redis) -> str | None:
     """Window over: unfinished lines become batch_expired errors, running ones are aborted."""
-    batch = _lock(session, batch_id, BatchEvent.EXPIRE)
+    batch = batches.lock(session, batch_id, BatchEvent.EXPIRE)
     if batch is None:
         return None
     now = dt.datetime.now(dt.UTC)
@@ -125,7 +125,7 @@ def expire_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorage,
 def _close(session: Session, batch_id: uuid.UUID, storage: FileStorage, event: BatchEvent,
            redis: Redis) -> str | None:
     """finalizing -> completed or cancelling -> cancelled, with the output and error files."""
-    batch = _lock(session, batch_id, event)
+    batch = batches.lock(session, batch_id, event)
     if batch is None:
         return None
     settle_quota(session, batch, redis)
@@ -151,16 +151,6 @@ def settle_quota(session: Session, batch: Batch, redis: Redis) -> int | None:
         log.info("batch quota settled", extra={"batch_id": str(batch.id),
                                                "reserved": reserved, "used": int(used or 0)})
     return reserved
-
-
-def _lock(session: Session, batch_id: uuid.UUID, event: BatchEvent) -> Batch | None:
-    """The batch row, locked, if it is in a status ``event`` may leave and nobody holds it."""
-    batch = session.scalar(select(Batch).where(Batch.id == batch_id,
-                                               Batch.status.in_(batches.sources(event)))
-                           .with_for_update(skip_locked=True))
-    if batch is None:
-        session.rollback()
-    return batch
 
 
 def _apply(batch: Batch, assembled: Assembled) -> None:

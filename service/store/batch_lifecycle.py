@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Update, update
+from sqlalchemy import ColumnElement, Update, select, update
+from sqlalchemy.orm import Session
 
 from service.store.models.batches import Batch, BatchStatus
 
@@ -90,6 +92,17 @@ def guarded(event: BatchEvent, *where: ColumnElement[bool], now: dt.datetime,
     rule = BATCH_TRANSITIONS[event]
     return (update(Batch).where(Batch.status.in_(sources(event)), *where)
             .values(status=rule.target, **{rule.stamp: now}, **(values or {})))
+
+
+def lock(session: Session, batch_id: uuid.UUID, event: BatchEvent) -> Batch | None:
+    """The batch row, locked ``FOR UPDATE`` for the caller's transaction, if it is in a status
+    ``event`` may leave and no one else holds it; else None (and the transaction ends)."""
+    batch = session.scalar(select(Batch).where(Batch.id == batch_id,
+                                               Batch.status.in_(sources(event)))
+                           .with_for_update(skip_locked=True))
+    if batch is None:
+        session.rollback()
+    return batch
 
 
 def advance(batch: Batch, event: BatchEvent, now: dt.datetime) -> None:

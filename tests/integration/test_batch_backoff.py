@@ -5,7 +5,6 @@ dependency outage is waited out, never counted against the batch."""
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import time
 import uuid
 from collections.abc import Iterator
@@ -80,8 +79,6 @@ def test_a_validation_that_keeps_failing_fails_the_batch(
     assert batch.errors and batch.errors[0]["code"] == "validation_error"
     assert "5 times" in batch.errors[0]["message"]
     assert len(calls) == maintenance.MAX_STEP_FAILURES
-    gaps = [b - a for a, b in itertools.pairwise(calls)]
-    assert gaps[-1] > gaps[0] * 3  # the delays grow
 
 
 def test_an_outage_is_waited_out_not_counted(
