@@ -127,3 +127,20 @@ def test_postgres_down_for_seconds(private: tuple[EmbeddedServers, Stack, str]) 
     results = _outage_under_load(stack, key, stop, servers.start_postgres)
     assert 500 not in probes, probes
     _assert_recovered(stack, key, results)
+
+
+def test_readiness_needs_a_live_dispatcher(private: tuple[EmbeddedServers, Stack, str]) -> None:
+    """/readyz said ready while no dispatcher was alive: now it names the missing leader."""
+    _, stack, _ = private
+    assert httpx.get(stack.base_url + "/readyz", timeout=10).status_code == 200
+    stack.kill("scheduler")
+    try:
+        wait_until(lambda: httpx.get(stack.base_url + "/readyz", timeout=10).status_code == 503,
+                   15, "not ready without a dispatcher", stack)
+        body = httpx.get(stack.base_url + "/readyz", timeout=10).json()
+        assert body["checks"]["dispatcher"] == "none"
+        assert any("dispatcher" in reason for reason in body["reasons"])
+    finally:
+        stack.start_dispatcher()
+    wait_until(lambda: httpx.get(stack.base_url + "/readyz", timeout=10).status_code == 200,
+               20, "ready again", stack)
