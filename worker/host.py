@@ -8,6 +8,7 @@ import asyncio
 import datetime as dt
 import json
 import logging
+import os
 import threading
 import time
 import uuid
@@ -64,6 +65,7 @@ class EngineHost:
         self._tasks: list[asyncio.Task[None]] = []
         self.runner: JobRunner | None = None
         self.deps = Dependencies(log)
+        self.incarnation = f"{os.getpid()}-{time.time():.3f}"
         self.redis: Redis | None = None
         self.metrics_port: int | None = None
 
@@ -203,6 +205,9 @@ class EngineHost:
             "kv_capacity_tokens": stats.kv_capacity_tokens,
             "metrics_port": self.metrics_port,
             "ts": time.time(),
+            # This process's start: a worker restarted under the same id is a new incarnation,
+            # and the dispatcher re-queues what the old one held.
+            "incarnation": self.incarnation,
         }
         observe_engine(self.engine.model_name, stats, len(self.runner.active))
         await self.redis.set(worker_key(self.worker_id), json.dumps(beat), ex=self._key_ttl_s())

@@ -77,6 +77,7 @@ class Dispatcher:
         self.placed: dict[str, tuple[str, JobClass]] = {}  # job id -> (worker id, class)
         self.classes: dict[str, JobClass] = {}  # queued job id -> class, for placed
         self.workers: set[str] = set()
+        self._incarnations: dict[str, object] = {}  # worker id -> the process we last heard
         self._next_maintenance = 0.0
         self._next_scan = 0.0
         self._next_outlook = 0.0
@@ -222,21 +223,26 @@ class Dispatcher:
             by_worker[worker_id][job_id] = job_class
         seen = set()
         for beat in beats:
-            seen.add(beat["worker_id"])
-            self.policy.on_worker_heartbeat(worker_view(beat, by_worker[beat["worker_id"]]))
+            worker_id = beat["worker_id"]
+            incarnation = beat.get("incarnation")
+            if self._incarnations.get(worker_id, incarnation) != incarnation:
+                self._worker_lost(worker_id, "was restarted")  # the old process died
+                by_worker.pop(worker_id, None)
+            self._incarnations[worker_id] = incarnation
+            seen.add(worker_id)
+            self.policy.on_worker_heartbeat(worker_view(beat, by_worker[worker_id]))
         for gone in (self.workers | set(by_worker)) - seen:
             self._worker_lost(gone)
         self.workers = seen
         self._refresh_step_clocks()
 
-    def _worker_lost(self, worker_id: str) -> None:
+    def _worker_lost(self, worker_id: str, why: str = "missed its heartbeats") -> None:
         """Its jobs go back to the queue at once (not when their leases run out), so a
         streaming client waits a few heartbeats, not a lease."""
         self.policy.on_worker_lost(worker_id)
         with sync_session(self.settings.database_url) as session:
             requeued = store.requeue_worker_jobs(session, worker_id=worker_id)
-        log.warning("worker %s missed its heartbeats; re-queued %d job(s)", worker_id,
-                    len(requeued))
+        log.warning("worker %s %s; re-queued %d job(s)", worker_id, why, len(requeued))
         for requeued_id in requeued:
             self._release(str(requeued_id))
         for placed_id, (owner, _) in list(self.placed.items()):
