@@ -43,6 +43,8 @@ class EmbeddedServers:
     def _start_postgres(self) -> None:
         import pgserver
 
+        # Its INFO lines are noise, and its exit hook logs after pytest closed the streams.
+        logging.getLogger("pgserver").setLevel(logging.WARNING)
         pgdata = self.data_dir / "pgdata"
         self._pg = pgserver.get_server(pgdata, cleanup_mode="stop")
         self.database_url = self._pg.get_uri()
