@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from scheduler.dispatcher import metrics as sched_obs
 from scheduler.dispatcher.leader import acquire_leadership, connect, still_leader
 from scheduler.dispatcher.terms import run_terms
-from scheduler.dispatcher.views import job_view, worker_view
+from scheduler.dispatcher.views import job_view, live_beats, worker_view
 from scheduler.interface import SchedulingPolicy
 from scheduler.policies import FairwayConfig, make_policy
 from scheduler.types import Assign, Decision, JobClass, Preempt, Reject
@@ -214,10 +214,10 @@ class Dispatcher:
     def _refresh_workers(self) -> None:
         keys = list(self.redis.scan_iter(match=WORKER_KEY_PATTERN, count=500))
         beats = [json.loads(v) for v in self.redis.mget(keys) if v] if keys else []
-        # A worker that missed a few beats is dead to us (its key outlives it a while).
-        silence = (self.settings.dispatcher.dead_worker_after_beats
-                   * self.settings.worker.heartbeat_seconds)
-        beats = [b for b in beats if float(b.get("ts", 0)) >= time.time() - silence]
+        # A worker that missed a few beats while others beat is dead to us (its key outlives
+        # it a while).
+        beats = live_beats(beats, silence_s=self.settings.dispatcher.dead_worker_after_beats
+                           * self.settings.worker.heartbeat_seconds)
         by_worker: dict[str, dict[str, JobClass]] = defaultdict(dict)
         for job_id, (worker_id, job_class) in self.placed.items():
             by_worker[worker_id][job_id] = job_class

@@ -63,3 +63,15 @@ def _job_ids(raw: Any) -> list[str]:
         except ValueError:
             continue
     return ids
+
+
+def live_beats(beats: list[dict[str, Any]], *, silence_s: float) -> list[dict[str, Any]]:
+    """The heartbeats of workers taken for alive: those within ``silence_s`` of the newest beat
+    of any worker, not of the clock. A starved box (or a stalled dispatcher) delays every beat
+    together, and declaring everyone dead then only re-runs work; and re-queuing early only
+    helps while some worker lives to take the jobs. A pool that all went silent is left to the
+    job leases."""
+    if not beats:
+        return []
+    newest = max(float(b.get("ts", 0)) for b in beats)
+    return [b for b in beats if float(b.get("ts", 0)) >= newest - silence_s]

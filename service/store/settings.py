@@ -121,9 +121,10 @@ class DispatcherSettings(SettingsGroup):
                     "baseline)")
     dead_worker_after_beats: float = Field(
         default=3.0, gt=1,
-        description="a worker whose heartbeat is older than this many `FAIRWAY_HEARTBEAT_"
-                    "SECONDS` is taken for dead and its jobs re-queued at once (not at lease "
-                    "end), to continue from their checkpoints")
+        description="a worker whose heartbeat is this many `FAIRWAY_HEARTBEAT_SECONDS` older "
+                    "than the newest worker's is taken for dead and its jobs re-queued at once "
+                    "(not at lease end), to continue from their checkpoints; a pool that went "
+                    "silent all together is left to the leases")
 
 
 class WorkerSettings(SettingsGroup):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from scheduler.dispatcher.views import worker_view
+from scheduler.dispatcher.views import live_beats, worker_view
 
 
 def test_heartbeat_job_ids_become_canonical_running_ids() -> None:
@@ -47,3 +47,15 @@ def test_a_system_prompt_becomes_prefix_key_and_its_length_estimate() -> None:
     assert view.ttft_slo_s == 0.5  # the tenant's tier's target, not the request's deadline
     row.request = {"messages": [{"role": "user", "content": "hi"}]}  # no shared prefix
     assert job_view(_to_queued(row)).prefix_tokens == 0  # type: ignore[arg-type]
+
+
+def test_a_worker_silent_while_others_beat_is_dead() -> None:
+    beats = [{"worker_id": "a", "ts": 100.0}, {"worker_id": "b", "ts": 97.0}]
+    assert [b["worker_id"] for b in live_beats(beats, silence_s=1.5)] == ["a"]
+
+
+def test_a_pool_silent_all_together_is_not_declared_dead() -> None:
+    # Both beats are old by the clock (a starved box): nobody is singled out.
+    beats = [{"worker_id": "a", "ts": 10.0}, {"worker_id": "b", "ts": 9.5}]
+    assert [b["worker_id"] for b in live_beats(beats, silence_s=1.5)] == ["a", "b"]
+    assert live_beats([], silence_s=1.5) == []
