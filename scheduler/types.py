@@ -38,6 +38,9 @@ class JobView:
     # Output tokens already produced before a preemption (the checkpoint); the resumed job's
     # prompt_tokens include them, so they count as work lost if it is preempted again.
     generated_tokens: int = 0
+    # Placed before and back in the queue (its worker was lost, or it was preempted): it was
+    # admitted once, and its client may already hold tokens, so it is never refused for SLO.
+    requeued: bool = False
 
     def __repr__(self) -> str:  # log-safe: ids and sizes only
         return (

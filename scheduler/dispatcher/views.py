@@ -35,6 +35,7 @@ def job_view(job: QueuedJob) -> JobView:
         prefix_tokens=job.prefix_tokens,
         ttft_slo_s=ttft_slo,
         generated_tokens=job.generated_tokens,
+        requeued=job.attempt > 0,
     )
 
 

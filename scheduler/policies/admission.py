@@ -137,7 +137,7 @@ class Admission:
     def _admit_realtime(self, job: JobView, now: float, out: list[Decision]) -> None:
         cfg = self.config
         pool = self._fleet.pools.get(job.model)
-        if pool is None or not pool.workers:
+        if pool is None or not pool.workers or job.requeued:
             return
         if kv_need(job) > pool.kv_capacity_max:
             self._reject(job.job_id, "no_capacity_for_model", 30.0, out)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sched_helpers import assigns, batch, order, rt, worker
 
 from scheduler.interface import PolicyKind
@@ -129,6 +131,19 @@ def test_unreachable_slo_is_rejected_and_flex_goes_first() -> None:
     assert rejects[1].retry_after_s >= 1.0
     policy.on_job_arrived(batch("flex2", priority=2, at=1.0, deadline=600.0))
     assert [d.job_id for d in policy.schedule(1.0) if isinstance(d, Reject)] == ["flex2"]
+
+
+def test_requeued_realtime_job_is_never_refused_for_slo() -> None:
+    # Its worker was lost mid-stream: the client already holds tokens, and its wait since
+    # arrival is long past the target. It was admitted once; it runs again, it is not refused.
+    policy = one_slot_policy()
+    policy.on_job_arrived(rt("r1", slo=100.0, out=5000))
+    assert order(policy) == ["r1"]
+    policy.on_job_arrived(replace(rt("back", slo=0.2), requeued=True, generated_tokens=40))
+    policy.on_job_arrived(rt("fresh", at=5.0, slo=0.2))
+    rejects = [d.job_id for d in policy.schedule(5.0) if isinstance(d, Reject)]
+    assert rejects == ["fresh"]
+    assert policy.num_queued() == 1
 
 
 def test_job_for_unserved_model_waits_and_runs_once_a_worker_serves_it() -> None:
