@@ -22,6 +22,8 @@ from service.store.telemetry.slo_rules import COMBINED
 
 WINDOWS_S = {"1m": 60, "5m": 300}
 SLO_WINDOW_METRICS = ("fairway_slo_attainment_ratio", "fairway_goodput_requests_per_second")
+SLO_WINDOW_LABELS = {SLO_WINDOW_METRICS[0]: ("class", "kind", "window"),
+                     SLO_WINDOW_METRICS[1]: ("class", "window")}
 
 
 class SloWindows(Collector):
@@ -58,10 +60,11 @@ class SloWindows(Collector):
     def collect(self):  # type: ignore[no-untyped-def]
         ratio = GaugeMetricFamily(SLO_WINDOW_METRICS[0],
                                   "Share of requests judged here in the window that met the "
-                                  "kind's SLO (slo_rules).", labels=["class", "kind", "window"])
+                                  "kind's SLO (slo_rules).",
+                                  labels=list(SLO_WINDOW_LABELS[SLO_WINDOW_METRICS[0]]))
         goodput = GaugeMetricFamily(SLO_WINDOW_METRICS[1],
                                     "Requests per second judged here that met every SLO.",
-                                    labels=["class", "window"])
+                                    labels=list(SLO_WINDOW_LABELS[SLO_WINDOW_METRICS[1]]))
         with self._lock:
             keys = sorted(self._buckets)
         for job_class, kind in keys:
