@@ -6,7 +6,7 @@ import uuid
 
 from scheduler.dispatcher import metrics as dm
 from service.store.telemetry import metrics as m
-from service.store.telemetry.labels import tenant_label
+from service.store.telemetry.labels import TenantLabels
 
 
 def _queued(tenant: str, job_class: str, tier: str) -> float | None:
@@ -14,9 +14,11 @@ def _queued(tenant: str, job_class: str, tier: str) -> float | None:
                                        {"tenant": tenant, "class": job_class, "tier": tier})
 
 
-def test_queued_jobs_by_tenant_class_and_tier():
-    a, b = f"qa-{uuid.uuid4().hex[:6]}", f"qb-{uuid.uuid4().hex[:6]}"
-    la, lb = tenant_label(a), tenant_label(b)
+def test_queued_jobs_by_tenant_class_and_tier(monkeypatch):
+    names = {"id-a": f"qa-{uuid.uuid4().hex[:6]}", "id-b": f"qb-{uuid.uuid4().hex[:6]}"}
+    monkeypatch.setattr(dm, "tenant_label", TenantLabels(lookup=names.get))
+    a, b = "id-a", "id-b"
+    la, lb = names[a], names[b]  # labelled by name
     dm.set_queued([(a, "realtime", "priority", 2), (a, "realtime", "default", 3),
                    (a, "batch", "default", 40),  # batch-file lines: labelled tier "batch"
                    (a, "batch", "flex", 5), (b, "realtime", "default", 1)])
