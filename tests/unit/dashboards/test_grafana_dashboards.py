@@ -163,7 +163,8 @@ def test_headline_stats_and_queue_depth_by_tenant_and_tier():
                    for p in _panels(b["panels"]) for t in p["targets"]
                    if "fairway_queued_jobs" in t["expr"]]
     assert any("by (tenant)" in e for e in queue_exprs)
-    assert any("by (tier)" in e or "tier)" in e for e in queue_exprs)
+    assert any("by (tier)" in e for e in queue_exprs)
+    assert any("by (tenant, tier)" in e for e in queue_exprs)
 
 
 def test_provisioning_and_scrape_config():
