@@ -211,8 +211,9 @@ def panel(i: int, p: P, pos: tuple[int, int]) -> dict:
         options = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
                    "colorMode": "background", "graphMode": "area", "textMode": "value"}
     elif p.objective:
+        # The objective as a dashed red line across the panel (the step's colour).
         defaults["thresholds"] = _thresholds([("transparent", None), ("red", SLO_OBJECTIVE)])
-        defaults["custom"] = {"thresholdsStyle": {"mode": "line+area"}}
+        defaults["custom"] = {"thresholdsStyle": {"mode": "dashed"}}
         defaults["min"], defaults["max"] = 0, 1
     if any(legend.startswith("target") for legend, _ in p.targets):
         overrides.append({
