@@ -35,6 +35,7 @@ if str(ROOT) not in sys.path:
 
 from service.observability.requests import observe_request  # noqa: E402
 from service.store.telemetry import state  # noqa: E402
+from service.store.telemetry.slo_rules import SloTargets  # noqa: E402
 from worker.metrics import observe_job  # noqa: E402
 
 MODEL = "sim-bench"
@@ -48,7 +49,7 @@ def pct(values: list[float], q: float) -> float:
 def one_request(tokens: int) -> None:
     now = dt.datetime.now(dt.UTC)
     obs = observe_request(model=MODEL, tenant="t-bench", job_class="realtime", tier="default",
-                          slo_s=60.0)
+                          targets=SloTargets(60.0, 1.0), deadline_s=600.0)
     row = SimpleNamespace(model=MODEL, kind="realtime", tenant_id="t-bench",
                           service_tier="default", created_at=now, assigned_at=now,
                           deadline_at=None, first_token_at=None, batch_id=None)

@@ -14,7 +14,8 @@ from typing import Any
 
 from service.store.telemetry import metrics as m
 from service.store.telemetry.labels import class_label, tenant_label, tier_label
-from service.store.telemetry.state import SLO_WINDOWS, enabled
+from service.store.telemetry.slo_rules import judge
+from service.store.telemetry.state import enabled, record_slo
 
 
 def _seconds(later: dt.datetime | None, earlier: dt.datetime | None) -> float | None:
@@ -80,11 +81,13 @@ class JobObserver:
         ttft = _seconds(self.first_token_at, self.created_at)
         if ttft is not None:
             m.TTFT.labels(*self.labels).observe(ttft)
-        if ok and (e2e := _seconds(now, self.created_at)) is not None:
+        e2e = _seconds(now, self.created_at)
+        if ok and e2e is not None:
             m.E2E.labels(*self.labels).observe(e2e)
-        met = ok and (self.deadline_at is None or now <= self.deadline_at)
-        m.SLO_REQUESTS.labels(tenant, job_class, tier, "met" if met else "missed").inc()
-        SLO_WINDOWS.record(job_class, met)
+        # A batch-file line (the only kind a worker judges) carries its deadline.
+        verdict = judge(job_class, succeeded=ok, ttft_s=ttft, e2e_s=e2e,
+                        deadline_s=_seconds(self.deadline_at, self.created_at))
+        record_slo(tenant, job_class, tier, verdict)
 
 
 def observe_job(row: Any, *, attempt: int, now: dt.datetime) -> JobObserver | None:

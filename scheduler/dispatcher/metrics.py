@@ -1,6 +1,7 @@
 """What the dispatcher exports: decision latency and counts per pass, and, refreshed from its
 maintenance every few seconds, its queue/placement/worker gauges, the policy's fair-share
-counters, and jobs and batches by status from Postgres (indexed queries on open rows only)."""
+counters, jobs and batches by status and queued jobs by tenant and tier from Postgres
+(indexed queries on open rows only), and the tiers' SLO targets."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from sqlalchemy import text
 
 from service.store.db import sync_session
 from service.store.telemetry import metrics as m
-from service.store.telemetry.labels import tenant_label
+from service.store.telemetry.labels import class_label, tenant_label, tier_label
 from service.store.telemetry.state import enabled
 
 REFRESH_S = 2.0
@@ -26,6 +27,10 @@ _BATCH_LINES_SQL = text(
     "SELECT b.tenant_id, j.status, count(*) FROM batches b JOIN jobs j ON j.batch_id = b.id "
     "WHERE b.status IN ('in_progress', 'finalizing', 'cancelling') "
     "GROUP BY b.tenant_id, j.status")
+
+_QUEUED_SQL = text("SELECT tenant_id, kind, service_tier, count(*) FROM jobs "
+                   "WHERE status = 'queued' GROUP BY tenant_id, kind, service_tier")
+_TARGETS_SQL = text("SELECT name, ttft_slo_ms, tpot_slo_ms FROM tiers")
 
 _next_refresh = 0.0
 
@@ -64,12 +69,50 @@ def refresh(dispatcher: Any, *, force: bool = False) -> None:
         jobs = {(s, k): n for s, k, n in session.execute(_JOBS_SQL)}
         batches: dict[str, int] = {s: n for s, n in session.execute(_BATCHES_SQL)}
         lines = list(session.execute(_BATCH_LINES_SQL).all())
+        queued = list(session.execute(_QUEUED_SQL).all())
+        targets = list(session.execute(_TARGETS_SQL).all())
     for status in OPEN_JOB_STATUSES:
         for kind in ("realtime", "batch"):
             m.JOBS_BY_STATUS.labels(status, kind).set(jobs.get((status, kind), 0))
     for status in OPEN_BATCH_STATUSES:
         m.BATCHES.labels(status).set(batches.get(status, 0))
     _set_batch_lines(lines)
+    set_queued(queued)
+    set_slo_targets(targets)
+
+
+_queued_seen: dict[tuple[str, str, str], int] = {}  # labels -> the value last exported
+
+
+def set_queued(rows: list[Any]) -> None:
+    """fairway_queued_jobs from (tenant_id, kind, service_tier, n) rows. Tenants past the
+    label cap add up under ``other``. A queue that empties reads 0 for one refresh (a graph
+    shows it drop), then its series goes, so old tenants' series do not pile up."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for tenant_id, kind, service_tier, n in rows:
+        key = (tenant_label(tenant_id), class_label(kind), tier_label(service_tier, kind))
+        counts[key] = counts.get(key, 0) + int(n)
+    for key, last in list(_queued_seen.items()):
+        if key in counts:
+            continue
+        if last:
+            m.QUEUED_JOBS.labels(*key).set(0)
+            _queued_seen[key] = 0
+        else:
+            m.QUEUED_JOBS.remove(*key)
+            del _queued_seen[key]
+    for key, n in counts.items():
+        m.QUEUED_JOBS.labels(*key).set(n)
+        _queued_seen[key] = n
+
+
+def set_slo_targets(rows: list[Any]) -> None:
+    """fairway_slo_target_seconds from (tier, ttft_slo_ms, tpot_slo_ms) rows, for panels and
+    alerts to draw and compare against; a deleted tier's series go away."""
+    m.SLO_TARGET.clear()
+    for tier, ttft_ms, tpot_ms in rows:
+        m.SLO_TARGET.labels(str(tier), "ttft").set(ttft_ms / 1000)
+        m.SLO_TARGET.labels(str(tier), "tpot").set(tpot_ms / 1000)
 
 
 def _set_batch_lines(rows: list[Any]) -> None:

@@ -1,12 +1,17 @@
-"""Live state for the admin view: queues from the jobs table, SLO attainment from job
-timestamps (TTFT and TPOT as vLLM's benchmark defines them)."""
+"""Live state for the admin view: queues from the jobs table, SLO attainment of the realtime
+jobs that finished in a window, judged by the one definition the metrics use
+(service.store.telemetry.slo_rules: TTFT and TPOT separately, and both together), with the
+tiers' targets beside it."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.store.telemetry.slo_rules import REALTIME_KINDS, SloTargets, judge, tpot_seconds
 
 _QUEUES = text("""
 SELECT j.kind, j.status, t.id AS tenant_id, t.name AS tenant, count(*) AS n
@@ -16,27 +21,18 @@ GROUP BY j.kind, j.status, t.id, t.name
 ORDER BY j.kind, t.name
 """)
 
-# A realtime job meets its SLO when TTFT (created -> first token) and TPOT
-# ((finished - first token) / (completion tokens - 1)) are within its tenant's tier targets.
-_SLO = text("""
-WITH done AS (
-  SELECT t.id AS tenant_id, t.name AS tenant, t.tier,
-         extract(epoch FROM j.first_token_at - j.created_at) * 1000 AS ttft_ms,
-         CASE WHEN j.completion_tokens > 1 THEN
-           extract(epoch FROM j.finished_at - j.first_token_at) * 1000
-             / (j.completion_tokens - 1) END AS tpot_ms,
-         tr.ttft_slo_ms, tr.tpot_slo_ms
-  FROM jobs j JOIN tenants t ON t.id = j.tenant_id JOIN tiers tr ON tr.name = t.tier
-  WHERE j.kind = 'realtime' AND j.status = 'succeeded' AND j.first_token_at IS NOT NULL
-    AND j.finished_at >= now() - make_interval(secs => :window)
-)
-SELECT tenant_id, tenant, tier, count(*) AS n,
-       count(*) FILTER (WHERE ttft_ms <= ttft_slo_ms
-                          AND (tpot_ms IS NULL OR tpot_ms <= tpot_slo_ms)) AS met,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY ttft_ms) AS ttft_p50_ms,
-       percentile_cont(0.99) WITHIN GROUP (ORDER BY ttft_ms) AS ttft_p99_ms
-FROM done GROUP BY tenant_id, tenant, tier ORDER BY tenant
+# Every realtime job that ended in the window: one that did not succeed misses every target.
+# TTFT is created -> first token; E2E created -> finished (slo_rules derives TPOT from them).
+_FINISHED = text("""
+SELECT t.id AS tenant_id, t.name AS tenant, t.tier, j.status = 'succeeded' AS succeeded,
+       extract(epoch FROM j.first_token_at - j.created_at) AS ttft_s,
+       extract(epoch FROM j.finished_at - j.created_at) AS e2e_s,
+       j.completion_tokens
+FROM jobs j JOIN tenants t ON t.id = j.tenant_id
+WHERE j.kind = 'realtime' AND j.status IN ('succeeded', 'failed', 'cancelled')
+  AND j.finished_at >= now() - make_interval(secs => :window)
 """)
+_TARGETS = text("SELECT name, ttft_slo_ms, tpot_slo_ms FROM tiers ORDER BY weight, name")
 
 
 async def queue_depth(session: AsyncSession) -> dict[str, Any]:
@@ -51,14 +47,86 @@ async def queue_depth(session: AsyncSession) -> dict[str, Any]:
                            "count": r["n"]} for r in rows]}
 
 
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear interpolation between the closest ranks (Postgres' percentile_cont)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000
+
+
+class _Tally:
+    """Judged requests of one group (the fleet, or one tenant)."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.met = dict.fromkeys(REALTIME_KINDS, 0)
+        self.ttft_s: list[float] = []
+        self.tpot_s: list[float] = []
+
+    def add(self, verdict: dict[str, bool], ttft_s: float | None, tpot_s: float | None,
+            succeeded: bool) -> None:
+        self.requests += 1
+        for kind, met in verdict.items():
+            self.met[kind] += int(met)
+        if succeeded and ttft_s is not None:
+            self.ttft_s.append(ttft_s)
+        if succeeded and tpot_s is not None:
+            self.tpot_s.append(tpot_s)
+
+    def attainment(self, kind: str) -> float | None:
+        return self.met[kind] / self.requests if self.requests else None
+
+    def view(self) -> dict[str, Any]:
+        """``met``/``attainment`` are the combined figure (TTFT and TPOT both met), as before;
+        ``ttft_*``/``tpot_*`` judge each target alone; ``by_kind`` has all three."""
+        return {"requests": self.requests, "met": self.met["both"],
+                "attainment": self.attainment("both"),
+                "combined_kind": "both",
+                "ttft_met": self.met["ttft"], "ttft_attainment": self.attainment("ttft"),
+                "tpot_met": self.met["tpot"], "tpot_attainment": self.attainment("tpot"),
+                "by_kind": {kind: {"met": self.met[kind], "attainment": self.attainment(kind)}
+                            for kind in REALTIME_KINDS}}
+
+
+async def slo_targets(session: AsyncSession) -> list[dict[str, Any]]:
+    rows = (await session.execute(_TARGETS)).mappings().all()
+    return [{"tier": r["name"], "ttft_slo_ms": r["ttft_slo_ms"],
+             "tpot_slo_ms": r["tpot_slo_ms"]} for r in rows]
+
+
 async def slo_attainment(session: AsyncSession, *, window_s: float) -> dict[str, Any]:
-    rows = (await session.execute(_SLO, {"window": window_s})).mappings().all()
-    total = sum(r["n"] for r in rows)
-    met = sum(r["met"] for r in rows)
-    return {"window_s": window_s, "requests": total, "met": met,
-            "attainment": (met / total) if total else None,
-            "by_tenant": [{"tenant_id": str(r["tenant_id"]), "tenant": r["tenant"],
-                           "tier": r["tier"], "requests": r["n"], "met": r["met"],
-                           "attainment": r["met"] / r["n"],
-                           "ttft_p50_ms": r["ttft_p50_ms"], "ttft_p99_ms": r["ttft_p99_ms"]}
-                          for r in rows]}
+    targets = await slo_targets(session)
+    by_tier = {t["tier"]: SloTargets.from_ms(t["ttft_slo_ms"], t["tpot_slo_ms"])
+               for t in targets}
+    fleet = _Tally()
+    tenants: dict[tuple[str, str, str], _Tally] = defaultdict(_Tally)
+    for r in (await session.execute(_FINISHED, {"window": window_s})).mappings():
+        ttft_s = None if r["ttft_s"] is None else float(r["ttft_s"])
+        e2e_s = None if r["e2e_s"] is None else float(r["e2e_s"])
+        verdict = judge("realtime", succeeded=bool(r["succeeded"]), ttft_s=ttft_s, e2e_s=e2e_s,
+                        completion_tokens=r["completion_tokens"],
+                        targets=by_tier.get(r["tier"], SloTargets(None, None)))
+        tpot_s = tpot_seconds(e2e_s=e2e_s, ttft_s=ttft_s,
+                              completion_tokens=r["completion_tokens"])
+        for tally in (fleet, tenants[(str(r["tenant_id"]), r["tenant"], r["tier"])]):
+            tally.add(verdict, ttft_s, tpot_s, bool(r["succeeded"]))
+    by_tenant = []
+    for (tenant_id, name, tier), tally in sorted(tenants.items(), key=lambda kv: kv[0][1]):
+        tier_targets = next((t for t in targets if t["tier"] == tier), None)
+        by_tenant.append({
+            "tenant_id": tenant_id, "tenant": name, "tier": tier, **tally.view(),
+            "ttft_slo_ms": tier_targets and tier_targets["ttft_slo_ms"],
+            "tpot_slo_ms": tier_targets and tier_targets["tpot_slo_ms"],
+            "ttft_p50_ms": _ms(percentile(tally.ttft_s, 0.5)),
+            "ttft_p99_ms": _ms(percentile(tally.ttft_s, 0.99)),
+            "tpot_p50_ms": _ms(percentile(tally.tpot_s, 0.5)),
+            "tpot_p99_ms": _ms(percentile(tally.tpot_s, 0.99))})
+    return {"window_s": window_s, **fleet.view(), "targets": targets, "by_tenant": by_tenant}

@@ -70,7 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_api_route("/readyz", obs_http.readyz_response, methods=["GET"], responses={
         503: {"description": "Not ready; `reasons` says why.",
               "content": {"application/json": {"schema": {"type": "object"}}}}})
-    configure_metrics(settings.metrics)
+    configure_metrics(settings.metrics, settings.database_url)
     if settings.metrics.enabled:
         app.add_api_route("/metrics", obs_http.metrics_response, methods=["GET"],
                           response_class=PlainTextResponse)

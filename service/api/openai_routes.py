@@ -32,6 +32,7 @@ from service.store.models.jobs import Job, JobKind
 from service.store.models.tenants import Tenant
 from service.store.nul_codec import result_text
 from service.store.settings import Settings
+from service.store.telemetry.slo_rules import SloTargets
 from service.store.telemetry.state import record_rejection
 from service.web.deps import CurrentTenant, SessionDep, SettingsDep
 from service.web.errors import APIError, error_body
@@ -115,7 +116,8 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
                            service_tier=classification.service_tier)
     obs = observe_request(model=body.model, tenant=tenant.id, job_class=classification.kind,
                           tier=classification.service_tier, started=started,
-                          slo_s=_slo_s(classification, admission.ttft_target_s, now))
+                          targets=SloTargets(admission.ttft_target_s, admission.tpot_target_s),
+                          deadline_s=(classification.deadline_at - now).total_seconds())
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = _stream(request, job.id, builder, include_usage, settings, obs)

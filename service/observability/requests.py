@@ -1,5 +1,6 @@
 """What the API observes about one completion request: TTFT at the first token it relays,
-E2E/TPOT at the final event, the SLO outcome, and requests in flight."""
+E2E/TPOT at the final event, the SLO verdict (service.store.telemetry.slo_rules), and
+requests in flight."""
 
 from __future__ import annotations
 
@@ -9,21 +10,24 @@ from typing import TypeVar
 
 from service.store.telemetry import metrics as m
 from service.store.telemetry.labels import class_label, tenant_label, tier_label
-from service.store.telemetry.state import SLO_WINDOWS, enabled, record_rejection
+from service.store.telemetry.slo_rules import SloTargets, judge, tpot_seconds
+from service.store.telemetry.state import enabled, record_rejection, record_slo
 from service.web.errors import APIError
 
 T = TypeVar("T")
 
 
 class RequestObserver:
-    __slots__ = ("done", "job_class", "labels", "slo_s", "t0", "ttft")
+    __slots__ = ("deadline_s", "done", "job_class", "labels", "t0", "targets", "ttft")
 
     def __init__(self, *, model: str, tenant: object, job_class: object, tier: object,
-                 slo_s: float | None, started: float | None = None) -> None:
+                 targets: SloTargets | None, deadline_s: float | None,
+                 started: float | None = None) -> None:
         self.job_class = class_label(job_class)
         self.labels = (model, tenant_label(tenant), self.job_class, tier_label(tier, job_class))
-        # Realtime: the TTFT target; flex (batch class): the deadline for the whole answer.
-        self.slo_s = slo_s
+        # Realtime is judged on its tier's targets; flex (batch class) on its deadline.
+        self.targets = targets
+        self.deadline_s = deadline_s
         self.t0 = started if started is not None else time.perf_counter()
         self.ttft: float | None = None
         self.done = False
@@ -59,19 +63,14 @@ class RequestObserver:
         e2e = time.perf_counter() - self.t0
         if ok:
             m.E2E.labels(*self.labels).observe(e2e)
-            if self.ttft is not None and completion_tokens > 1:
-                m.TPOT.labels(*self.labels).observe((e2e - self.ttft) / (completion_tokens - 1))
-        met = ok and self._within_slo(e2e)
+            tpot = tpot_seconds(e2e_s=e2e, ttft_s=self.ttft, completion_tokens=completion_tokens)
+            if tpot is not None:
+                m.TPOT.labels(*self.labels).observe(tpot)
+        verdict = judge(self.job_class, succeeded=ok, ttft_s=self.ttft, e2e_s=e2e,
+                        completion_tokens=completion_tokens, targets=self.targets,
+                        deadline_s=self.deadline_s)
         _, tenant, job_class, tier = self.labels
-        m.SLO_REQUESTS.labels(tenant, job_class, tier, "met" if met else "missed").inc()
-        SLO_WINDOWS.record(job_class, met)
-
-    def _within_slo(self, e2e: float) -> bool:
-        if self.slo_s is None:
-            return True
-        if self.job_class == "realtime":
-            return self.ttft is not None and self.ttft <= self.slo_s
-        return e2e <= self.slo_s
+        record_slo(tenant, job_class, tier, verdict)
 
 
 class _NullObserver:
@@ -94,13 +93,14 @@ NULL_OBSERVER = _NullObserver()
 
 
 def observe_request(*, model: str, tenant: object, job_class: object, tier: object,
-                    slo_s: float | None, started: float | None = None
-                    ) -> RequestObserver | _NullObserver:
-    """``started``: time.perf_counter() when the request arrived (default: now)."""
+                    targets: SloTargets | None, deadline_s: float | None,
+                    started: float | None = None) -> RequestObserver | _NullObserver:
+    """``started``: time.perf_counter() when the request arrived (default: now);
+    ``targets``: the tenant tier's; ``deadline_s``: arrival -> the request's deadline."""
     if not enabled():
         return NULL_OBSERVER
     return RequestObserver(model=model, tenant=tenant, job_class=job_class, tier=tier,
-                           slo_s=slo_s, started=started)
+                           targets=targets, deadline_s=deadline_s, started=started)
 
 
 def record_refusal(tenant: object, error: APIError) -> None:

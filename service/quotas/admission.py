@@ -99,6 +99,7 @@ class Admission:
     headers: dict[str, str] = field(default_factory=dict)  # x-ratelimit-* for the response
     job_id: uuid.UUID | None = None
     slot_ttl_s: float = 660.0  # how long the slot lives if never released
+    tpot_target_s: float | None = None  # the tenant's tier's time-per-output-token target
     _released: bool = field(default=False)
 
     async def guard(self, create: Awaitable[T]) -> T:
@@ -200,7 +201,7 @@ async def admit_request(session: AsyncSession, store: QuotaStore, *, tenant: Any
         raise refusal(decision)
     return Admission(store, tenant.id, ticket, prompt, service_tier,
                      policy.ttft_slo_ms / 1000, rate_limit_headers(policy.limits, decision),
-                     slot_ttl_s=slot_ttl_s)
+                     slot_ttl_s=slot_ttl_s, tpot_target_s=policy.tpot_slo_ms / 1000)
 
 
 def install_redis_unavailable_handler(app: Any) -> None:

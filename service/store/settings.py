@@ -242,7 +242,8 @@ class MetricsSettings(SettingsGroup):
                                          "Redis and in its heartbeat")
     max_tenants: int = Field(
         default=100, validation_alias="FAIRWAY_METRICS_MAX_TENANTS",
-        description="distinct tenant label values; more report as `other`")
+        description="tenants named in metric labels (the busiest by recent requests); the "
+                    "rest report as `other`")
 
 
 class LoggingSettings(SettingsGroup):

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from service.api.app import create_app
 from service.store.db import sync_session
 from service.store.models.jobs import Job
+from service.store.models.tenants import Tenant
 from service.store.settings import EngineSettings, Settings
 from tests.integration._scrape import (
     api_url,
@@ -40,9 +41,14 @@ def _published(stack: Stack) -> bool:
         return False
 
 
-def test_every_process_exports_metrics_that_move(sim_stack: Stack, make_tenant):
+def _tenant_name(database_url: str, tenant_id: uuid.UUID) -> str:
+    with sync_session(database_url) as session:
+        return str(session.scalar(select(Tenant.name).where(Tenant.id == tenant_id)))
+
+
+def test_every_process_exports_metrics_that_move(sim_stack: Stack, make_tenant, database_url):
     tenant_id, key = make_tenant("obs")
-    tenant = str(tenant_id)
+    tenant = _tenant_name(database_url, tenant_id)  # labels carry the tenant's name
     wait_until(lambda: _published(sim_stack), 20, "dispatcher metrics endpoint")
     urls = {"api": api_url(sim_stack), "scheduler": scheduler_url(sim_stack),
             "worker": worker_url(sim_stack, "sim-1")}
@@ -81,8 +87,9 @@ def test_every_process_exports_metrics_that_move(sim_stack: Stack, make_tenant):
     assert total(a, "vllm:time_to_first_token_seconds_count", tenant=tenant) == served
     assert total(a, "vllm:e2e_request_latency_seconds_count", tenant=tenant) == served
     assert total(a, "vllm:time_per_output_token_seconds_count", tenant=tenant) == served
-    assert total(a, "fairway_slo_requests_total", tenant=tenant, **{"class": "realtime"}) \
-        == served
+    for kind in ("ttft", "tpot", "both"):  # each request judged once on each kind
+        assert total(a, "fairway_slo_requests_total", tenant=tenant, kind=kind,
+                     **{"class": "realtime"}) == served
     assert has(a, "fairway_slo_attainment_ratio", window="1m")
     assert moved("api", "fairway_http_requests_total", route="/v1/chat/completions",
                  status="200") >= served
@@ -100,6 +107,9 @@ def test_every_process_exports_metrics_that_move(sim_stack: Stack, make_tenant):
     assert moved("scheduler", "fairway_scheduler_decisions_total", decision="assign") >= served
     assert total(s, "fairway_scheduler_leader") == 1
     assert total(s, "fairway_scheduler_workers") >= 1
+    # The tiers' targets (the test tenant's tier among them), for panels and alerts.
+    assert total(s, "fairway_slo_target_seconds", tenant_tier="standard", kind="ttft") == 1.0
+    assert has(s, "fairway_slo_target_seconds", kind="tpot")
     wait_until(lambda: total(scrape(urls["scheduler"]), "fairway_fair_share_counter",
                              tenant=tenant, level="0") > 0, 10, "fair-share counter")
 

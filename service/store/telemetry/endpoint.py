@@ -34,7 +34,7 @@ def endpoint_key(role: str, instance: str) -> str:
 def start_metrics_endpoint(settings: Settings, *, role: str, port: int,
                            instance: str | None = None) -> int | None:
     """Serve REGISTRY on ``port`` (0: any free one); returns the bound port, None when off."""
-    configure(settings.metrics)
+    configure(settings.metrics, settings.database_url)
     if not enabled():
         return None
     server, _thread = start_http_server(port, addr=settings.metrics.host, registry=REGISTRY)

@@ -6,7 +6,8 @@ serves the whole registry; series it never touches are simply absent from its /m
 Names follow vLLM's where the meaning is the same (``vllm:*``), so existing vLLM dashboards
 and alerts keep working; everything else is ``fairway_*``. Labels are bounded: ``tenant`` is
 capped (service.store.telemetry.labels), ``class`` is realtime|batch, ``tier`` is the echoed
-service_tier (priority|default|flex) or ``batch`` for batch-file lines.
+service_tier (priority|default|flex) or ``batch`` for batch-file lines, ``tenant_tier`` a
+tenant's tier (free, standard, ...: its SLO targets).
 
 Fairway uses its own ``CollectorRegistry``, not prometheus_client's global one: the real
 vLLM engine registers its own ``vllm:*`` collectors in the global registry, and serving
@@ -92,8 +93,9 @@ REJECTIONS = _c("fairway_admission_rejections",
                 "Requests refused at admission (quota reason, or slo_unattainable from the "
                 "dispatcher).", ("tenant", "reason"))
 SLO_REQUESTS = _c("fairway_slo_requests",
-                  "Finished requests by SLO outcome (met: succeeded within every target).",
-                  ("tenant", "class", "tier", "outcome"))
+                  "Finished requests by SLO outcome, per kind judged (slo_rules: ttft, tpot "
+                  "and both for realtime, deadline for batch class); sum one kind at a time.",
+                  ("tenant", "class", "tier", "kind", "outcome"))
 
 # -- dispatcher ---------------------------------------------------------------------------------
 DECISION_SECONDS = _h("fairway_scheduler_decision_seconds",
@@ -113,6 +115,12 @@ FAIR_SHARE = _g("fairway_fair_share_counter",
                 "Weighted VTC counter per tenant (level 0 realtime, 1 batch).",
                 ("tenant", "level"))
 BATCHES = _g("fairway_batches", "Batches by status (non-final statuses).", ("status",))
+QUEUED_JOBS = _g("fairway_queued_jobs",
+                 "Jobs waiting to be placed (status queued in Postgres), by tenant, class and "
+                 "tier.", ("tenant", "class", "tier"))
+SLO_TARGET = _g("fairway_slo_target_seconds",
+                "Each tenant tier's realtime SLO target (kind ttft or tpot), from the tiers "
+                "table.", ("tenant_tier", "kind"))
 BATCH_REQUESTS = _g("fairway_batch_requests",
                     "Lines of in-progress batches, by tenant and state "
                     "(total, completed, failed, pending).", ("tenant", "state"))

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 
+from service.observability.requests import RequestObserver, observe_request
 from service.store.telemetry import metrics as m
 from service.store.telemetry.labels import OTHER, TenantLabels, tier_label
 from service.store.telemetry.logfmt import JsonFormatter, TextFormatter, bind_job, unbind_job
 from service.store.telemetry.slo import SloWindows
+from service.store.telemetry.slo_rules import SloTargets
 
 
 def _record(msg: str, *args: object, exc: bool = False, **extra: object) -> logging.LogRecord:
@@ -66,19 +69,93 @@ def test_tenant_labels_are_capped():
     assert tier_label(None, "batch") == "batch" and tier_label("flex") == "flex"
 
 
+def test_tenant_labels_are_names_for_the_top_n_and_other_for_the_rest():
+    names = {"id-a": "acme", "id-b": "globex", "id-c": "initech", "id-o": "other"}
+    looked_up: list[str] = []
+
+    def lookup(tenant_id: str) -> str | None:
+        looked_up.append(tenant_id)
+        return names.get(tenant_id)
+
+    labels = TenantLabels(max_tenants=2, lookup=lookup)
+    assert [labels(t) for t in ("id-a", "id-b", "id-c", "id-a")] == [
+        "acme", "globex", OTHER, "acme"]
+    assert looked_up == ["id-a", "id-b"]  # once per tenant; a full table looks up no more
+    assert labels("nope") == OTHER and labels(None) == "unknown"
+    # The rank (most requests first) decides who is named; the rest become "other".
+    labels.rank([("id-c", "initech"), ("id-o", "other"), ("id-a", "acme")])
+    assert [labels(t) for t in ("id-c", "id-o", "id-a")] == [
+        "initech", "other (tenant)", OTHER]
+
+
+def test_tenant_labels_survive_a_database_outage():
+    def down(tenant_id: str) -> str | None:
+        raise OSError("connection refused")
+
+    labels = TenantLabels(max_tenants=5, lookup=down)
+    assert labels("id-a") == OTHER
+    labels.lookup = {"id-a": "acme"}.get
+    assert labels("id-a") == OTHER  # not retried at once: no connect storm while it is down
+
+
+def test_batch_file_lines_are_labelled_tier_batch():
+    # A batch-file line is stored with the service_tier its output echoes ("default") but
+    # runs in the batch class; the dashboards filter tier="batch" for batch lines.
+    assert tier_label("default", "batch") == "batch"
+    assert tier_label("flex", "batch") == "flex"
+    assert tier_label("default", "realtime") == "default"
+    assert tier_label("priority", "realtime") == "priority"
+
+
 def test_slo_windows():
     now = [1000.0]
     windows = SloWindows(clock=lambda: now[0])
     for met in (True, True, False):
-        windows.record("realtime", met)
+        windows.record("realtime", {"ttft": True, "tpot": met, "both": met})
     now[0] += 120  # the first three fall out of the 1m window, stay in the 5m one
-    windows.record("realtime", True)
-    assert windows.totals("realtime", 60) == (1, 1)
-    assert windows.totals("realtime", 300) == (3, 4)
+    windows.record("realtime", {"ttft": False, "tpot": True, "both": False})
+    windows.record("batch", {"deadline": True})
+    assert windows.totals("realtime", 60) == (0, 1)
+    assert windows.totals("realtime", 300) == (2, 4)
+    assert windows.totals("realtime", 300, "ttft") == (3, 4)
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for family in windows.collect() for s in family.samples}
-    assert samples[("fairway_slo_attainment_ratio", (("class", "realtime"), ("window", "5m")))] \
-        == 0.75
+
+    def ratio(kind: str, job_class: str = "realtime") -> float:
+        return samples[("fairway_slo_attainment_ratio",
+                        (("class", job_class), ("kind", kind), ("window", "5m")))]
+
+    assert (ratio("ttft"), ratio("tpot"), ratio("both")) == (0.75, 0.75, 0.5)
+    assert ratio("deadline", "batch") == 1.0
+    goodput = samples[("fairway_goodput_requests_per_second",
+                       (("class", "realtime"), ("window", "5m")))]
+    assert goodput == 2 / 300  # the requests that met every target: kind "both"
+
+
+def _slo_counts(tenant: str) -> dict[tuple[str, str], float]:
+    return {(kind, outcome): m.REGISTRY.get_sample_value("fairway_slo_requests_total", {
+        "tenant": tenant, "class": "realtime", "tier": "default", "kind": kind,
+        "outcome": outcome}) or 0.0
+        for kind in ("ttft", "tpot", "both") for outcome in ("met", "missed")}
+
+
+def test_the_api_judges_ttft_and_tpot_separately():
+    # Met the TTFT target, missed the TPOT one: before, the metric counted this "met" (TTFT
+    # only) while the admin view counted it missed (both); now each kind says so.
+    obs = observe_request(model="m", tenant="t-slo-kinds", job_class="realtime",
+                          tier="default", targets=SloTargets(ttft_s=60.0, tpot_s=1e-9),
+                          deadline_s=600.0)
+    assert isinstance(obs, RequestObserver)
+    tenant = obs.labels[1]  # however this process labels it (name, id, or "other")
+    before = _slo_counts(tenant)
+    obs.first_token()
+    time.sleep(0.01)
+    obs.finished(ok=True, completion_tokens=5)
+    after = _slo_counts(tenant)
+    moved = {key for key in after if after[key] - before[key] == 1}
+    assert moved == {("ttft", "met"), ("tpot", "missed"), ("both", "missed")}
+    assert all(after[key] == before[key] for key in after.keys() - moved)
+
 
 
 def test_buckets_cover_gpu_milliseconds_and_cpu_seconds():
