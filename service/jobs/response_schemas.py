@@ -54,6 +54,8 @@ class ResponseCreate(BaseModel):
     parallel_tool_calls: bool | None = None
     # Fairway extension (the SDK's extra_body): finish within this many ms.
     deadline_ms: int | None = Field(default=None, gt=0, le=7 * 24 * 3600 * 1000)
+    # vLLM-compatible extension: keep generating past EOS up to max_output_tokens.
+    ignore_eos: bool = False
 
     tools: list[Any] | None = None
     tool_choice: Any = None
