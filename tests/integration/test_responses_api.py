@@ -140,6 +140,7 @@ def test_background_response_cancelled_while_running_frees_the_slot(sim_stack: S
                sim_stack)
     job = job_of(database_url, resp.id)
     assert job.status == "cancelled" and job.completion_tokens is None
+    assert sim_stack.aborted_on_request("sim-1", job.id)
     assert api.responses.retrieve(resp.id).status == "cancelled"
     # A finished response cannot be cancelled again.
     with pytest.raises(openai.APIStatusError) as err:
