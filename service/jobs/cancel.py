@@ -15,6 +15,7 @@ import uuid
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.jobs.service import get_job
@@ -55,7 +56,9 @@ async def cancel_own_job(session: AsyncSession, redis: Redis, *, tenant_id: uuid
     except RedisError:  # the lease and the relay's row check are the backstops
         log.warning("cancel: could not reach Redis after the commit",
                     extra={"job_id": str(job_id)})
-    job = await get_job(session, job_id=job_id, tenant_id=tenant_id)
+    # Read back as the database has it now, not as this session may still hold it.
+    job = await session.scalar(select(Job).where(Job.id == job_id)
+                               .execution_options(populate_existing=True))
     assert job is not None  # cancelled rows are kept
     await _settle_quota(redis, job)
     return job
