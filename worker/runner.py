@@ -22,6 +22,7 @@ from service.store import job_stream, lifecycle, nul_codec, wakeups
 from service.store.lifecycle import job_event
 from service.store.models.jobs import Job, JobStatus
 from service.store.outages import Dependencies, is_outage, through_outages
+from service.store.response_status import CHAT_ENDPOINTS
 from service.store.settings import Settings
 from service.store.telemetry.logfmt import bind_job
 from worker.accounting import account_job_end
@@ -178,7 +179,7 @@ class JobRunner:
 
     def _build_request(self, job: ClaimedJob, rid: str) -> EngineRequest:
         body = nul_codec.decode(job.request)  # stored with U+0000 escaped
-        if job.endpoint == "chat.completions":
+        if job.endpoint in CHAT_ENDPOINTS:  # the Responses API stores chat messages too
             messages = [_plain_message(m) for m in body["messages"]]
             prompt_ids = self.engine.encode_chat(messages)
         else:

@@ -13,7 +13,9 @@ from service.admin.routes import router as admin_router
 from service.admin.routes_state import router as admin_state_router
 from service.admin.ui import router as admin_ui_router
 from service.api.body_limit import BodyLimit
+from service.api.jobs_routes import router as jobs_router
 from service.api.openai_routes import router as openai_router
+from service.api.responses_routes import router as responses_router
 from service.api.slo_gate import SloGate
 from service.batches.router import router as batches_router
 from service.files.router import router as files_router
@@ -81,4 +83,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     app.include_router(files_router)
     app.include_router(batches_router)
+    app.include_router(jobs_router)
+    app.include_router(responses_router)
     return app

@@ -1,4 +1,4 @@
-"""OpenAI-compatible routes: chat completions, completions, models, and job status."""
+"""OpenAI-compatible routes: chat completions, completions and models."""
 
 from __future__ import annotations
 
@@ -15,14 +15,7 @@ from fastapi.responses import StreamingResponse
 
 from service.api.relay import ClientGone, Interrupted, NewText, Settled, follow_job
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
-from service.jobs.service import (
-    cancel_job,
-    create_job,
-    get_job,
-    job_outcome,
-    job_public_view,
-    parse_public_id,
-)
+from service.jobs.service import cancel_job, create_job, job_outcome
 from service.jobs.shapes import ShapeBuilder, sse, usage_dict
 from service.jobs.tiers import Classification, classify
 from service.observability.requests import NULL_OBSERVER, observe_request, record_refusal
@@ -71,15 +64,6 @@ async def completions(body: CompletionRequest, request: Request, response: Respo
                       tenant: CurrentTenant, session: SessionDep, settings: SettingsDep
                       ) -> dict[str, Any] | StreamingResponse:
     return await _submit(request, response, session, settings, tenant, body, chat=False)
-
-
-@router.get("/jobs/{job_id}", responses=errors(404))
-async def read_job(job_id: str, tenant: CurrentTenant, session: SessionDep) -> dict[str, Any]:
-    parsed = parse_public_id(job_id)
-    job = await get_job(session, job_id=parsed, tenant_id=tenant.id) if parsed else None
-    if job is None:
-        raise APIError(404, f"No job with id '{job_id}'.", code="not_found", param="job_id")
-    return job_public_view(job)
 
 
 async def _submit(request: Request, response: Response, session: Any, settings: Settings,

@@ -152,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_batch_parser(sub)
 
+    from service.cli.jobs import add_parser as add_jobs_parser
+
+    add_jobs_parser(sub)
+
     from service.cli.chaos.cli import add_parser as add_chaos_parser
 
     add_chaos_parser(sub)

@@ -14,6 +14,7 @@ from service.jobs.tiers import Classification
 from service.store import lifecycle, nul_codec, wakeups
 from service.store.job_stream import Failure, Final
 from service.store.keys import control_channel
+from service.store.models.batches import BATCH_PREFIX
 from service.store.models.jobs import Job, JobStatus
 from service.store.nul_codec import result_text
 
@@ -90,8 +91,8 @@ def job_outcome(job: Job) -> tuple[str, Final | Failure] | None:
 
 
 def parse_public_id(value: str) -> uuid.UUID | None:
-    """Accept job_<hex>, chatcmpl-<hex>, cmpl-<hex> or a bare UUID."""
-    for prefix in ("job_", "chatcmpl-", "cmpl-"):
+    """Accept job_<hex>, chatcmpl-<hex>, cmpl-<hex>, resp_<hex> or a bare UUID."""
+    for prefix in ("job_", "chatcmpl-", "cmpl-", "resp_"):
         if value.startswith(prefix):
             value = value[len(prefix):]
             break
@@ -119,6 +120,8 @@ def job_public_view(job: Job) -> dict[str, Any]:
         "model": job.model,
         "service_tier": job.service_tier,
         "priority": job.priority,
+        "batch_id": BATCH_PREFIX + job.batch_id.hex if job.batch_id else None,
+        "custom_id": job.custom_id,
         "attempt": job.attempt,
         "finish_reason": job.finish_reason,
         # The answer, once the job succeeded: a client whose stream broke fetches it here.

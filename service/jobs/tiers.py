@@ -8,6 +8,7 @@ policy and the engine's guard; this adds the deadlines, which are the API's sett
 | priority           | realtime_deadline_seconds     |
 | default, auto, -   | realtime_deadline_seconds     |
 | flex               | flex_deadline_seconds         |
+| (background response) | flex_deadline_seconds, at flex class and priority |
 | (batch file line)  | the batch's completion window |
 
 ``deadline_ms`` in the body overrides the default deadline.
@@ -47,3 +48,13 @@ def classify(
     assert rule.echoed is not None  # every service_tier echoes one
     return Classification(JobKind.BATCH if batch else JobKind.REALTIME, rule.priority,
                           rule.echoed, now + window)
+
+
+def classify_background(deadline_ms: int | None, *, now: dt.datetime,
+                        flex_deadline_s: float) -> Classification:
+    """A background response (``POST /v1/responses`` with ``background: true``) is offline
+    work whatever tier it names: the flex rule's class and priority (it fills idle capacity
+    and may be preempted for realtime) and, unless ``deadline_ms`` says otherwise, the flex
+    deadline. Its Response reports ``service_tier: "flex"``, the tier it ran on."""
+    return classify("flex", deadline_ms, now=now, realtime_deadline_s=flex_deadline_s,
+                    flex_deadline_s=flex_deadline_s)

@@ -133,6 +133,18 @@ class Admission:
             _background.add(task)
             task.add_done_callback(_background.discard)
 
+    async def detach(self) -> None:
+        """The request ends before its job does (a background response): free the
+        concurrency slot now, and leave the reservation to the worker's settle at the job's
+        end (or a cancel's, or its expiry), so the job is charged its real tokens."""
+        if self._released:
+            return
+        self._released = True
+        try:
+            await self.store.release_slot(tenant_id=self.tenant_id, ticket=self.ticket)
+        except RedisError:  # the slot's expiry score frees it later
+            log.warning("quota slot release failed", extra={"tenant_id": str(self.tenant_id)})
+
     async def _settle(self) -> None:
         await self.store.settle(tenant_id=self.tenant_id, ref=self.job_id or self.ticket,
                                 actual_tokens=self.prompt_estimate, free_slot=self.ticket)

@@ -67,7 +67,7 @@ FUZZ_ENV = {
 REAL: dict[str, str] = {}
 DOOMED: dict[str, str] = {}
 BODY_FIELDS = ("model", "input_file_id", "completion_window", "endpoint", "tier")
-PATH_FIELDS = ("job_id", "file_id", "batch_id", "tenant_id", "key_id", "name")
+PATH_FIELDS = ("job_id", "response_id", "file_id", "batch_id", "tenant_id", "key_id", "name")
 
 
 def _document() -> dict[str, Any]:
@@ -150,6 +150,9 @@ def real(fuzz_stack: Stack, auth: dict[str, str]) -> None:
 
     job = tenant.post("/v1/chat/completions", json=chat)
     assert job.status_code == 200, job.text
+    response = tenant.post("/v1/responses", json={"model": MODEL, "input": "hi",
+                                                  "max_output_tokens": 4, "background": True})
+    assert response.status_code == 200, response.text
     file_id = upload()
     batch = tenant.post("/v1/batches", json={"input_file_id": file_id, "completion_window": "24h",
                                              "endpoint": "/v1/chat/completions"})
@@ -163,7 +166,8 @@ def real(fuzz_stack: Stack, auth: dict[str, str]) -> None:
         admin.ok("PUT", f"/admin/tiers/{name}", json=tier)
     REAL.update(model=MODEL, input_file_id=file_id, completion_window="24h",
                 endpoint="/v1/chat/completions", tier="standard", job_id=job.json()["id"],
-                file_id=file_id, batch_id=batch.json()["id"], tenant_id=victim, key_id=key,
+                response_id=response.json()["id"], file_id=file_id,
+                batch_id=batch.json()["id"], tenant_id=victim, key_id=key,
                 name="fuzz-tier")
     DOOMED.update(file_id=upload(), tenant_id=doomed, key_id=doomed_key, name="fuzz-doomed")
 

@@ -118,6 +118,13 @@ class Stack:
                 os.killpg(proc.popen.pid, signal.SIGKILL)
         self.procs.clear()
 
+    def aborted_on_request(self, worker_id: str, job_id: object) -> bool:
+        """The worker's log says it aborted this job when told to (a cancel's abort command),
+        rather than finding out at its next lease renewal."""
+        log = self.procs[f"worker-{worker_id}"].log_path.read_text(errors="replace")
+        return any('"aborted on request"' in line and str(job_id) in line
+                   for line in log.splitlines())
+
     def logs(self) -> str:
         return "\n".join(f"==== {p.name} ====\n{p.tail()}" for p in self.procs.values())
 

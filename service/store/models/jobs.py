@@ -44,7 +44,7 @@ class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (
         Index("ix_jobs_status_seq", "status", "seq"),
-        Index("ix_jobs_tenant_created", "tenant_id", "created_at"),
+        Index("ix_jobs_tenant_created_id", "tenant_id", "created_at", "id"),  # GET /v1/jobs
         Index("ix_jobs_batch_status", "batch_id", "status"),
         Index(
             "ix_jobs_lease_active",

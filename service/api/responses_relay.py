@@ -1,0 +1,118 @@
+"""A Responses-API job's progress to its HTTP request: wait for the whole Response object, or
+relay it as the Responses API's server-sent events.
+
+The same relay as chat completions (service.api.relay.follow_job, with the job row as the
+fallback), in the Response object's shapes (service.jobs.response_view). A request that
+leaves or times out cancels its job, except a background one: its job goes on and its
+result stays fetchable with GET /v1/responses/{id}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import Request
+
+from service.api.openai_routes import _cancel, _interrupted, _job_error, _row_reader
+from service.api.relay import ClientGone, Interrupted, NewText, follow_job
+from service.jobs.response_view import EventStream, render
+from service.store.job_stream import Failure, Final
+from service.store.models.jobs import Job
+from service.store.settings import Settings
+from service.web.errors import APIError
+
+log = logging.getLogger("fairway.api")
+_background: set[asyncio.Task[Any]] = set()
+
+
+async def _final_row(state: Any, job_id: uuid.UUID) -> Job:
+    async with state.sessionmaker() as session:
+        job: Job | None = await session.get(Job, job_id)
+    assert job is not None  # the worker writes the row before the final event
+    return job
+
+
+async def wait_response(request: Request, job_id: uuid.UUID, settings: Settings,
+                        obs: Any) -> dict[str, Any]:
+    """The completed Response object; the job's failure as its HTTP error."""
+    state = request.app.state
+    try:
+        async for ev in follow_job(state.redis, job_id,
+                                   timeout_s=settings.api.request_timeout_seconds,
+                                   is_disconnected=request.is_disconnected,
+                                   settled=_row_reader(state, job_id)):
+            if isinstance(ev, NewText):
+                obs.first_token()
+            elif isinstance(ev, Final):
+                job = await _final_row(state, job_id)
+                obs.finished(ok=True, completion_tokens=job.completion_tokens or 0)
+                return render(job)
+            elif isinstance(ev, Failure):
+                obs.finished(ok=False)
+                raise _job_error(ev)
+            elif isinstance(ev, Interrupted):  # the job goes on; its result stays fetchable
+                obs.finished(ok=False)
+                raise _interrupted(ev, job_id)
+            else:
+                obs.finished(ok=False)
+                await _cancel(state, job_id)
+                raise APIError(504, "The request timed out before the response was complete.",
+                               code="timeout")
+    except ClientGone:
+        await _cancel(state, job_id)
+        raise
+    raise APIError(500, "The job's event stream ended unexpectedly.", code="internal_error")
+
+
+async def stream_response(request: Request, job_id: uuid.UUID, events: EventStream,
+                          settings: Settings, obs: Any, *, background: bool
+                          ) -> AsyncIterator[bytes]:
+    """The Responses API's events, from ``response.created`` to the final object (or an
+    ``error`` event when the stream cannot go on)."""
+    state = request.app.state
+    done = False
+    for event in events.start("queued" if background else "in_progress"):
+        yield event
+    try:
+        async for ev in follow_job(state.redis, job_id,
+                                   timeout_s=settings.api.request_timeout_seconds,
+                                   settled=_row_reader(state, job_id)):
+            if isinstance(ev, NewText):
+                obs.first_token()
+                for event in events.delta(ev.text):
+                    yield event
+            elif isinstance(ev, Final):
+                job = await _final_row(state, job_id)
+                obs.finished(ok=True, completion_tokens=job.completion_tokens or 0)
+                for event in events.finish(render(job)):
+                    yield event
+                done = True
+            elif isinstance(ev, Failure):
+                obs.finished(ok=False)
+                yield events.failed({"code": ev.code, "status": ev.status,
+                                     "message": ev.message})
+                done = True
+            elif isinstance(ev, Interrupted):  # the job goes on: don't cancel it
+                obs.finished(ok=False)
+                yield events.error("stream_interrupted", _interrupted(ev, job_id).message)
+                done = True
+            else:  # timeout
+                obs.finished(ok=False)
+                yield events.error("timeout", "The request timed out.")
+    except Exception:  # never end a stream silently: say so, and let the job finish
+        log.exception("relaying the response's stream failed", extra={"job_id": str(job_id)})
+        obs.finished(ok=False)
+        yield events.error("stream_interrupted", _interrupted(
+            Interrupted("The relay failed."), job_id).message)
+        done = True
+    finally:
+        if not done and not background:
+            # The client went away (or we timed out): free the engine slot. Detached, because
+            # this generator is being cancelled and may not await any more.
+            task = asyncio.create_task(_cancel(state, job_id))
+            _background.add(task)
+            task.add_done_callback(_background.discard)

@@ -1,0 +1,134 @@
+"""OpenAI's Responses API for text: create (waited, streamed or in the background), retrieve,
+cancel (docs/responses.md).
+
+A response is a job with ``endpoint = 'responses'``: admitted, scheduled and run like a chat
+completion. A background response is offline work (flex class and priority, the flex
+deadline; service.jobs.tiers.classify_background): the request answers at once with the
+queued Response, and the client polls ``GET /v1/responses/{id}``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import StreamingResponse
+
+from service.api.openai_routes import SSE_EVENT, _admit_by_slo, _slo_s
+from service.api.responses_relay import stream_response, wait_response
+from service.jobs.cancel import cancel_own_job
+from service.jobs.response_schemas import ResponseCreate
+from service.jobs.response_view import EventStream, ResponseShape, render
+from service.jobs.service import create_job, get_job, parse_public_id
+from service.jobs.tiers import classify, classify_background
+from service.observability.requests import NULL_OBSERVER, observe_request, record_refusal
+from service.quotas.admission import admit_request, quota_store
+from service.store.models.jobs import Job, JobKind
+from service.store.response_status import RESPONSES_ENDPOINT
+from service.web.deps import CurrentTenant, RedisDep, SessionDep, SettingsDep
+from service.web.errors import APIError
+from service.web.responses import TENANT_ROUTES, WITH_BODY, errors
+
+router = APIRouter(prefix="/v1", responses=TENANT_ROUTES)
+CREATE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The Response object (JSON), or with \"stream\": true its events "
+                         "(server-sent events).",
+          "content": {"text/event-stream": {"schema": SSE_EVENT}}},
+    **errors(403, 404, 429, 504), **WITH_BODY,
+}
+
+
+@router.post("/responses", response_model=None, responses=CREATE_RESPONSES)
+async def create_response(body: ResponseCreate, request: Request, response: Response,
+                          tenant: CurrentTenant, session: SessionDep, settings: SettingsDep
+                          ) -> dict[str, Any] | StreamingResponse:
+    started = time.perf_counter()
+    refused = body.refusal()
+    if refused is not None:
+        raise refused
+    payload = body.stored()  # 400 for input Fairway cannot run (images, files, tool items)
+    if not await request.app.state.catalog.has(body.model):
+        raise APIError(404, f"The model '{body.model}' does not exist.",
+                       code="model_not_found", param="model")
+    max_tokens = body.max_output_tokens or settings.limits.default_max_tokens
+    if max_tokens > settings.limits.max_tokens_limit:
+        raise APIError(400, f"max_output_tokens must be at most "
+                            f"{settings.limits.max_tokens_limit}.",
+                       code="invalid_value", param="max_output_tokens")
+    try:
+        admission = await admit_request(session, quota_store(request.app.state), tenant=tenant,
+                                        body=payload, max_tokens=max_tokens,
+                                        slot_ttl_s=settings.api.request_timeout_seconds + 60)
+    except APIError as exc:
+        record_refusal(tenant.id, exc)
+        raise
+    now = dt.datetime.now(dt.UTC)
+    if body.background:
+        classification = classify_background(body.deadline_ms, now=now,
+                                             flex_deadline_s=settings.api.flex_deadline_seconds)
+    else:
+        classification = classify(admission.service_tier, body.deadline_ms, now=now,
+                                  realtime_deadline_s=settings.api.realtime_deadline_seconds,
+                                  flex_deadline_s=settings.api.flex_deadline_seconds)
+        if classification.kind == JobKind.REALTIME and settings.api.slo_admission:
+            await _admit_by_slo(request, admission, body.model, classification, now, tenant.id)
+    job = await admission.guard(create_job(
+        session, tenant_id=tenant.id, endpoint=RESPONSES_ENDPOINT, model=body.model,
+        request=payload, stream=body.stream, max_tokens=max_tokens,
+        classification=classification))
+    await session.refresh(job, ["created_at"])  # the database's clock, as GET shows it
+    shape = ResponseShape.of(job)
+    headers = {"X-Fairway-Job": job.public_id, **admission.headers}
+    if body.background:
+        await admission.detach()  # the job outlives this request; its tokens settle at its end
+        if not body.stream:
+            response.headers.update(headers)
+            return shape.body("queued")
+        return _sse(stream_response(request, job.id, EventStream(shape), settings,
+                                    NULL_OBSERVER, background=True), headers)
+    obs = observe_request(model=body.model, tenant=tenant.id, job_class=classification.kind,
+                          tier=classification.service_tier, started=started,
+                          slo_s=_slo_s(classification, admission.ttft_target_s, now))
+    if body.stream:
+        events = stream_response(request, job.id, EventStream(shape), settings, obs,
+                                 background=False)
+        return _sse(admission.wrap(obs.wrap(events)), headers)
+    response.headers.update(headers)
+    return await admission.around(obs.around(wait_response(request, job.id, settings, obs)))
+
+
+@router.get("/responses/{response_id}", responses=errors(404))
+async def retrieve_response(response_id: str, tenant: CurrentTenant, session: SessionDep
+                            ) -> dict[str, Any]:
+    return render(await _own_response(session, tenant.id, response_id))
+
+
+@router.post("/responses/{response_id}/cancel", responses=errors(404, 409))
+async def cancel_response(response_id: str, tenant: CurrentTenant, session: SessionDep,
+                          redis: RedisDep, settings: SettingsDep) -> dict[str, Any]:
+    """Cancel a background response that has not finished (OpenAI cancels only those)."""
+    job = await _own_response(session, tenant.id, response_id)
+    if not (job.request or {}).get("background"):
+        raise APIError(400, "Only responses created with background=true can be cancelled.",
+                       code="invalid_value", param="response_id")
+    job = await cancel_own_job(session, redis, tenant_id=tenant.id, job_id=job.id,
+                               public_id=response_id,
+                               stream_ttl_s=settings.jobs.stream_ttl_seconds)
+    return render(job)
+
+
+async def _own_response(session: SessionDep, tenant_id: uuid.UUID, response_id: str) -> Job:
+    parsed = parse_public_id(response_id)
+    job = await get_job(session, job_id=parsed, tenant_id=tenant_id) if parsed else None
+    if job is None or job.endpoint != RESPONSES_ENDPOINT:
+        raise APIError(404, f"No response with id '{response_id}'.", code="not_found",
+                       param="response_id")
+    return job
+
+
+def _sse(events: Any, headers: dict[str, str]) -> StreamingResponse:
+    return StreamingResponse(events, media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", **headers})

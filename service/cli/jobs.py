@@ -1,0 +1,124 @@
+"""`fairway jobs ...`: list, show and cancel your jobs through the API (docs/jobs-api.md).
+
+Talks HTTP to the API with a tenant's API key (the SDK has no jobs resource). The server and
+key come from --base-url/--api-key, else OPENAI_BASE_URL/OPENAI_API_KEY, as for
+`fairway batch`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+from typing import Any
+
+import httpx
+
+
+def add_parser(sub: Any) -> None:
+    jobs = sub.add_parser("jobs", help="your jobs (GET /v1/jobs, cancel)")
+    jobs.add_argument("--base-url", default=None, help="default: $OPENAI_BASE_URL")
+    jobs.add_argument("--api-key", default=None, help="default: $OPENAI_API_KEY")
+    cmds = jobs.add_subparsers(dest="sub", required=True)
+
+    lst = cmds.add_parser("list", help="list jobs, newest first")
+    lst.add_argument("--limit", type=int, default=20, help="jobs per page (at most 100)")
+    lst.add_argument("--after", default=None, help="the last id of the previous page")
+    lst.add_argument("--all", action="store_true", help="follow every page")
+    lst.add_argument("--status", choices=["queued", "assigned", "running", "succeeded",
+                                          "failed", "cancelled"])
+    lst.add_argument("--class", dest="job_class", choices=["realtime", "batch"])
+    lst.add_argument("--tier", choices=["priority", "default", "flex"])
+    lst.add_argument("--model")
+    lst.add_argument("--batch-id")
+    lst.add_argument("--created-after", type=int, help="unix seconds, inclusive")
+    lst.add_argument("--created-before", type=int, help="unix seconds, exclusive")
+    lst.add_argument("--json", action="store_true", help="print the job objects as JSON lines")
+    lst.set_defaults(func=cmd_list)
+
+    for name, func, text in (("get", cmd_get, "show a job (JSON)"),
+                             ("cancel", cmd_cancel, "cancel a queued or running job")):
+        p = cmds.add_parser(name, help=text)
+        p.add_argument("job_id")
+        p.set_defaults(func=func)
+
+
+class ApiFailure(Exception):
+    """The API answered an error (its OpenAI-shaped message is the text)."""
+
+
+def _client(args: argparse.Namespace) -> httpx.Client:
+    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
+    api_key = args.api_key or os.environ.get("OPENAI_API_KEY")
+    if not base_url or not api_key:
+        raise SystemExit("set --base-url/--api-key or OPENAI_BASE_URL/OPENAI_API_KEY")
+    return httpx.Client(base_url=base_url.rstrip("/") + "/", timeout=60,
+                        headers={"Authorization": f"Bearer {api_key}"})
+
+
+def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+    resp = client.request(method, path, **kwargs)
+    if resp.is_success:
+        body: dict[str, Any] = resp.json()
+        return body
+    try:
+        message = resp.json()["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        message = resp.text
+    raise ApiFailure(f"{resp.status_code}: {message}")
+
+
+def _run(args: argparse.Namespace, work: Any) -> int:
+    with _client(args) as client:
+        try:
+            work(client)
+        except ApiFailure as exc:
+            print(f"error {exc}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _when(ts: int | None) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
+def _line(job: dict[str, Any]) -> str:
+    usage = job.get("usage") or {}
+    return (f"{job['id']}  {job['status']:<9} {job['kind']:<8} {job['service_tier']:<8} "
+            f"{job['model']}  {_when(job.get('created_at'))}  "
+            f"{usage.get('completion_tokens', '-')} tokens"
+            + (f"  {job['batch_id']}" if job.get("batch_id") else ""))
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    params = {"limit": args.limit, "after": args.after, "status": args.status,
+              "class": args.job_class, "tier": args.tier, "model": args.model,
+              "batch_id": args.batch_id, "created_after": args.created_after,
+              "created_before": args.created_before}
+
+    def work(client: httpx.Client) -> None:
+        query = {k: v for k, v in params.items() if v is not None}
+        while True:
+            page = _call(client, "GET", "jobs", params=query)
+            for job in page["data"]:
+                print(json.dumps(job) if args.json else _line(job))
+            if not (args.all and page["has_more"]):
+                return
+            query["after"] = page["last_id"]
+
+    return _run(args, work)
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    return _run(args, lambda c: print(json.dumps(_call(c, "GET", f"jobs/{args.job_id}"),
+                                                 indent=2)))
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    def work(client: httpx.Client) -> None:
+        job = _call(client, "POST", f"jobs/{args.job_id}/cancel")
+        print(f"{job['id']}: {job['status']}")
+
+    return _run(args, work)
