@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, text
 
 from service.cli.bootstrap import create_tenant_with_key
 from service.store import batch_lifecycle as batches
@@ -299,3 +299,21 @@ def test_a_disabled_endpoint_waits_and_gets_its_events_when_enabled(settings: Se
         sender.close()
         receiver.stop()
     assert len(receiver.received) == 1
+
+
+def test_a_claim_skips_deliveries_another_sender_is_claiming(settings: Settings,
+                                                             tenant: uuid.UUID):
+    """Deterministic: while one transaction holds some deliveries (mid-claim), another claim
+    takes the rest at once, never waiting for those nor taking them."""
+    ep = add_endpoint(settings, tenant, "http://127.0.0.1:9/x")
+    emit(settings, tenant, 4)
+    ids = [d.id for d in deliveries(settings, ep.id)]
+    with sync_session(settings.database_url) as holder, \
+            sync_session(settings.database_url) as other:
+        held = holder.scalars(select(WebhookDelivery.id).where(WebhookDelivery.id.in_(ids[:2]))
+                              .with_for_update()).all()
+        assert sorted(held) == ids[:2]
+        other.execute(text("SET lock_timeout = '2s'"))  # waiting would fail the test
+        got = claim(other, now=dt.datetime.now(dt.UTC), limit=10, settings=settings.webhooks)
+        holder.rollback()
+    assert sorted(c.delivery_id for c in got) == ids[2:]
