@@ -43,6 +43,8 @@ from service.store.models.webhooks import (
 )
 from service.store.outages import is_outage
 from service.store.settings import Settings, WebhookSettings
+from service.store.telemetry.metrics import WEBHOOK_ATTEMPTS
+from service.store.telemetry.state import enabled as metrics_enabled
 from service.store.webhook_events import payload_body
 from service.webhooks.schedule import next_attempt_at
 from service.webhooks.signing import signed_headers
@@ -246,10 +248,15 @@ def _log_attempt(delivery: Claimed, outcome: Outcome, status: str | None) -> Non
     extra = {"delivery_id": delivery.delivery_id, "event_id": delivery.msg_id,
              "attempt": delivery.attempt, "status_code": outcome.status_code,
              "status": status}
+    if status is None:  # a stale claim: another sender has tried since, nothing written
+        log.info("webhook attempt superseded", extra=extra)
+        return
     if outcome.ok:
         log.info("webhook delivered", extra=extra)
     elif status == DeliveryStatus.FAILED:
         log.error("webhook delivery failed for good: %s", outcome.error, extra=extra)
     else:
         log.warning("webhook attempt failed: %s", outcome.error, extra=extra)
+    if metrics_enabled():
+        WEBHOOK_ATTEMPTS.labels("retry" if status == PENDING else status).inc()
 

@@ -29,6 +29,7 @@ from service.store.models.webhooks import (
     WebhookEvent,
 )
 from service.store.settings import Settings, WebhookSettings
+from service.store.telemetry.metrics import REGISTRY
 from service.store.webhook_events import record_event
 from service.webhooks.delivery import WebhookSender, claim
 from service.webhooks.signing import new_secret
@@ -112,6 +113,12 @@ def wait_for(check, timeout_s: float = 30) -> None:  # type: ignore[no-untyped-d
     while not check():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
+
+
+def counted(outcome: str) -> float:
+    value: float = REGISTRY.get_sample_value("fairway_webhook_attempts_total",
+                                             {"outcome": outcome}) or 0.0
+    return value
 
 
 def validating_batch(settings: Settings, tenant_id: uuid.UUID) -> uuid.UUID:
@@ -263,6 +270,7 @@ def test_a_delivery_fails_once_its_retry_window_is_over(settings: Settings, tena
     ep = add_endpoint(settings, tenant, receiver.url)
     receiver.secrets.append(ep.secret)
     emit(settings, tenant, 1)
+    before = {o: counted(o) for o in ("retry", "failed")}
     sender = WebhookSender(settings.with_changes(webhooks={"retry_window_seconds": 1.5}))
     try:
         def settled() -> bool:
@@ -277,6 +285,8 @@ def test_a_delivery_fails_once_its_retry_window_is_over(settings: Settings, tena
     assert d.last_status_code == 500 and d.last_error == "HTTP 500"
     assert [a["status_code"] for a in d.log] == [500] * d.attempts
     assert d.log[-1]["next_attempt_at"] is None and receiver.refused == d.attempts
+    assert counted("failed") - before["failed"] == 1  # fairway_webhook_attempts_total
+    assert counted("retry") - before["retry"] == d.attempts - 1
 
 
 def test_a_disabled_endpoint_waits_and_gets_its_events_when_enabled(settings: Settings,

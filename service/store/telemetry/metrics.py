@@ -116,6 +116,9 @@ BATCHES = _g("fairway_batches", "Batches by status (non-final statuses).", ("sta
 BATCH_REQUESTS = _g("fairway_batch_requests",
                     "Lines of in-progress batches, by tenant and state "
                     "(total, completed, failed, pending).", ("tenant", "state"))
+WEBHOOK_ATTEMPTS = _c("fairway_webhook_attempts",
+                      "Webhook delivery attempts by outcome: delivered, retry (failed, tried "
+                      "again later) or failed (failed, retry window over).", ("outcome",))
 
 
 def exported_metric_names() -> set[str]:
