@@ -79,8 +79,9 @@ class Outcome:
 
 
 def lease_seconds(settings: WebhookSettings) -> float:
-    """How long a claim holds a delivery: past any send's timeout (connect + read), with room."""
-    return 2 * settings.timeout_seconds + 5
+    """How long a claim holds a delivery: past the slowest send of a round (the timeout bounds
+    each of connect, write and read), with room for the writes around it."""
+    return 3 * settings.timeout_seconds + 10
 
 
 def claim(session: Session, *, now: dt.datetime, limit: int,
