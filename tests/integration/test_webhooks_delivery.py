@@ -327,3 +327,28 @@ def test_a_claim_skips_deliveries_another_sender_is_claiming(settings: Settings,
         got = claim(other, now=dt.datetime.now(dt.UTC), limit=10, settings=settings.webhooks)
         holder.rollback()
     assert sorted(c.delivery_id for c in got) == ids[2:]
+
+
+@pytest.mark.parametrize(("status", "event", "kind"), [
+    (BatchStatus.FINALIZING, BatchEvent.COMPLETE, "batch.completed"),
+    (BatchStatus.VALIDATING, BatchEvent.REFUSED, "batch.failed"),
+    (BatchStatus.IN_PROGRESS, BatchEvent.EXPIRE, "batch.expired"),
+    (BatchStatus.CANCELLING, BatchEvent.CANCELLED, "batch.cancelled"),
+])
+def test_each_final_move_records_its_event(settings: Settings, tenant: uuid.UUID,
+                                           status: BatchStatus, event: BatchEvent, kind: str):
+    ep = add_endpoint(settings, tenant, "http://127.0.0.1:9/all",
+                      event_types=("batch.completed", "batch.failed", "batch.expired",
+                                   "batch.cancelled"))
+    batch_id = validating_batch(settings, tenant)
+    with sync_session(settings.database_url) as session:
+        session.get(Batch, batch_id).status = status  # type: ignore[union-attr]
+        session.commit()
+        batch = batches.lock(session, batch_id, event)
+        assert batch is not None
+        batches.advance(batch, event, dt.datetime.now(dt.UTC))
+        session.commit()
+        recorded = session.scalars(select(WebhookEvent).where(
+            WebhookEvent.tenant_id == tenant)).all()
+    assert [(e.type, e.data) for e in recorded] == [(kind, {"id": "batch_" + batch_id.hex})]
+    assert len(deliveries(settings, ep.id)) == 1
