@@ -50,6 +50,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_webhook_events_tenant_created", "webhook_events",
                     ["tenant_id", "created_at"])
+    op.create_index("ix_webhook_events_created", "webhook_events", ["created_at"])
     op.create_table(
         "webhook_deliveries",
         sa.Column("id", sa.BigInteger(), sa.Identity(), nullable=False),

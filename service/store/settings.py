@@ -247,6 +247,10 @@ class WebhookSettings(SettingsGroup):
     concurrency: int = Field(
         default=8, ge=1, le=256, validation_alias="FAIRWAY_WEBHOOK_CONCURRENCY",
         description="deliveries a dispatcher sends at once")
+    retention_days: float = Field(
+        default=30.0, gt=0, validation_alias="FAIRWAY_WEBHOOK_RETENTION_DAYS",
+        description="events older than this are deleted with their delivery logs (swept by the "
+                    "dispatcher every 10 minutes); events with a pending delivery are kept")
 
 
 class MetricsSettings(SettingsGroup):

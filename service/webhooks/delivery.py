@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from sqlalchemy import func, literal, select, update
+from sqlalchemy import delete, func, literal, select, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
@@ -176,6 +176,29 @@ def record(session: Session, delivery: Claimed, outcome: Outcome, *, now: dt.dat
     return status
 
 
+SWEEP_EVERY_S = 600.0
+SWEEP_CHUNK = 1000
+
+
+def sweep_old_events(session: Session, *, now: dt.datetime, retention_days: float) -> int:
+    """Delete events past retention, their deliveries with them (the foreign key cascades),
+    in chunks; an event with a pending delivery stays. Returns how many went."""
+    cutoff = now - dt.timedelta(days=retention_days)
+    pending = select(WebhookDelivery.id).where(WebhookDelivery.event_id == WebhookEvent.id,
+                                               WebhookDelivery.status == PENDING)
+    total = 0
+    while True:
+        chunk = (select(WebhookEvent.id).where(WebhookEvent.created_at < cutoff,
+                                               ~pending.exists())
+                 .limit(SWEEP_CHUNK).with_for_update(skip_locked=True))
+        gone = len(session.execute(delete(WebhookEvent).where(WebhookEvent.id.in_(chunk))
+                                   .returning(WebhookEvent.id)).all())
+        session.commit()
+        total += gone
+        if gone < SWEEP_CHUNK:
+            return total
+
+
 class WebhookSender:
     """The dispatcher's upkeep: ``tick`` starts a round in the background unless one is
     running or the last began under ``poll_seconds`` ago. ``close`` stops it gracefully."""
@@ -195,6 +218,7 @@ class WebhookSender:
         self._busy = threading.Lock()
         self._closed = threading.Event()
         self._next_at = 0.0
+        self._next_sweep = 0.0
 
     def tick(self) -> None:
         if self._closed.is_set() or time.monotonic() < self._next_at or self._busy.locked():
@@ -205,6 +229,13 @@ class WebhookSender:
     def _run_safely(self) -> None:
         try:
             self.run_until_idle()
+            if time.monotonic() >= self._next_sweep:
+                self._next_sweep = time.monotonic() + SWEEP_EVERY_S
+                with sync_session(self.settings.database_url) as session:
+                    swept = sweep_old_events(session, now=self._clock(),
+                                             retention_days=self.config.retention_days)
+                if swept:
+                    log.info("old webhook events deleted", extra={"events": swept})
         except Exception as exc:  # never let webhook upkeep take the dispatcher down
             if is_outage(exc):
                 log.warning("webhook delivery waits for Postgres: %s", type(exc).__name__)

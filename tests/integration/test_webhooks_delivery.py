@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import delete, func, select, text
+from sqlalchemy import delete, func, select, text, update
 
 from service.cli.bootstrap import create_tenant_with_key
 from service.store import batch_lifecycle as batches
@@ -31,7 +31,7 @@ from service.store.models.webhooks import (
 from service.store.settings import Settings, WebhookSettings
 from service.store.telemetry.metrics import REGISTRY
 from service.store.webhook_events import record_event
-from service.webhooks.delivery import WebhookSender, claim
+from service.webhooks.delivery import WebhookSender, claim, sweep_old_events
 from service.webhooks.signing import new_secret
 from tests.support.services import create_database, drop_database
 from tests.support.webhook_receiver import Receiver
@@ -352,3 +352,24 @@ def test_each_final_move_records_its_event(settings: Settings, tenant: uuid.UUID
             WebhookEvent.tenant_id == tenant)).all()
     assert [(e.type, e.data) for e in recorded] == [(kind, {"id": "batch_" + batch_id.hex})]
     assert len(deliveries(settings, ep.id)) == 1
+
+
+def test_old_events_are_swept_unless_a_delivery_is_pending(settings: Settings,
+                                                           tenant: uuid.UUID):
+    ep = add_endpoint(settings, tenant, "http://127.0.0.1:9/old")
+    now = dt.datetime.now(dt.UTC)
+    with sync_session(settings.database_url) as session:
+        old_done = record_event(session, tenant, "batch.completed", {"id": "batch_a"},
+                                now=now - dt.timedelta(days=31))
+        old_pending = record_event(session, tenant, "batch.completed", {"id": "batch_b"},
+                                   now=now - dt.timedelta(days=31))
+        recent = record_event(session, tenant, "batch.completed", {"id": "batch_c"}, now=now)
+        session.execute(update(WebhookDelivery).where(
+            WebhookDelivery.event_id.in_([uuid.UUID(old_done[4:]), uuid.UUID(recent[4:])]))
+            .values(status="delivered"))
+        session.commit()
+        assert sweep_old_events(session, now=now, retention_days=30) == 1
+        left = {e.public_id for e in session.scalars(select(WebhookEvent).where(
+            WebhookEvent.tenant_id == tenant))}
+    assert left == {old_pending, recent}
+    assert len(deliveries(settings, ep.id)) == 2  # the swept event's delivery went with it

@@ -60,7 +60,8 @@ class WebhookEvent(Base):
     """The outbox: one row per event, written with the change that caused it."""
 
     __tablename__ = "webhook_events"
-    __table_args__ = (Index("ix_webhook_events_tenant_created", "tenant_id", "created_at"),)
+    __table_args__ = (Index("ix_webhook_events_tenant_created", "tenant_id", "created_at"),
+                      Index("ix_webhook_events_created", "created_at"))  # the retention sweep
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
     tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))

@@ -80,6 +80,7 @@ NEW_VARIABLES: dict[str, tuple[str, str, Any]] = {
     "FAIRWAY_WEBHOOK_RETRY_WINDOW_SECONDS": ("600", "webhooks.retry_window_seconds", 600.0),
     "FAIRWAY_WEBHOOK_POLL_SECONDS": ("0.2", "webhooks.poll_seconds", 0.2),
     "FAIRWAY_WEBHOOK_CONCURRENCY": ("3", "webhooks.concurrency", 3),
+    "FAIRWAY_WEBHOOK_RETENTION_DAYS": ("7", "webhooks.retention_days", 7.0),
 }
 ALL_VARIABLES = {**OLD_VARIABLES, **NEW_VARIABLES}
 
