@@ -151,3 +151,28 @@ async def list_deliveries(session: AsyncSession, *, ep: WebhookEndpoint, limit: 
     rows = (await session.execute(query.order_by(WebhookDelivery.id.desc())
                                   .limit(limit + 1))).all()
     return [delivery_view(d, e) for d, e in rows[:limit]], len(rows) > limit
+
+
+async def redeliver(session: AsyncSession, *, actor: str, ep: WebhookEndpoint,
+                    delivery_id: int) -> dict[str, Any]:
+    """Send a delivered or failed delivery once more, now. Past the retry window it gets that
+    one attempt (a failure ends it ``failed`` again)."""
+    row = (await session.execute(
+        select(WebhookDelivery, WebhookEvent)
+        .join(WebhookEvent, WebhookEvent.id == WebhookDelivery.event_id)
+        .where(WebhookDelivery.id == delivery_id, WebhookDelivery.endpoint_id == ep.id)
+        .with_for_update(of=WebhookDelivery))).first()
+    if row is None:
+        raise APIError(404, f"No delivery {delivery_id} for this webhook endpoint.",
+                       code="not_found")
+    delivery, event = row
+    if delivery.status == DeliveryStatus.PENDING:
+        raise APIError(409, "The delivery is already pending; it is sent when due.",
+                       code="invalid_state")
+    audit.record(session, actor=actor, action="webhook.redeliver", target_type="webhook",
+                 target_id=ep.public_id, details={"delivery_id": delivery.id,
+                                                  "event_id": event.public_id,
+                                                  "was": delivery.status})
+    delivery.status, delivery.next_attempt_at = DeliveryStatus.PENDING, dt.datetime.now(dt.UTC)
+    await session.flush()
+    return delivery_view(delivery, event)

@@ -4,9 +4,9 @@ create and rotate_secret only."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 
 from service.admin import webhook_ops as ops
 from service.admin.tenant_ops import require_tenant
@@ -14,6 +14,7 @@ from service.admin.webhook_schemas import SecretRotate, WebhookCreate, WebhookUp
 from service.web.deps import AdminDep, SessionDep, require_admin
 from service.web.responses import ADMIN_ROUTES, WITH_BODY, errors
 
+BIGINT_MAX = 2**63 - 1  # delivery ids
 router = APIRouter(prefix="/admin/tenants/{tenant_id}/webhooks",
                    dependencies=[Depends(require_admin)], responses=ADMIN_ROUTES)
 
@@ -78,7 +79,7 @@ async def delete_webhook(tenant_id: str, webhook_id: str, actor: AdminDep,
 async def list_deliveries(tenant_id: str, webhook_id: str, session: SessionDep,
                           limit: int = Query(default=20, ge=1, le=100),
                           status: Literal["pending", "delivered", "failed"] | None = None,
-                          before: int | None = Query(default=None, ge=1, le=2**63 - 1),
+                          before: int | None = Query(default=None, ge=1, le=BIGINT_MAX),
                           ) -> dict[str, Any]:
     """The delivery log, newest first: each delivery's state and every attempt (time, status
     code, error, duration, the next attempt's time)."""
@@ -87,3 +88,15 @@ async def list_deliveries(tenant_id: str, webhook_id: str, session: SessionDep,
     data, more = await ops.list_deliveries(session, ep=ep, limit=limit, status=status,
                                            before=before)
     return {"object": "list", "data": data, "has_more": more}
+
+
+@router.post("/{webhook_id}/deliveries/{delivery_id}/redeliver", responses=errors(404, 409))
+async def redeliver(tenant_id: str, webhook_id: str,
+                    delivery_id: Annotated[int, Path(ge=1, le=BIGINT_MAX)], actor: AdminDep,
+                    session: SessionDep) -> dict[str, Any]:
+    """Send a delivered or failed delivery again, now (409 while it is pending)."""
+    tenant = await require_tenant(session, tenant_id)
+    ep = await ops.require_webhook(session, tenant, webhook_id)
+    view = await ops.redeliver(session, actor=actor, ep=ep, delivery_id=delivery_id)
+    await session.commit()
+    return view

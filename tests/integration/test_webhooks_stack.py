@@ -136,6 +136,23 @@ def test_a_real_batch_completes_and_its_event_arrives_signed(hook_stack: Stack, 
             log["last_status_code"]) == (got.event["id"], "batch.completed", "delivered", 1, 200)
     assert log["log"][0]["status_code"] == 200 and log["next_attempt_at"] is None
 
+    # The admin sends it again: the same event id, a fresh signature.
+    receiver.start()
+    try:
+        admin.ok("PATCH", f"{hooks(tid)}/{made['id']}", json={"enabled": False})  # it waits
+        again = admin.ok("POST", f"{hooks(tid)}/{made['id']}/deliveries/{log['id']}/redeliver")
+        assert again["status"] == "pending"
+        r = admin.http.post(f"{hooks(tid)}/{made['id']}/deliveries/{log['id']}/redeliver")
+        assert r.status_code == 409 and r.json()["error"]["code"] == "invalid_state"
+        admin.ok("PATCH", f"{hooks(tid)}/{made['id']}", json={"enabled": True})
+        wait_until(lambda: len(receiver.received) >= 2, 30, "the redelivery", hook_stack)
+    finally:
+        receiver.stop()
+    assert receiver.received[1].event == got.event
+    assert receiver.received[1].headers["webhook-id"] == got.headers["webhook-id"]
+    r = admin.http.post(f"{hooks(tid)}/{made['id']}/deliveries/999999999/redeliver")
+    assert r.status_code == 404
+
 
 def test_an_event_waits_out_a_receiver_outage_and_a_dispatcher_kill(hook_stack: Stack,
                                                                      admin: Admin):
