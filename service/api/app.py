@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 from service.admin.routes import router as admin_router
 from service.admin.routes_state import router as admin_state_router
 from service.admin.ui import router as admin_ui_router
+from service.admin.webhook_routes import router as admin_webhooks_router
 from service.api.body_limit import BodyLimit
 from service.api.jobs_routes import router as jobs_router
 from service.api.openai_routes import router as openai_router
@@ -79,7 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(obs_http.RequestCounter)
 
     app.include_router(openai_router)
-    for router in (admin_router, admin_state_router, admin_ui_router):
+    for router in (admin_router, admin_state_router, admin_ui_router, admin_webhooks_router):
         app.include_router(router)
     app.include_router(files_router)
     app.include_router(batches_router)

@@ -44,6 +44,7 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     from scheduler.dispatcher.loop import Dispatcher
     from service.batches.maintenance import BatchMaintenance
     from service.store.telemetry.logs import configure_logging
+    from service.webhooks.delivery import WebhookSender
 
     settings = Settings(dispatcher=DispatcherSettings(**_given(policy=args.policy)))
     configure_logging(settings.logging.level)
@@ -51,7 +52,11 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     batches = BatchMaintenance(settings, Redis.from_url(settings.redis_url))
-    Dispatcher(settings, upkeep=[batches.tick]).run(stop)
+    webhooks = WebhookSender(settings)
+    try:
+        Dispatcher(settings, upkeep=[batches.tick, webhooks.tick]).run(stop)
+    finally:
+        webhooks.close()
     return 0
 
 

@@ -15,6 +15,10 @@ Two ways to apply an event, both checked against the table: ``guarded`` builds
 nothing), and ``advance`` moves a row its caller has locked ``FOR UPDATE`` (validation,
 finalizing, expiry, which write files while they hold the lock). docs/batches.md draws the
 same table.
+
+The four final moves emit a webhook event (``WEBHOOK_EVENTS``) in the same transaction, so a
+batch is final exactly when its event is recorded. Only ``advance`` makes them: ``guarded``
+refuses them, as it has no row to write the event for.
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, Update, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from service.store.models.batches import Batch, BatchStatus
+from service.store.webhook_events import record_event
 
 S = BatchStatus
 
@@ -67,6 +72,14 @@ BATCH_TRANSITIONS: Mapping[BatchEvent, BatchTransition] = {
                                           "cancelled_at"),
 }
 
+# The moves that end a batch, and the webhook event each records (OpenAI's batch events).
+WEBHOOK_EVENTS: Mapping[BatchEvent, str] = {
+    BatchEvent.COMPLETE: "batch.completed",
+    BatchEvent.REFUSED: "batch.failed",
+    BatchEvent.EXPIRE: "batch.expired",
+    BatchEvent.CANCELLED: "batch.cancelled",
+}
+
 ALLOWED_BATCH_MOVES: frozenset[tuple[BatchStatus, BatchStatus]] = frozenset(
     (source, t.target) for t in BATCH_TRANSITIONS.values() for source in t.sources)
 
@@ -89,6 +102,8 @@ def sources(event: BatchEvent) -> list[str]:
 def guarded(event: BatchEvent, *where: ColumnElement[bool], now: dt.datetime,
             values: Mapping[str, Any] | None = None) -> Update:
     """``UPDATE batches SET status, <stamp> WHERE status IN <from> AND <where>``."""
+    if event in WEBHOOK_EVENTS:
+        raise IllegalBatchMove(f"{event} ends a batch: lock it and `advance` (its webhook)")
     rule = BATCH_TRANSITIONS[event]
     return (update(Batch).where(Batch.status.in_(sources(event)), *where)
             .values(status=rule.target, **{rule.stamp: now}, **(values or {})))
@@ -106,10 +121,17 @@ def lock(session: Session, batch_id: uuid.UUID, event: BatchEvent) -> Batch | No
 
 
 def advance(batch: Batch, event: BatchEvent, now: dt.datetime) -> None:
-    """Move a batch row the caller holds locked; the session's flush writes it."""
+    """Move a batch row the caller holds locked; the session's flush writes it. A final move
+    also records its webhook event in the row's session (committed with the move)."""
     rule = BATCH_TRANSITIONS[event]
     if batch.status not in rule.sources:
         raise IllegalBatchMove(f"{event}: batch is {batch.status}, not one of "
                                f"{sorted(rule.sources)}")
     batch.status = rule.target
     setattr(batch, rule.stamp, now)
+    webhook = WEBHOOK_EVENTS.get(event)
+    if webhook is not None:
+        session = object_session(batch)
+        if session is None:
+            raise IllegalBatchMove(f"{event}: the batch row is not in a session")
+        record_event(session, batch.tenant_id, webhook, {"id": batch.public_id}, now=now)

@@ -3,8 +3,8 @@
 `Settings` holds what every process needs (the environment, Postgres, Redis, the data
 directory, the secrets) and one group per process or concern: ``settings.api``,
 ``settings.dispatcher``, ``settings.worker``, ``settings.engine``, ``settings.jobs``,
-``settings.limits``, ``settings.batches``, ``settings.metrics``, ``settings.logging``. A
-component that needs only one group is handed only that group.
+``settings.limits``, ``settings.batches``, ``settings.webhooks``, ``settings.metrics``,
+``settings.logging``. A component that needs only one group is handed only that group.
 
 The environment variables are flat, as they always were: a field reads ``FAIRWAY_<FIELD>``
 unless it names its variable (``validation_alias``), e.g. ``engine.kind`` reads
@@ -224,6 +224,36 @@ class BatchSettings(SettingsGroup):
                     "unindexed scan)")
 
 
+class WebhookSettings(SettingsGroup):
+    """Webhook delivery, run by the active dispatcher (docs/webhooks.md)."""
+
+    timeout_seconds: float = Field(
+        default=5.0, gt=0, validation_alias="FAIRWAY_WEBHOOK_TIMEOUT_SECONDS",
+        description="how long one delivery waits for the endpoint's answer (connect and read); "
+                    "no 2xx by then is a failed attempt")
+    backoff_base_seconds: float = Field(
+        default=5.0, gt=0, validation_alias="FAIRWAY_WEBHOOK_BACKOFF_BASE_SECONDS",
+        description="the wait after a first failed attempt; it doubles with each further "
+                    "failure (with +-20% jitter) up to `FAIRWAY_WEBHOOK_BACKOFF_MAX_SECONDS`")
+    backoff_max_seconds: float = Field(
+        default=3600.0, gt=0, validation_alias="FAIRWAY_WEBHOOK_BACKOFF_MAX_SECONDS",
+        description="the longest wait between two attempts")
+    retry_window_seconds: float = Field(
+        default=86400.0, gt=0, validation_alias="FAIRWAY_WEBHOOK_RETRY_WINDOW_SECONDS",
+        description="how long after its event a delivery is retried; the delivery is marked "
+                    "`failed` once its next attempt would fall past this")
+    poll_seconds: float = Field(
+        default=0.5, gt=0, validation_alias="FAIRWAY_WEBHOOK_POLL_SECONDS",
+        description="how often the dispatcher looks for due deliveries")
+    concurrency: int = Field(
+        default=8, ge=1, le=256, validation_alias="FAIRWAY_WEBHOOK_CONCURRENCY",
+        description="deliveries a dispatcher sends at once")
+    retention_days: float = Field(
+        default=30.0, gt=0, validation_alias="FAIRWAY_WEBHOOK_RETENTION_DAYS",
+        description="events older than this are deleted with their delivery logs (swept by the "
+                    "dispatcher every 10 minutes); events with a pending delivery are kept")
+
+
 class MetricsSettings(SettingsGroup):
     """Metrics (docs/observability.md). The API serves /metrics on its own port; the dispatcher
     and workers serve their own, published in Redis (and in a worker's heartbeat)."""
@@ -298,6 +328,7 @@ class Settings(BaseSettings):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
     batches: BatchSettings = Field(default_factory=BatchSettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
 

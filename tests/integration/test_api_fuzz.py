@@ -67,7 +67,8 @@ FUZZ_ENV = {
 REAL: dict[str, str] = {}
 DOOMED: dict[str, str] = {}
 BODY_FIELDS = ("model", "input_file_id", "completion_window", "endpoint", "tier")
-PATH_FIELDS = ("job_id", "response_id", "file_id", "batch_id", "tenant_id", "key_id", "name")
+PATH_FIELDS = ("job_id", "response_id", "file_id", "batch_id", "tenant_id", "key_id", "name",
+               "webhook_id")
 
 
 def _document() -> dict[str, Any]:
@@ -164,12 +165,16 @@ def real(fuzz_stack: Stack, auth: dict[str, str]) -> None:
             "tpot_slo_ms": 100, "quotas": {}}
     for name in ("fuzz-tier", "fuzz-doomed"):
         admin.ok("PUT", f"/admin/tiers/{name}", json=tier)
+    hook = {"url": "https://example.test/hook", "event_types": ["batch.completed"]}
+    webhook = admin.ok("POST", f"/admin/tenants/{victim}/webhooks", json=hook)["id"]
+    doomed_webhook = admin.ok("POST", f"/admin/tenants/{doomed}/webhooks", json=hook)["id"]
     REAL.update(model=MODEL, input_file_id=file_id, completion_window="24h",
                 endpoint="/v1/chat/completions", tier="standard", job_id=job.json()["id"],
                 response_id=response.json()["id"], file_id=file_id,
                 batch_id=batch.json()["id"], tenant_id=victim, key_id=key,
-                name="fuzz-tier")
-    DOOMED.update(file_id=upload(), tenant_id=doomed, key_id=doomed_key, name="fuzz-doomed")
+                name="fuzz-tier", webhook_id=webhook)
+    DOOMED.update(file_id=upload(), tenant_id=doomed, key_id=doomed_key, name="fuzz-doomed",
+                  webhook_id=doomed_webhook)
 
 
 def test_the_fuzzed_document_is_the_served_one(fuzz_stack: Stack) -> None:

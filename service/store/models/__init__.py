@@ -11,6 +11,7 @@ from service.store.models import (  # noqa: F401
     tenants,
     tiers,
     usage,
+    webhooks,
 )
 
 metadata = Base.metadata

@@ -124,6 +124,9 @@ SLO_TARGET = _g("fairway_slo_target_seconds",
 BATCH_REQUESTS = _g("fairway_batch_requests",
                     "Lines of in-progress batches, by tenant and state "
                     "(total, completed, failed, pending).", ("tenant", "state"))
+WEBHOOK_ATTEMPTS = _c("fairway_webhook_attempts",
+                      "Webhook delivery attempts by outcome: delivered, retry (failed, tried "
+                      "again later) or failed (failed, retry window over).", ("outcome",))
 
 
 def exported_metric_names() -> set[str]:

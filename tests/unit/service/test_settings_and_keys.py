@@ -74,6 +74,13 @@ NEW_VARIABLES: dict[str, tuple[str, str, Any]] = {
     "FAIRWAY_DEAD_WORKER_AFTER_BEATS": ("5", "dispatcher.dead_worker_after_beats", 5.0),
     "FAIRWAY_TENANT_CACHE_ISOLATION": ("false", "engine.tenant_cache_isolation", False),
     "FAIRWAY_SLO_ADMISSION": ("false", "api.slo_admission", False),
+    "FAIRWAY_WEBHOOK_TIMEOUT_SECONDS": ("2", "webhooks.timeout_seconds", 2.0),
+    "FAIRWAY_WEBHOOK_BACKOFF_BASE_SECONDS": ("0.5", "webhooks.backoff_base_seconds", 0.5),
+    "FAIRWAY_WEBHOOK_BACKOFF_MAX_SECONDS": ("60", "webhooks.backoff_max_seconds", 60.0),
+    "FAIRWAY_WEBHOOK_RETRY_WINDOW_SECONDS": ("600", "webhooks.retry_window_seconds", 600.0),
+    "FAIRWAY_WEBHOOK_POLL_SECONDS": ("0.2", "webhooks.poll_seconds", 0.2),
+    "FAIRWAY_WEBHOOK_CONCURRENCY": ("3", "webhooks.concurrency", 3),
+    "FAIRWAY_WEBHOOK_RETENTION_DAYS": ("7", "webhooks.retention_days", 7.0),
 }
 ALL_VARIABLES = {**OLD_VARIABLES, **NEW_VARIABLES}
 

@@ -5,7 +5,7 @@ index serves each page as one range scan. It replaces (tenant_id, created_at), i
 Built CONCURRENTLY (outside the migration's transaction), so a large jobs table stays
 writable while it builds.
 
-Revision ID: jobs_0006
+Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-30
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "jobs_0006"
+revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
