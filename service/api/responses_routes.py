@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from service.api.openai_routes import SSE_EVENT, _admit_by_slo, _slo_s
+from service.api.openai_routes import SSE_EVENT, _admit_by_slo
 from service.api.responses_relay import stream_response, wait_response
 from service.jobs.cancel import cancel_own_job
 from service.jobs.response_schemas import ResponseCreate
@@ -28,6 +28,7 @@ from service.observability.requests import NULL_OBSERVER, observe_request, recor
 from service.quotas.admission import admit_request, quota_store
 from service.store.models.jobs import Job, JobKind
 from service.store.response_status import RESPONSES_ENDPOINT
+from service.store.telemetry.slo_rules import SloTargets
 from service.web.deps import CurrentTenant, RedisDep, SessionDep, SettingsDep
 from service.web.errors import APIError
 from service.web.responses import TENANT_ROUTES, WITH_BODY, errors
@@ -91,7 +92,8 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
                                     NULL_OBSERVER, background=True), headers)
     obs = observe_request(model=body.model, tenant=tenant.id, job_class=classification.kind,
                           tier=classification.service_tier, started=started,
-                          slo_s=_slo_s(classification, admission.ttft_target_s, now))
+                          targets=SloTargets(admission.ttft_target_s, admission.tpot_target_s),
+                          deadline_s=(classification.deadline_at - now).total_seconds())
     if body.stream:
         events = stream_response(request, job.id, EventStream(shape), settings, obs,
                                  background=False)
