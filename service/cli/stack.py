@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 from typing import IO
 
 from redis import Redis
@@ -22,6 +23,7 @@ from service.cli.bootstrap import demo_key
 from service.cli.embedded import EmbeddedServers, child_env
 from service.cli.errors import CLIError
 from service.cli.state import (
+    ADMIN_TOKEN_FILE,
     DEMO_KEY_FILE,
     StackState,
     data_dir_admin_token,
@@ -100,24 +102,31 @@ def admin_token_for(settings: Settings) -> tuple[str, bool]:
     return data_dir_admin_token(settings.data_dir), True
 
 
+def _shown(path: Path) -> str:
+    """A path as a person reads it: under the home directory, from ~."""
+    try:
+        return "~/" + str(path.resolve().relative_to(Path.home().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def banner(settings: Settings, *, api_url: str, key: str, admin_token: str,
            token_is_own: bool, verbose: bool) -> str:
     data = settings.data_dir
-    engine = ("simulated engine" if settings.engine.kind == "sim" else "vLLM engine")
-    token_note = f"  (kept in {data / 'admin-token'})" if token_is_own else (
-        "  (from FAIRWAY_ADMIN_TOKEN)")
-    logs = ("this terminal (--verbose)" if verbose else
-            f"{logs_dir(data)}/  (follow: fairway logs api|scheduler|worker)")
-    lines = [
-        f"Fairway is up: model {settings.engine.served_model_name} on the {engine}.",
+    engine = "simulated engine" if settings.engine.kind == "sim" else "vLLM engine"
+    token_note = (f"(kept in {_shown(data / ADMIN_TOKEN_FILE)})" if token_is_own
+                  else "(FAIRWAY_ADMIN_TOKEN)")
+    logs = ("here (--verbose)" if verbose else
+            f"{_shown(logs_dir(data))}/  (fairway logs api|scheduler|worker)")
+    return "\n".join([
+        f"Fairway is up: {settings.engine.served_model_name} on the {engine}.",
         f"  API base URL  {api_url}/v1",
-        f"  API key       {key}  (tenant demo; kept in {data / DEMO_KEY_FILE})",
+        f"  API key       {key}  (tenant demo; kept in {_shown(data / DEMO_KEY_FILE)})",
         f"  Dashboard     {api_url}/admin/ui/",
-        f"  Admin token   {admin_token}{token_note}",
+        f"  Admin token   {admin_token}  {token_note}",
         f"  Logs          {logs}",
         "Other fairway commands find this stack by themselves. Ctrl-C stops everything.",
-    ]
-    return "\n".join(lines)
+    ])
 
 
 def serve_stack(settings: Settings, *, verbose: bool = False) -> int:
