@@ -31,6 +31,7 @@ def describe(exc: BaseException) -> tuple[str, int]:
     """(one line for the user, exit code)."""
     import httpx
     import openai
+    import pydantic
 
     if isinstance(exc, CLIError):
         return str(exc), exc.code
@@ -40,14 +41,24 @@ def describe(exc: BaseException) -> tuple[str, int]:
         return (f"cannot reach the Fairway API{where}: is it running? (start it with "
                 "`fairway up`, or pass --base-url)"), 1
     if isinstance(exc, openai.APIStatusError):
-        return f"the API refused ({exc.status_code}): {_api_message(exc.body, exc.message)}", 1
+        message = _api_message(exc.body, exc.message)
+        return _one_line(f"the API refused ({exc.status_code}): {message}"), 1
     if isinstance(exc, FileNotFoundError):
         return f"no such file: {exc.filename}", 1
     if isinstance(exc, OSError) and exc.filename:
         return f"cannot use {exc.filename}: {exc.strerror}", 1
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted", 130
-    return f"unexpected error: {type(exc).__name__}: {exc} (FAIRWAY_DEBUG=1 shows the details)", 1
+    if isinstance(exc, pydantic.ValidationError) and exc.errors():
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return _one_line(f"invalid settings: {where + ': ' if where else ''}{first['msg']}"), 1
+    return _one_line(f"unexpected error: {type(exc).__name__}: {exc} (FAIRWAY_DEBUG=1 shows "
+                     "the details)"), 1
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def run_reporting_errors(func: Callable[[], int], prog: str = "fairway") -> int:

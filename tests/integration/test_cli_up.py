@@ -93,9 +93,10 @@ def fairway_up(home: Path, port: int) -> Iterator[Up]:
         assert leftover.stdout.strip() == "", "processes left running after Ctrl-C"
 
 
-def fairway(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*FAIRWAY, *args], env=clean_env(home), cwd=cwd or home, text=True,
-                          capture_output=True, timeout=120)
+def fairway(home: Path, *args: str, cwd: Path | None = None,
+            **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*FAIRWAY, *args], env={**clean_env(home), **env}, cwd=cwd or home,
+                          text=True, capture_output=True, timeout=120)
 
 
 def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
@@ -185,6 +186,12 @@ def test_readme_bootstrap_verbatim_then_the_cli_against_the_stack(home: Path, tm
             found = re.findall(r"fw-[A-Za-z0-9_-]{20,}", done.stdout)
             assert len(found) == 1, done.stdout
             keys.append(found[0])
+        # A CLI whose own FAIRWAY_SECRET_KEY differs still makes a key that works: the
+        # server hashes it (the CLI used to write the hash itself, with its own secret).
+        other = fairway(home, "key", "create", "acme", "--name", "elsewhere",
+                        FAIRWAY_SECRET_KEY="not-the-servers")
+        assert other.returncode == 0, other.stderr
+        keys += re.findall(r"fw-[A-Za-z0-9_-]{20,}", other.stdout)
         for key in keys:  # hashed with the server's secret: they work
             client = openai.OpenAI(base_url=up.field("API base URL"), api_key=key,
                                    max_retries=0, timeout=30)
@@ -192,7 +199,7 @@ def test_readme_bootstrap_verbatim_then_the_cli_against_the_stack(home: Path, tm
         audit = httpx.get(f"http://127.0.0.1:{port}/admin/audit", timeout=10, headers={
             "Authorization": f"Bearer {up.field('Admin token')}"}).json()["data"]
         by_cli = [e["action"] for e in audit if e["actor"] == "admin:cli"]
-        assert sorted(by_cli) == ["key.issue", "key.issue", "tenant.create"], audit
+        assert sorted(by_cli) == ["key.issue"] * 3 + ["tenant.create"], audit
 
         # The CLI's errors against a live stack: one line each, a non-zero exit.
         assert "exists" in one_line_error(fairway(home, *commands[0][1:]))

@@ -115,3 +115,17 @@ def test_help_describes_every_option_with_its_default():
             if action.default not in (None, False, "==SUPPRESS=="):
                 assert "default" in action.help or f"(default: {action.default})" in " ".join(
                     text.split()), f"{parser.prog} {action.option_strings}: no default shown"
+
+
+def test_settings_the_server_would_refuse_are_one_line(capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("FAIRWAY_ENVIRONMENT", "production")  # with the default secrets
+    code, _, err = _run(capsys, "tenant", "list")
+    assert "FAIRWAY_SECRET_KEY must be set" in _one_line_error(code, err)
+
+
+def test_migrate_without_a_database_is_one_line(capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("FAIRWAY_DATABASE_URL", raising=False)  # was: a SQLAlchemy traceback
+    code, _, err = _run(capsys, "migrate")
+    assert "FAIRWAY_DATABASE_URL" in _one_line_error(code, err)
