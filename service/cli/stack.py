@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -67,7 +68,8 @@ class Children:
 
 
 def _wait_ready(settings: Settings, redis_url: str, procs: dict[str, subprocess.Popen[bytes]],
-                timeout_s: float = 900.0) -> None:
+                stopping: Callable[[], bool], timeout_s: float = 900.0) -> bool:
+    """True once the API answers and a worker beats; False if Ctrl-C came first."""
     base = f"http://{settings.api.host}:{settings.api.port}"
     redis = Redis.from_url(redis_url)
     deadline = time.monotonic() + timeout_s
@@ -76,6 +78,8 @@ def _wait_ready(settings: Settings, redis_url: str, procs: dict[str, subprocess.
                else " (the engine loads its model, about a minute the first time)")
     print(f"starting the API, the scheduler and a worker{loading} ...", flush=True)
     while time.monotonic() < deadline and not (api_up and worker_up):
+        if stopping():
+            return False
         for role, proc in procs.items():
             if proc.poll() is not None:
                 raise CLIError(f"the {role} exited with code {proc.returncode} while starting; "
@@ -91,6 +95,7 @@ def _wait_ready(settings: Settings, redis_url: str, procs: dict[str, subprocess.
     if not (api_up and worker_up):
         raise CLIError("the stack did not become ready in time; see the logs in "
                        f"{logs_dir(settings.data_dir)}")
+    return True
 
 
 def admin_token_for(settings: Settings) -> tuple[str, bool]:
@@ -157,7 +162,8 @@ def serve_stack(settings: Settings, *, verbose: bool = False) -> int:
         upgrade(db_url)
         key = demo_key(settings, settings.data_dir / DEMO_KEY_FILE)
         procs = {role: children.spawn(role) for role in ROLES}
-        _wait_ready(settings, redis_url, procs)
+        if not _wait_ready(settings, redis_url, procs, lambda: stopping):
+            return 0
         api_url = f"http://{settings.api.host}:{settings.api.port}"
         StackState(api_url=api_url, database_url=db_url, redis_url=redis_url,
                    admin_token=admin_token, pid=os.getpid()).write(settings.data_dir)
