@@ -1,4 +1,5 @@
-"""Audit log writes and reads. Every admin change calls `record` before its commit."""
+"""Audit log writes and reads. Every admin change calls `record` before its commit (the admin
+API in its async session, `fairway up` and the CLI's bootstrap in a sync one)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from service.store.models.audit import AuditEntry
 
 
-def record(session: AsyncSession, *, actor: str, action: str, target_type: str,
+def record(session: AsyncSession | Session, *, actor: str, action: str, target_type: str,
            target_id: str, details: dict[str, Any] | None = None) -> None:
     session.add(AuditEntry(actor=actor, action=action, target_type=target_type,
                            target_id=target_id, details=details or {}))

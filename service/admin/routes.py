@@ -18,7 +18,9 @@ from service.admin.schemas import (
     TenantCreate,
     TenantUpdate,
     TierUpsert,
+    quota_view,
 )
+from service.store.models.tiers import Tier
 from service.store.quota_limits import effective_limits
 from service.store.quota_store import QuotaStore
 from service.tiers import service as tiers
@@ -112,8 +114,8 @@ async def read_quotas(tenant_id: str, session: SessionDep, redis: RedisDep) -> d
     defaults = dict(tier.quotas) if tier else {}
     overrides = await ops.get_overrides(session, tenant_id=tenant.id)
     limits = effective_limits(defaults, overrides)
-    return {"tenant_id": tenant_id, "tier": tenant.tier, "tier_defaults": defaults,
-            "overrides": overrides, "effective": limits.as_dict(),
+    return {"tenant_id": tenant_id, "tier": tenant.tier, "tier_defaults": quota_view(defaults),
+            "overrides": quota_view(overrides), "effective": quota_view(limits.as_dict()),
             "live": await QuotaStore(redis).state(tenant_id=tenant.id, limits=limits)}
 
 
@@ -121,28 +123,28 @@ async def read_quotas(tenant_id: str, session: SessionDep, redis: RedisDep) -> d
 async def write_quotas(tenant_id: str, body: QuotaUpdate, actor: AdminDep,
                        session: SessionDep, redis: RedisDep) -> dict[str, Any]:
     tenant = await ops.require_tenant(session, tenant_id)
-    await ops.set_overrides(session, actor=actor, tenant=tenant, overrides=body.overrides)
+    await ops.set_overrides(session, actor=actor, tenant=tenant, overrides=body.overrides.stored())
     await session.commit()
     return await read_quotas(tenant_id, session, redis)
 
 
 @router.get("/tiers")
 async def list_tiers(session: SessionDep) -> dict[str, Any]:
-    return {"object": "list", "data": [tiers.tier_view(t) for t in await tiers.list_tiers(session)]}
+    return {"object": "list", "data": [_tier_view(t) for t in await tiers.list_tiers(session)]}
 
 
 @router.put("/tiers/{name}", responses=WITH_BODY)
 async def upsert_tier(name: Annotated[str, Path(max_length=TIER_NAME_MAX)], body: TierUpsert,
                       actor: AdminDep, session: SessionDep) -> dict[str, Any]:
-    quotas = body.quotas.model_dump()
+    quotas = body.quotas.stored()
     before, tier = await tiers.upsert_tier(
         session, name=name, weight=body.weight, allowed_service_tiers=body.allowed_service_tiers,
         ttft_slo_ms=body.ttft_slo_ms, tpot_slo_ms=body.tpot_slo_ms, quotas=quotas)
-    after = tiers.tier_view(tier)
     record(session, actor=actor, action="tier.create" if before is None else "tier.update",
-           target_type="tier", target_id=name, details={"from": before, "to": after})
+           target_type="tier", target_id=name,
+           details={"from": before, "to": tiers.tier_view(tier)})
     await session.commit()
-    return after
+    return _tier_view(tier)
 
 
 @router.delete("/tiers/{name}", responses=errors(409))
@@ -153,3 +155,8 @@ async def delete_tier(name: str, actor: AdminDep, session: SessionDep) -> dict[s
     record(session, actor=actor, action="tier.delete", target_type="tier", target_id=name)
     await session.commit()
     return {"name": name, "deleted": True}
+
+
+def _tier_view(tier: Tier) -> dict[str, Any]:
+    view = tiers.tier_view(tier)
+    return {**view, "quotas": quota_view(view["quotas"])}

@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,12 +42,15 @@ class EmbeddedServers:
             self._start_redis()
 
     def _start_postgres(self) -> None:
-        import pgserver
-
-        # Its INFO lines are noise, and its exit hook logs after pytest closed the streams.
+        # Its INFO lines are noise, and its exit hook logs after pytest closed the streams;
+        # platformdirs warns (to the user of `fairway up`) where XDG_RUNTIME_DIR is unset.
         logging.getLogger("pgserver").setLevel(logging.WARNING)
         pgdata = self.data_dir / "pgdata"
-        self._pg = pgserver.get_server(pgdata, cleanup_mode="stop")
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
+            import pgserver
+
+            self._pg = pgserver.get_server(pgdata, cleanup_mode="stop")
         self.database_url = self._pg.get_uri()
         log.info("embedded postgres at %s", pgdata)
 

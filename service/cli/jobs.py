@@ -1,8 +1,8 @@
 """`fairway jobs ...`: list, show and cancel your jobs through the API (docs/jobs-api.md).
 
 Talks HTTP to the API with a tenant's API key (the SDK has no jobs resource). The server and
-key come from --base-url/--api-key, else OPENAI_BASE_URL/OPENAI_API_KEY, as for
-`fairway batch`.
+key come from the global options, the environment or the running stack (service.cli.target),
+as for `fairway batch`.
 """
 
 from __future__ import annotations
@@ -10,17 +10,16 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
-import sys
 from typing import Any
 
 import httpx
 
+from service.cli.errors import CLIError
+from service.cli.target import api_key, api_root
+
 
 def add_parser(sub: Any) -> None:
     jobs = sub.add_parser("jobs", help="your jobs (GET /v1/jobs, cancel)")
-    jobs.add_argument("--base-url", default=None, help="default: $OPENAI_BASE_URL")
-    jobs.add_argument("--api-key", default=None, help="default: $OPENAI_API_KEY")
     cmds = jobs.add_subparsers(dest="sub", required=True)
 
     lst = cmds.add_parser("list", help="list jobs, newest first")
@@ -45,17 +44,9 @@ def add_parser(sub: Any) -> None:
         p.set_defaults(func=func)
 
 
-class ApiFailure(Exception):
-    """The API answered an error (its OpenAI-shaped message is the text)."""
-
-
 def _client(args: argparse.Namespace) -> httpx.Client:
-    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
-    api_key = args.api_key or os.environ.get("OPENAI_API_KEY")
-    if not base_url or not api_key:
-        raise SystemExit("set --base-url/--api-key or OPENAI_BASE_URL/OPENAI_API_KEY")
-    return httpx.Client(base_url=base_url.rstrip("/") + "/", timeout=60,
-                        headers={"Authorization": f"Bearer {api_key}"})
+    return httpx.Client(base_url=api_root(args) + "/v1/", timeout=60,
+                        headers={"Authorization": f"Bearer {api_key(args)}"})
 
 
 def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
@@ -67,16 +58,12 @@ def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> dict[s
         message = resp.json()["error"]["message"]
     except (ValueError, KeyError, TypeError):
         message = resp.text
-    raise ApiFailure(f"{resp.status_code}: {message}")
+    raise CLIError(f"the API refused: {message} ({resp.status_code})")
 
 
 def _run(args: argparse.Namespace, work: Any) -> int:
     with _client(args) as client:
-        try:
-            work(client)
-        except ApiFailure as exc:
-            print(f"error {exc}", file=sys.stderr)
-            return 1
+        work(client)
     return 0
 
 

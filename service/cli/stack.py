@@ -1,47 +1,89 @@
-"""`fairway up`: API, dispatcher and worker as child processes, supervised; Ctrl-C stops all."""
+"""`fairway up`: API, dispatcher and worker as child processes, supervised; Ctrl-C stops all.
+
+It prints one short banner (the API base URL, the demo key, the dashboard, the admin token,
+where the logs are) and records the running stack in its data directory (`service.cli.state`),
+where the other commands find it. The children's output goes to ``logs/<role>.log`` there
+(`fairway logs`), or to the terminal with ``--verbose``.
+"""
 
 from __future__ import annotations
 
-import json
+import os
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
 
 from redis import Redis
 
-from service.cli.bootstrap import ensure_demo_key
+from service.cli.bootstrap import demo_key
 from service.cli.embedded import EmbeddedServers, child_env
+from service.cli.errors import CLIError
+from service.cli.state import (
+    ADMIN_TOKEN_FILE,
+    DEMO_KEY_FILE,
+    StackState,
+    data_dir_admin_token,
+    forget_stack,
+    logs_dir,
+    running_stack,
+)
 from service.store.keys import WORKER_KEY_PATTERN
 from service.store.migrate import upgrade
-from service.store.settings import Settings
+from service.store.settings import DEV_ADMIN_TOKEN, Settings
 from service.store.telemetry.logs import configure_logging
 
 ROLES = ("api", "scheduler", "worker")
 
 
-def _spawn(role: str, env: dict[str, str], settings: Settings) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "service.cli.main", role]
-    if role == "worker":
-        cmd += ["--engine", settings.engine.kind]
-    if role == "api":
-        cmd += ["--port", str(settings.api.port)]
-    return subprocess.Popen(cmd, env=env)
+class Children:
+    """Starts the children, their output to a log file each (appended, so a restarted child
+    continues its file) or, verbose, to this terminal."""
+
+    def __init__(self, settings: Settings, env: dict[str, str], *, verbose: bool) -> None:
+        self.settings, self.env, self.verbose = settings, env, verbose
+        self.logs = logs_dir(settings.data_dir)
+        self._files: list[IO[bytes]] = []
+
+    def spawn(self, role: str) -> subprocess.Popen[bytes]:
+        cmd = [sys.executable, "-m", "service.cli.main", role]
+        if role == "worker":
+            cmd += ["--engine", self.settings.engine.kind]
+        if role == "api":
+            cmd += ["--port", str(self.settings.api.port)]
+        if self.verbose:
+            return subprocess.Popen(cmd, env=self.env)
+        self.logs.mkdir(parents=True, exist_ok=True)
+        out = open(self.logs / f"{role}.log", "ab")  # noqa: SIM115  # closed in close()
+        self._files.append(out)
+        return subprocess.Popen(cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+
+    def close(self) -> None:
+        for fh in self._files:
+            fh.close()
 
 
 def _wait_ready(settings: Settings, redis_url: str, procs: dict[str, subprocess.Popen[bytes]],
-                timeout_s: float = 900.0) -> None:
+                stopping: Callable[[], bool], timeout_s: float = 900.0) -> bool:
+    """True once the API answers and a worker beats; False if Ctrl-C came first."""
     base = f"http://{settings.api.host}:{settings.api.port}"
     redis = Redis.from_url(redis_url)
     deadline = time.monotonic() + timeout_s
     api_up = worker_up = False
-    print("waiting for the API and a worker (the engine loads in about a minute) ...",
-          flush=True)
+    loading = ("" if settings.engine.kind == "sim"
+               else " (the engine loads its model, about a minute the first time)")
+    print(f"starting the API, the scheduler and a worker{loading} ...", flush=True)
     while time.monotonic() < deadline and not (api_up and worker_up):
+        if stopping():
+            return False
         for role, proc in procs.items():
             if proc.poll() is not None:
-                raise RuntimeError(f"{role} exited with code {proc.returncode} during start-up")
+                raise CLIError(f"the {role} exited with code {proc.returncode} while starting; "
+                               f"see {logs_dir(settings.data_dir) / (role + '.log')}")
         if not api_up:
             try:
                 with urllib.request.urlopen(base + "/healthz", timeout=1) as resp:
@@ -51,16 +93,60 @@ def _wait_ready(settings: Settings, redis_url: str, procs: dict[str, subprocess.
         worker_up = worker_up or any(True for _ in redis.scan_iter(match=WORKER_KEY_PATTERN))
         time.sleep(0.5)
     if not (api_up and worker_up):
-        raise RuntimeError("the stack did not become ready in time")
+        raise CLIError("the stack did not become ready in time; see the logs in "
+                       f"{logs_dir(settings.data_dir)}")
+    return True
 
 
-def serve_stack(settings: Settings) -> int:
-    configure_logging(settings.logging.level)
+def admin_token_for(settings: Settings) -> tuple[str, bool]:
+    """(the admin token, whether it is this data directory's own): a configured
+    FAIRWAY_ADMIN_TOKEN wins; in development the default one is replaced by one made for the
+    data directory, so no two installs share a known credential."""
+    if settings.admin_token != DEV_ADMIN_TOKEN or "FAIRWAY_ADMIN_TOKEN" in os.environ:
+        return settings.admin_token, False
+    return data_dir_admin_token(settings.data_dir), True
+
+
+def _shown(path: Path) -> str:
+    """A path as a person reads it: under the home directory, from ~."""
+    try:
+        return "~/" + str(path.resolve().relative_to(Path.home().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def banner(settings: Settings, *, api_url: str, key: str, admin_token: str,
+           token_is_own: bool, verbose: bool) -> str:
+    data = settings.data_dir
+    engine = "simulated engine" if settings.engine.kind == "sim" else "vLLM engine"
+    token_note = (f"(kept in {_shown(data / ADMIN_TOKEN_FILE)})" if token_is_own
+                  else "(FAIRWAY_ADMIN_TOKEN)")
+    logs = ("here (--verbose)" if verbose else
+            f"{_shown(logs_dir(data))}/  (fairway logs api|scheduler|worker)")
+    return "\n".join([
+        f"Fairway is up: {settings.engine.served_model_name} on the {engine}.",
+        f"  API base URL  {api_url}/v1",
+        f"  API key       {key}  (tenant demo; kept in {_shown(data / DEMO_KEY_FILE)})",
+        f"  Dashboard     {api_url}/admin/ui/",
+        f"  Admin token   {admin_token}  {token_note}",
+        f"  Logs          {logs}",
+        "Other fairway commands find this stack by themselves. Ctrl-C stops everything.",
+    ])
+
+
+def serve_stack(settings: Settings, *, verbose: bool = False) -> int:
+    configure_logging(settings.logging.level if verbose else "WARNING")
+    other = running_stack(settings.data_dir)
+    if other is not None:
+        raise CLIError(f"a stack is already running from {settings.data_dir} (pid {other.pid}, "
+                       f"{other.api_url}); stop it first, or set FAIRWAY_DATA_DIR")
+    admin_token, token_is_own = admin_token_for(settings)
     servers = EmbeddedServers(settings.data_dir)
     servers.start(need_db=not settings.database_url, need_redis=not settings.redis_url)
     db_url = settings.database_url or servers.database_url
     redis_url = settings.redis_url or servers.redis_url
-    settings = settings.with_changes(database_url=db_url, redis_url=redis_url)
+    settings = settings.with_changes(database_url=db_url, redis_url=redis_url,
+                                     admin_token=admin_token)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     stopping = False
 
@@ -70,37 +156,35 @@ def serve_stack(settings: Settings) -> int:
 
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
-    code = 0
+    env = {**child_env(db_url, redis_url), "FAIRWAY_ADMIN_TOKEN": admin_token}
+    children = Children(settings, env, verbose=verbose)
     try:
         upgrade(db_url)
-        key = ensure_demo_key(settings)
-        env = child_env(db_url, redis_url)
-        procs = {role: _spawn(role, env, settings) for role in ROLES}
-        _wait_ready(settings, redis_url, procs)
-        base = f"http://{settings.api.host}:{settings.api.port}/v1"
-        model = settings.engine.served_model_name
-        print(json.dumps({"base_url": base, "api_key": key, "model": model}, indent=2))
-        print(f"try:  OPENAI_BASE_URL={base} OPENAI_API_KEY={key} python -c \"import openai; "
-              f"print(openai.OpenAI().chat.completions.create(model='{model}',"
-              f" messages=[{{'role':'user','content':'Hi'}}]).choices[0].message.content)\"")
-        print("Ctrl-C stops everything.", flush=True)
+        key = demo_key(settings, settings.data_dir / DEMO_KEY_FILE)
+        procs = {role: children.spawn(role) for role in ROLES}
+        if not _wait_ready(settings, redis_url, procs, lambda: stopping):
+            return 0
+        api_url = f"http://{settings.api.host}:{settings.api.port}"
+        StackState(api_url=api_url, database_url=db_url, redis_url=redis_url,
+                   admin_token=admin_token, pid=os.getpid()).write(settings.data_dir)
+        print(banner(settings, api_url=api_url, key=key, admin_token=admin_token,
+                     token_is_own=token_is_own, verbose=verbose), flush=True)
         restarts = Restarts()
         while not stopping:
             for role, proc in list(procs.items()):
                 if proc.poll() is None:
                     restarts.running(role)
                 elif restarts.due(role):
-                    print(f"{role} exited with code {proc.returncode}; restarting "
+                    print(f"the {role} exited with code {proc.returncode}; restarting it "
                           f"(restart {restarts.count[role]})", flush=True)
-                    procs[role] = _spawn(role, env, settings)
+                    procs[role] = children.spawn(role)
             time.sleep(0.5)
-    except RuntimeError as exc:
-        print(f"fairway up: {exc}", file=sys.stderr)
-        code = 1
     finally:
+        forget_stack(settings.data_dir)
         _terminate(procs)
+        children.close()
         servers.stop()
-    return code
+    return 0
 
 
 class Restarts:

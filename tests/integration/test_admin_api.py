@@ -8,7 +8,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.support.admin import Admin
+from tests.support.admin import NO_LIMITS, Admin
 from tests.support.stack import Stack
 
 MODEL = "sim-model"
@@ -88,7 +88,7 @@ def test_tiers_are_editable_and_audited(admin: Admin):
     assert "priority" not in tiers["free"]["allowed_service_tiers"]
     name = f"gold{uuid.uuid4().hex[:6]}"
     body = {"weight": 3, "allowed_service_tiers": ["default", "priority"], "ttft_slo_ms": 400,
-            "tpot_slo_ms": 60, "quotas": {"requests_per_minute": 100}}
+            "tpot_slo_ms": 60, "quotas": {**NO_LIMITS, "requests_per_minute": 100}}
     assert admin.ok("PUT", f"/admin/tiers/{name}", json=body)["weight"] == 3
     tid, _ = admin.create_tenant(f"g-{uuid.uuid4().hex[:8]}", name)
     body["weight"] = 5
@@ -103,7 +103,7 @@ def test_tiers_are_editable_and_audited(admin: Admin):
 
 def test_a_tier_name_longer_than_the_column_is_a_400(admin: Admin):
     body = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 400,
-            "tpot_slo_ms": 60, "quotas": {}}
+            "tpot_slo_ms": 60, "quotas": NO_LIMITS}
     resp = admin.http.put("/admin/tiers/" + "t" * 33, json=body)  # was a 500 (truncation)
     assert resp.status_code == 400, resp.text
     assert resp.json()["error"]["param"] == "path.name"
@@ -113,7 +113,7 @@ def test_a_tier_name_longer_than_the_column_is_a_400(admin: Admin):
 
 def test_a_tier_slo_past_its_column_is_a_400(admin: Admin):
     body = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 400,
-            "tpot_slo_ms": 60, "quotas": {}}
+            "tpot_slo_ms": 60, "quotas": NO_LIMITS}
     for field in ("ttft_slo_ms", "tpot_slo_ms"):
         resp = admin.http.put(f"/admin/tiers/slo{uuid.uuid4().hex[:6]}",
                               json={**body, field: 2**31})  # was a 500 (int4 out of range)
@@ -137,9 +137,9 @@ def test_a_key_expiry_outside_the_years_python_reads_is_a_400(sim_stack: Stack, 
 
 def test_quota_overrides_merge_with_tier_defaults(admin: Admin):
     tid, _ = admin.create_tenant(f"o-{uuid.uuid4().hex[:8]}", "free")
-    q = admin.set_quotas(tid, requests_per_minute=5, monthly_tokens=None)
+    q = admin.set_quotas(tid, requests_per_minute=5, monthly_tokens="unlimited")
     assert q["effective"]["requests_per_minute"] == 5
-    assert q["effective"]["monthly_tokens"] is None  # null lifts the tier's limit
+    assert q["effective"]["monthly_tokens"] == "unlimited"  # lifts the tier's limit
     assert q["effective"]["tokens_per_minute"] == q["tier_defaults"]["tokens_per_minute"]
     bad = admin.http.put(f"/admin/tenants/{tid}/quotas",
                          json={"overrides": {"requests_per_minute": -1}})
@@ -182,3 +182,45 @@ def test_clear_keys_never_stored_or_logged(sim_stack: Stack, admin: Admin, datab
         text = proc.log_path.read_text(errors="replace")
         for part in secret_parts:
             assert part not in text, f"clear key found in {proc.name} log"
+
+
+def test_admin_writes_refuse_what_no_admin_means(sim_stack: Stack, admin: Admin):
+    """A quota typed as text (which a form turned into NaN, sent as null) was stored as null:
+    no limit. Every such write is now a 400 in OpenAI's shape naming the field, and changes
+    nothing."""
+    tid, _ = admin.create_tenant(f"v-{uuid.uuid4().hex[:8]}", "free")
+    before = admin.quotas(tid)
+    for value in (None, "abc", "1,000,000", 1.5, -1, True):
+        resp = admin.http.put(f"/admin/tenants/{tid}/quotas",
+                              json={"overrides": {"tokens_per_minute": value}})
+        assert resp.status_code == 400, (value, resp.text)
+        error = resp.json()["error"]
+        assert error["param"] == "overrides.tokens_per_minute", error
+        assert error["type"] == "invalid_request_error" and error["message"], error
+    nan = admin.http.put(f"/admin/tenants/{tid}/quotas", headers={"content-type":
+                         "application/json"}, content=b'{"overrides": {"monthly_tokens": NaN}}')
+    assert nan.status_code == 400 and nan.json()["error"]["param"] == "overrides.monthly_tokens"
+    assert admin.quotas(tid) == {**before, "live": admin.quotas(tid)["live"]}
+
+    tier = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 400,
+            "tpot_slo_ms": 60, "quotas": NO_LIMITS}
+    name = f"v{uuid.uuid4().hex[:6]}"
+    for field, value in (("weight", 0), ("weight", "2"), ("ttft_slo_ms", -1),
+                         ("tpot_slo_ms", 0.5)):
+        resp = admin.http.put(f"/admin/tiers/{name}", json={**tier, field: value})
+        assert resp.status_code == 400 and resp.json()["error"]["param"] == field, resp.text
+    partial = {**tier, "quotas": {"requests_per_minute": 5}}
+    resp = admin.http.put(f"/admin/tiers/{name}", json=partial)
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["error"]["param"].startswith("quotas."), resp.text
+    assert admin.ok("PUT", f"/admin/tiers/{name}", json=tier)["quotas"]["monthly_tokens"] == (
+        "unlimited")
+    # What the API shows can be written back as it is.
+    shown = next(t for t in admin.ok("GET", "/admin/tiers")["data"] if t["name"] == name)
+    admin.ok("PUT", f"/admin/tiers/{name}", json={k: v for k, v in shown.items() if k != "name"})
+    admin.ok("DELETE", f"/admin/tiers/{name}")
+
+    for body, param in (({"name": "   "}, "name"),
+                        ({"expires_at": "2020-01-01T00:00:00Z"}, "expires_at")):
+        resp = admin.http.post(f"/admin/tenants/{tid}/keys", json=body)
+        assert resp.status_code == 400 and resp.json()["error"]["param"] == param, resp.text

@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 from service.api.app import create_app
 from service.store.settings import DEV_ADMIN_TOKEN, EngineSettings, Settings
 from tests.conftest import SIM_ENV
-from tests.support.admin import Admin
+from tests.support.admin import NO_LIMITS, Admin
 from tests.support.stack import Stack, own_stack
 
 MODEL = "sim-model"
@@ -162,7 +162,7 @@ def real(fuzz_stack: Stack, auth: dict[str, str]) -> None:
     victim, key = tenant_with_key("fuzz-victim")
     doomed, doomed_key = tenant_with_key("fuzz-doomed")
     tier = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 1000,
-            "tpot_slo_ms": 100, "quotas": {}}
+            "tpot_slo_ms": 100, "quotas": NO_LIMITS}
     for name in ("fuzz-tier", "fuzz-doomed"):
         admin.ok("PUT", f"/admin/tiers/{name}", json=tier)
     hook = {"url": "https://example.test/hook", "event_types": ["batch.completed"]}

@@ -12,6 +12,7 @@ import httpx
 import openai
 
 from service.store.settings import DEV_ADMIN_TOKEN
+from tests.support.admin import NO_LIMITS
 from tests.support.stack import Stack
 
 MODEL = "sim-model"
@@ -60,7 +61,7 @@ def test_nul_in_a_path_or_query_parameter_is_a_400_naming_it(sim_stack: Stack, m
     tenant = {"authorization": f"Bearer {key}"}
     admin = {"authorization": f"Bearer {DEV_ADMIN_TOKEN}"}
     tier = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 1000,
-            "tpot_slo_ms": 100, "quotas": {}}
+            "tpot_slo_ms": 100, "quotas": NO_LIMITS}
     for method, path, headers, body, param in (
             ("GET", "/v1/files?purpose=a%00b", tenant, None, "purpose"),
             ("GET", "/admin/audit?target_id=a%00b", admin, None, "target_id"),

@@ -8,6 +8,11 @@ import httpx
 
 from service.store.settings import DEV_ADMIN_TOKEN
 
+# A tier's quotas name every limit; these lift them all.
+NO_LIMITS = {"requests_per_minute": "unlimited", "tokens_per_minute": "unlimited",
+             "concurrent_requests": "unlimited", "batch_enqueued_tokens": "unlimited",
+             "monthly_tokens": "unlimited"}
+
 
 class Admin:
     def __init__(self, base_url: str, token: str = DEV_ADMIN_TOKEN) -> None:

@@ -21,7 +21,8 @@ def add_parser(sub: Any) -> None:
                        help="short outages and less load (CI): a few minutes in all")
     chaos.add_argument("--only", default="",
                        help="comma-separated substrings of fault names to run (e.g. redis,kill)")
-    chaos.add_argument("--data-dir", type=Path, default=None,
+    # The global --data-dir (service.cli.options) sets it; listed here for this help text.
+    chaos.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS,
                        help="where the private servers and logs live (default: a temp dir, "
                             "removed afterwards unless a target is missed)")
     chaos.add_argument("--out", type=Path, default=DEFAULT_OUT,
@@ -40,7 +41,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         plan = PassPlan(**{**plan.__dict__,
                            "faults": [f for f in plan.faults
                                       if any(w in f.name or w in f.slug for w in wanted)]})
-    data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="fairway-chaos-"))
+    given: Path | None = getattr(args, "data_dir", None)
+    data_dir = given or Path(tempfile.mkdtemp(prefix="fairway-chaos-"))
     started = dt.datetime.now(dt.UTC)
     rows = run_pass(plan, data_dir, say=lambda line: print(line, flush=True))
     title = f"fairway chaos{' --short' if args.short else ''}, {started:%Y-%m-%d %H:%M} UTC"
@@ -51,7 +53,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     print(markdown(rows, plan.targets, title))
     print(f"wrote {json_path} and {md_path}")
     missed = any(r.misses(plan.targets) for r in rows)
-    if args.data_dir is None and not missed:
+    if given is None and not missed:
         shutil.rmtree(data_dir, ignore_errors=True)
     elif missed:
         print(f"process logs kept in {data_dir / 'logs'}")
