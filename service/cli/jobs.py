@@ -27,11 +27,13 @@ def add_parser(sub: Any) -> None:
     lst.add_argument("--after", default=None, help="the last id of the previous page")
     lst.add_argument("--all", action="store_true", help="follow every page")
     lst.add_argument("--status", choices=["queued", "assigned", "running", "succeeded",
-                                          "failed", "cancelled"])
-    lst.add_argument("--class", dest="job_class", choices=["realtime", "batch"])
-    lst.add_argument("--tier", choices=["priority", "default", "flex"])
-    lst.add_argument("--model")
-    lst.add_argument("--batch-id")
+                                          "failed", "cancelled"], help="only jobs in this status")
+    lst.add_argument("--class", dest="job_class", choices=["realtime", "batch"],
+                     help="only this job class")
+    lst.add_argument("--tier", choices=["priority", "default", "flex"],
+                     help="only this service tier")
+    lst.add_argument("--model", help="only jobs for this model")
+    lst.add_argument("--batch-id", help="only the lines of this batch")
     lst.add_argument("--created-after", type=int, help="unix seconds, inclusive")
     lst.add_argument("--created-before", type=int, help="unix seconds, exclusive")
     lst.add_argument("--json", action="store_true", help="print the job objects as JSON lines")
