@@ -40,13 +40,18 @@ class JsonSchemaFormat(BaseModel):
     def _valid_json_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
         """The schema must itself be valid JSON Schema (under the draft its `$schema` names,
         2020-12 by default): a bad one would only fail later, inside the engine."""
-        validator = validators.validator_for(schema, default=validators.Draft202012Validator)
+        default = validators.Draft202012Validator
+        # A `$schema` that is not a string is left to the default draft's check to refuse.
+        validator = (validators.validator_for(schema, default=default)
+                     if isinstance(schema.get("$schema"), str) else default)
         try:
             validator.check_schema(schema)
         except SchemaError as exc:
             where = "/".join(str(p) for p in exc.path)
             raise ValueError(f"not a valid JSON Schema: {exc.message}"
                              + (f" (at '{where}')" if where else "")) from None
+        except RecursionError:
+            raise ValueError("not a valid JSON Schema: nested too deeply") from None
         return schema
 
 

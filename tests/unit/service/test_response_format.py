@@ -136,3 +136,29 @@ def test_the_catalog_says_supported_only_when_every_worker_serving_the_model_is(
     # No live worker serves it: unknown, and the worker that gets the job decides.
     assert supports({"w1": able}, "base") is None
     assert supports({}, "m") is None
+
+
+def nested_schema(depth: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+@pytest.mark.parametrize("depth", [150, 900])
+def test_a_schema_nested_too_deeply_is_a_400_not_a_crash(depth: int) -> None:
+    """Free-form JSON reaches recursive checks (the storable-text scan, the JSON Schema
+    check): Python's recursion limit must end as a refusal, never an unhandled error."""
+    with pytest.raises(ValidationError) as info:
+        chat({"type": "json_schema",
+              "json_schema": {"name": "deep", "schema": nested_schema(depth)}})
+    assert "nested too deeply" in info.value.errors()[0]["msg"]
+
+
+def test_deeply_nested_tools_are_refused_too() -> None:
+    tool: Any = {}
+    for _ in range(1500):
+        tool = {"a": tool}
+    with pytest.raises(ValidationError, match="nested too deeply"):
+        ChatCompletionRequest.model_validate({"model": "m", "messages": MESSAGES,
+                                              "tools": [tool]})
