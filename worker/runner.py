@@ -333,7 +333,8 @@ class JobRunner:
             error["param"] = param  # a batch's error file names it (service.batches.results)
         values = {"error": error}
         if await self._finish_row(job, now, values, succeeded=False):
-            await self._publish_end(job, job_stream.Failure(job.attempt, status, code, message))
+            await self._publish_end(job, job_stream.Failure(job.attempt, status, code, message,
+                                                            param=param))
 
     async def _finish_row(self, job: ClaimedJob, now: dt.datetime, values: dict[str, Any], *,
                           succeeded: bool) -> bool:

@@ -292,6 +292,7 @@ def _interrupted(ev: Interrupted, job_id: uuid.UUID) -> APIError:
 def _job_error(failure: Failure) -> APIError:
     headers = ({"Retry-After": str(failure.retry_after)} if failure.retry_after is not None
                else None)
-    return APIError(failure.status, failure.message, code=failure.code, headers=headers)
+    return APIError(failure.status, failure.message, code=failure.code, param=failure.param,
+                    headers=headers)
 
 

@@ -7,12 +7,18 @@ from __future__ import annotations
 import io
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import openai
 import pytest
+from sqlalchemy import func, select
 
-from tests.support.stack import Stack
+from service.cli.bootstrap import create_tenant_with_key
+from service.store.db import sync_session
+from service.store.models.jobs import Job
+from service.store.settings import Settings
+from tests.support.stack import Stack, own_stack, wait_until
 
 MODEL = "sim-model"
 MESSAGES = [{"role": "user", "content": "Name a city."}]
@@ -102,3 +108,29 @@ def test_a_batch_line_asking_for_it_lands_in_the_error_file_naming_it(
         error = entry["response"]["body"]["error"]
         assert error["param"] == "response_format" and error["code"] == "unsupported_value"
         assert "response_format" in error["message"]
+
+
+def test_with_no_live_worker_the_worker_that_gets_it_refuses_it() -> None:
+    """No live worker serves the model when the request comes: the API cannot know, accepts
+    it, and the sim worker that comes up and takes the job refuses it; the client still
+    gets a 400 naming response_format, not free text."""
+    env = {"FAIRWAY_SERVED_MODEL_NAME": MODEL, "FAIRWAY_HEARTBEAT_SECONDS": "0.5",
+           "FAIRWAY_LEASE_SECONDS": "5", "FAIRWAY_SLO_ADMISSION": "false"}
+    with own_stack("so_late", env) as stack:
+        settings = Settings(database_url=stack.database_url, redis_url=stack.redis_url)
+        api = client(stack, create_tenant_with_key(settings, "so-late")[1])
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(api.chat.completions.create, model=MODEL, messages=MESSAGES,
+                                 max_tokens=8, response_format={"type": "json_object"},
+                                 service_tier="flex")  # no latency target to miss
+            wait_until(lambda: _jobs(stack.database_url) == 1, 20, "the job queued", stack)
+            stack.start_worker("so-late-1")
+            with pytest.raises(openai.BadRequestError) as info:
+                answer.result(timeout=60)
+    error = error_of(info.value)
+    assert error["param"] == "response_format" and error["code"] == "unsupported_value"
+
+
+def _jobs(database_url: str) -> int:
+    with sync_session(database_url) as session:
+        return int(session.scalar(select(func.count()).select_from(Job)) or 0)
