@@ -91,4 +91,4 @@ def test_a_schema_the_backend_cannot_compile_is_a_400_not_free_text(
             model=MODEL, temperature=0, max_tokens=16, messages=ASK_CITY,
             response_format={"type": "json_schema",
                              "json_schema": {"name": "Broken", "schema": broken}})
-    assert info.value.status_code == 400
+    assert info.value.status_code == 400 and info.value.code == "invalid_request"
