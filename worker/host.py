@@ -20,13 +20,13 @@ from redis.asyncio import Redis
 
 from service.store import lifecycle, wakeups
 from service.store.db import async_engine, async_sessionmaker_for
-from service.store.heartbeats import encode_step_clock
+from service.store.heartbeats import STRUCTURED_OUTPUTS, encode_step_clock
 from service.store.keys import control_channel, step_clock_key, worker_key, worker_queue
 from service.store.outages import POSTGRES, REDIS, Dependencies, is_outage
 from service.store.settings import EngineSettings, Settings, WorkerSettings
 from service.store.telemetry.endpoint import start_metrics_endpoint
 from worker.engine import step_clock
-from worker.engine.base import Engine
+from worker.engine.base import Engine, supports_structured_outputs
 from worker.metrics import observe_engine
 from worker.phase_slot import keep_phase_slot, release_phase_slot
 from worker.runner import JobRunner, engine_request_id
@@ -49,6 +49,11 @@ def key_ttl_s(worker: WorkerSettings) -> int:
     """TTL of the keys a worker keeps alive with its heartbeats (its beat, step clock, phase
     slot). Generous: a loaded host that misses a beat or two must not look dead."""
     return max(5, int(worker.heartbeat_seconds * 5))
+
+
+def engine_capabilities(engine: Engine) -> list[str]:
+    """The optional features an engine has, as its heartbeat lists them."""
+    return [STRUCTURED_OUTPUTS] if supports_structured_outputs(engine) else []
 
 
 class EngineHost:
@@ -208,6 +213,9 @@ class EngineHost:
             # This process's start: a worker restarted under the same id is a new incarnation,
             # and the dispatcher re-queues what the old one held.
             "incarnation": self.incarnation,
+            # What the engine can do beyond plain text; the API refuses what no worker
+            # serving the model can (service.web.catalog).
+            "capabilities": engine_capabilities(self.engine),
         }
         observe_engine(self.engine.model_name, stats, len(self.runner.active))
         await self.redis.set(worker_key(self.worker_id), json.dumps(beat), ex=self._key_ttl_s())

@@ -30,6 +30,7 @@ from worker.checkpoint import park_job, preemption_mode
 from worker.engine.base import Engine, EngineError, EngineRequest, SamplingSpec
 from worker.metrics import JobObserver, observe_job
 from worker.stream_outbox import StreamOutbox
+from worker.structured import resume_checkpoint, structured_output
 
 log = logging.getLogger("fairway.worker")
 
@@ -113,7 +114,7 @@ class JobRunner:
         try:
             return await self._execute(claimed, rid)
         except EngineError as exc:
-            await self._fail(claimed, 400, "invalid_request", str(exc))
+            await self._fail(claimed, 400, exc.code, str(exc), param=exc.param)
             return "failed"
         except Exception:
             log.exception("job crashed on the engine", extra={"job_id": job_id})
@@ -172,6 +173,7 @@ class JobRunner:
         checkpoint = list(row.checkpoint_token_ids or [])
         resume_of = ("preemption" if row.last_event == "preempted"
                      else "retry" if checkpoint else None)
+        checkpoint = resume_checkpoint(row.request, checkpoint)  # none for structured jobs
         return ClaimedJob(job_id, attempt, row.endpoint, row.request, row.max_tokens,
                           row.priority, checkpoint, observe_job(row, attempt=attempt, now=now),
                           streamed=row.batch_id is None, resume_of=resume_of,
@@ -195,7 +197,8 @@ class JobRunner:
                                 temperature=float(body.get("temperature", 1.0)),
                                 top_p=float(body.get("top_p", 1.0)), seed=body.get("seed"),
                                 stop=list(body.get("stop") or []),
-                                ignore_eos=bool(body.get("ignore_eos", False)))
+                                ignore_eos=bool(body.get("ignore_eos", False)),
+                                structured=structured_output(body))
         return EngineRequest(rid, prompt_ids, sampling, priority=job.priority,
                              cache_salt=job.cache_salt)
 
@@ -323,11 +326,16 @@ class JobRunner:
                                                  prompt_tokens, len(generated)))
         return "succeeded"
 
-    async def _fail(self, job: ClaimedJob, status: int, code: str, message: str) -> None:
+    async def _fail(self, job: ClaimedJob, status: int, code: str, message: str,
+                    param: str | None = None) -> None:
         now = dt.datetime.now(dt.UTC)
-        values = {"error": {"code": code, "message": message, "status": status}}
+        error: dict[str, Any] = {"code": code, "message": message, "status": status}
+        if param is not None:
+            error["param"] = param  # a batch's error file names it (service.batches.results)
+        values = {"error": error}
         if await self._finish_row(job, now, values, succeeded=False):
-            await self._publish_end(job, job_stream.Failure(job.attempt, status, code, message))
+            await self._publish_end(job, job_stream.Failure(job.attempt, status, code, message,
+                                                            param=param))
 
     async def _finish_row(self, job: ClaimedJob, now: dt.datetime, values: dict[str, Any], *,
                           succeeded: bool) -> bool:

@@ -14,12 +14,14 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from service.api.relay import ClientGone, Interrupted, NewText, Settled, follow_job
+from service.jobs.response_format import ResponseFormat
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 from service.jobs.service import cancel_job, create_job, job_outcome
 from service.jobs.shapes import ShapeBuilder, sse, usage_dict
 from service.jobs.tiers import Classification, classify
 from service.observability.requests import NULL_OBSERVER, observe_request, record_refusal
 from service.quotas.admission import admit_request, quota_store
+from service.store.heartbeats import STRUCTURED_OUTPUTS
 from service.store.job_stream import Failure, Final
 from service.store.models.jobs import Job, JobKind
 from service.store.models.tenants import Tenant
@@ -73,6 +75,7 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
     if not await request.app.state.catalog.has(body.model):
         raise APIError(404, f"The model '{body.model}' does not exist.",
                        code="model_not_found", param="model")
+    await _check_response_format(request, body)
     max_tokens = body.requested_max_tokens() or settings.limits.default_max_tokens
     if max_tokens > settings.limits.max_tokens_limit:
         raise APIError(400, f"max_tokens must be at most {settings.limits.max_tokens_limit}.",
@@ -222,6 +225,24 @@ async def _cancel(state: Any, job_id: uuid.UUID) -> None:
         log.exception("cancelling job failed", extra={"job_id": str(job_id)})
 
 
+async def _check_response_format(request: Request,
+                                 body: ChatCompletionRequest | CompletionRequest) -> None:
+    """Refuse a structured response_format the engines serving the model cannot honour,
+    rather than run it as free text. Unknown (no live worker yet): the worker decides."""
+    fmt = body.response_format
+    if fmt is None or not fmt.is_structured:
+        return
+    if await request.app.state.catalog.supports(body.model, STRUCTURED_OUTPUTS) is False:
+        raise _unsupported_format(fmt, body.model)
+
+
+def _unsupported_format(fmt: ResponseFormat, model: str) -> APIError:
+    return APIError(400, f"response_format of type '{fmt.type}' is not supported for model "
+                         f"'{model}': its engine has no structured-output decoding. Omit "
+                         f"response_format, or send {{\"type\": \"text\"}}.",
+                    code="unsupported_value", param="response_format")
+
+
 def _slo_s(classification: Classification, ttft_target_s: float, now: dt.datetime) -> float:
     """What the request is judged by: realtime, its time to first token against its tier's
     target (or its deadline if sooner); flex, the whole answer against its deadline."""
@@ -257,6 +278,7 @@ def _interrupted(ev: Interrupted, job_id: uuid.UUID) -> APIError:
 def _job_error(failure: Failure) -> APIError:
     headers = ({"Retry-After": str(failure.retry_after)} if failure.retry_after is not None
                else None)
-    return APIError(failure.status, failure.message, code=failure.code, headers=headers)
+    return APIError(failure.status, failure.message, code=failure.code, param=failure.param,
+                    headers=headers)
 
 

@@ -146,7 +146,8 @@ def _error_line(row: Row[Any]) -> dict[str, Any]:
     if row.status == JobStatus.FAILED:
         status = int(error.get("status", 500))
         body = {"error": {"message": error.get("message", "The request failed."),
-                          "type": ERROR_TYPES.get(status, "api_error"), "param": None,
+                          "type": ERROR_TYPES.get(status, "api_error"),
+                          "param": error.get("param"),
                           "code": error.get("code")}}
         return {**base, "response": {"status_code": status, "request_id": _request_id(row),
                                      "body": body}, "error": None}

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from service.jobs.response_format import ResponseFormat
 from service.store.storable import refuse_unstorable
 
 ServiceTier = Literal["auto", "default", "flex", "priority"]
@@ -52,6 +53,8 @@ class _GenerationParams(BaseModel):
     deadline_ms: int | None = Field(default=None, gt=0, le=7 * 24 * 3600 * 1000)
     # vLLM-compatible extension: keep generating past EOS up to max_tokens (benchmarks).
     ignore_eos: bool = False
+    # Structured outputs (service.jobs.response_format): text, json_object or json_schema.
+    response_format: ResponseFormat | None = None
 
     @model_validator(mode="before")
     @classmethod

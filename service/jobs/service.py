@@ -86,7 +86,8 @@ def job_outcome(job: Job) -> tuple[str, Final | Failure] | None:
         cancelled = job.status == JobStatus.CANCELLED
         return "", Failure(job.attempt, int(error.get("status") or (409 if cancelled else 500)),
                            error.get("code") or ("cancelled" if cancelled else "job_failed"),
-                           error.get("message") or f"The job {job.status}.")
+                           error.get("message") or f"The job {job.status}.",
+                           param=error.get("param"))
     return None
 
 

@@ -9,6 +9,10 @@ from dataclasses import asdict, dataclass, fields
 
 from scheduler.outlook import RealtimeOutlook
 
+# What a worker's heartbeat lists under "capabilities" when its engine can do it; the API's
+# model catalog (service.web.catalog) reads them to refuse what no worker can honour.
+STRUCTURED_OUTPUTS = "structured_outputs"  # response_format json_object / json_schema
+
 
 @dataclass(frozen=True, slots=True)
 class LeaderBeat:

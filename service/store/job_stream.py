@@ -41,6 +41,7 @@ class Failure:
     code: str | None
     message: str
     retry_after: int | None = None  # seconds, for a 429 or 503
+    param: str | None = None  # the request parameter at fault, when one is
 
 
 Entry = Delta | Final | Failure
@@ -58,11 +59,13 @@ def fields(entry: Entry) -> Fields:
         case Final(attempt, finish_reason, prompt, completion):
             return {"type": "final", "attempt": attempt, "finish_reason": finish_reason or "",
                     "prompt_tokens": prompt, "completion_tokens": completion}
-        case Failure(attempt, status, code, message, retry_after):
+        case Failure(attempt, status, code, message, retry_after, param):
             out = {"type": "error", "attempt": attempt, "status": status, "code": code or "",
                    "message": message}
             if retry_after is not None:
                 out["retry_after"] = retry_after
+            if param is not None:
+                out["param"] = param
             return out
     raise TypeError(f"not a stream entry: {entry!r}")
 
@@ -82,7 +85,8 @@ def parse(raw: Mapping[bytes, bytes] | Mapping[str, str]) -> Entry | None:
         if kind == "error":
             retry = f.get("retry_after")
             return Failure(attempt, int(f.get("status", 500)), f.get("code") or None,
-                           f.get("message", "The job failed."), int(retry) if retry else None)
+                           f.get("message", "The job failed."), int(retry) if retry else None,
+                           f.get("param") or None)
     except ValueError:
         return None
     return None

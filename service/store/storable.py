@@ -46,7 +46,10 @@ def first_unstorable(value: Any, *, allow_nul: bool, path: str = "") -> tuple[st
 def refuse_unstorable(data: Any, *, allow_nul: bool) -> Any:
     """For a pydantic ``mode="before"`` model validator: the data, or a validation error that
     names the field (the API's handler turns it into a 400 with ``param`` set)."""
-    found = first_unstorable(data, allow_nul=allow_nul)
+    try:
+        found = first_unstorable(data, allow_nul=allow_nul)
+    except RecursionError:  # free-form JSON (a response_format schema, tools) nested ~500 deep
+        raise PydanticCustomError("invalid_value", "the body is nested too deeply") from None
     if found is not None:
         path, why = found
         raise PydanticCustomError("invalid_text", "{path} {why}", {"path": path, "why": why})

@@ -21,7 +21,8 @@ async def live_workers(redis: Redis) -> list[dict[str, Any]]:
 
 
 class ModelCatalog:
-    """Models clients may name: the configured one plus whatever live workers serve."""
+    """Models clients may name: the configured one plus whatever live workers serve, and
+    what those workers' engines can do (the "capabilities" of their heartbeats)."""
 
     def __init__(
         self, settings: Settings, redis: Redis, ttl_s: float = 2.0, miss_refresh_s: float = 0.25
@@ -34,6 +35,8 @@ class ModelCatalog:
         # cannot turn every request into a Redis scan.
         self._miss_refresh = miss_refresh_s
         self._cached: tuple[float, list[str]] = (0.0, [])
+        # model -> the capabilities every live worker serving it has (absent: no live worker)
+        self._capabilities: dict[str, frozenset[str]] = {}
 
     async def models(self) -> list[str]:
         at, names = self._cached
@@ -49,8 +52,22 @@ class ModelCatalog:
             return False
         return model in await self.refresh()
 
+    async def supports(self, model: str, capability: str) -> bool | None:
+        """Can the engines serving ``model`` do ``capability``? Only if every live worker
+        serving it says so: the dispatcher places a job on any of them. None when no live
+        worker serves it (yet): the worker that gets the job decides, and refuses it then."""
+        await self.models()
+        capabilities = self._capabilities.get(model)
+        return None if capabilities is None else capability in capabilities
+
     async def refresh(self) -> list[str]:
-        served = {m for w in await live_workers(self._redis) for m in w.get("models", [])}
-        names = sorted(served | {self._configured})
+        workers = await live_workers(self._redis)
+        capabilities: dict[str, frozenset[str]] = {}
+        for worker in workers:
+            has = frozenset(worker.get("capabilities") or ())
+            for model in worker.get("models", []):
+                capabilities[model] = capabilities.get(model, has) & has
+        names = sorted(set(capabilities) | {self._configured})
+        self._capabilities = capabilities
         self._cached = (time.monotonic(), names)
         return names

@@ -31,6 +31,9 @@ FINISH_ABORT = "abort"
 class EngineError(Exception):
     """A request the engine refuses; the message is meant for the client."""
 
+    code = "invalid_request"  # the failed job's error code
+    param: str | None = None  # the request parameter at fault, when one is
+
 
 class PromptTooLong(EngineError):
     """The prompt (plus at least one output token) does not fit in the context window."""
@@ -48,9 +51,27 @@ class InvalidRequest(EngineError):
     """Bad sampling settings or an empty prompt."""
 
 
+class UnsupportedParameter(EngineError):
+    """The request asks for something this engine cannot do (it is refused, not ignored)."""
+
+    code = "unsupported_value"
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
 class EngineNotStarted(RuntimeError):
     """`generate()` was called before `start()` or after `shutdown()`: an engine failure, not
     a bad request, so it is deliberately not an `EngineError`."""
+
+
+@dataclass(frozen=True, slots=True)
+class StructuredOutput:
+    """Constrained decoding: the output must be one JSON object (``schema`` None), or JSON
+    valid against ``schema``. Engine-neutral; each engine maps it to its own mechanism."""
+
+    schema: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -61,6 +82,7 @@ class SamplingSpec:
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False
+    structured: StructuredOutput | None = None  # None: free text
 
 
 @dataclass(slots=True)
@@ -141,8 +163,18 @@ def supports_kv_offload(engine: object) -> bool:
     return bool(getattr(engine, "supports_kv_offload", False))
 
 
-def validate_request(request: EngineRequest, max_model_len: int) -> None:
-    """Raise the `EngineError` both engines agree on for a request that cannot run."""
+def supports_structured_outputs(engine: object) -> bool:
+    """Optional capability: can this engine constrain decoding to JSON or a JSON schema
+    (`SamplingSpec.structured`)? Engines say so with a ``supports_structured_outputs``
+    attribute or property; one without it cannot, and a request that asks is refused with
+    `UnsupportedParameter` (never run as free text)."""
+    return bool(getattr(engine, "supports_structured_outputs", False))
+
+
+def validate_request(request: EngineRequest, max_model_len: int, *,
+                     structured_outputs: bool = False) -> None:
+    """Raise the `EngineError` both engines agree on for a request that cannot run;
+    ``structured_outputs``: whether the engine can honour `SamplingSpec.structured`."""
     n = len(request.prompt_token_ids)
     if n == 0:
         raise InvalidRequest("prompt is empty")
@@ -152,6 +184,10 @@ def validate_request(request: EngineRequest, max_model_len: int) -> None:
         raise InvalidRequest(f"temperature must be >= 0, got {request.sampling.temperature}")
     if not 0 < request.sampling.top_p <= 1:
         raise InvalidRequest(f"top_p must be in (0, 1], got {request.sampling.top_p}")
+    if request.sampling.structured is not None and not structured_outputs:
+        raise UnsupportedParameter(
+            "response_format", "response_format json_object/json_schema is not supported: "
+            "this worker's engine has no structured-output decoding")
     # One output token must fit, else the engine could never make progress.
     if n + 1 > max_model_len:
         raise PromptTooLong(n, max_model_len)

@@ -58,6 +58,9 @@ class SimEngine(SimScheduling):
     # No KV offloading: a preemption always drops the KV (recompute), so the worker's "swap"
     # mode falls back to recompute here (`worker.engine.base.supports_kv_offload`).
     supports_kv_offload = False
+    # No structured outputs: there is no model to constrain, so a request with a JSON
+    # response_format is refused (UnsupportedParameter), never answered with free text.
+    supports_structured_outputs = False
 
     def __init__(self, config: SimEngineConfig | None = None) -> None:
         c = self.config = config or SimEngineConfig()
@@ -112,7 +115,8 @@ class SimEngine(SimScheduling):
     async def generate(self, request: EngineRequest) -> AsyncIterator[TokenDelta]:
         if self._task is None or self._task.done():
             raise EngineNotStarted("engine is not running")
-        validate_request(request, self.max_model_len)
+        validate_request(request, self.max_model_len,
+                         structured_outputs=self.supports_structured_outputs)
         if request.request_id in self._reqs:
             raise ValueError(f"duplicate request id {request.request_id!r}")
         r = _Req(

@@ -54,6 +54,7 @@ from worker.engine.base import (
 from worker.engine.config import VllmEngineConfig
 from worker.engine.step_clock import StepClock
 from worker.engine.vllm_stats import make_stats_sink
+from worker.engine.vllm_structured import structured_outputs_available, to_vllm
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,8 @@ class VllmEngine:
         self._last_sched: Any = None
         self._inflight: set[str] = set()
         self._kv_capacity_tokens = 0
+        # Whether response_format can be honoured (worker.engine.vllm_structured), once started.
+        self.supports_structured_outputs = False
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -92,6 +95,7 @@ class VllmEngine:
         # binds its asyncio parts lazily, on the first call from this loop.
         self._llm = await asyncio.to_thread(self._build, args)
         cache = self._llm.vllm_config.cache_config
+        self.supports_structured_outputs = _structured_outputs_available(self._llm.vllm_config)
         self._kv_capacity_tokens = int(cache.num_gpu_blocks or 0) * int(cache.block_size)
         self.start_seconds = time.monotonic() - t0
         log.info(
@@ -227,10 +231,12 @@ class VllmEngine:
         llm = self._llm
         if llm is None:
             raise EngineNotStarted("engine is not running")
-        validate_request(request, self.config.max_model_len)
+        validate_request(request, self.config.max_model_len,
+                         structured_outputs=self.supports_structured_outputs)
         sp = request.sampling
         try:
             params = SamplingParams(
+                structured_outputs=to_vllm(sp.structured) if sp.structured else None,
                 max_tokens=sp.max_tokens,
                 temperature=sp.temperature,
                 top_p=sp.top_p,
@@ -351,6 +357,12 @@ def _kv_offload_config(gib: float, platform: Any) -> Any:
         kv_role="kv_both",
         kv_connector_extra_config={"cpu_bytes_to_use": int(gib * _GIB)},
     )
+
+
+def _structured_outputs_available(vllm_config: Any) -> bool:
+    from vllm.platforms import current_platform
+
+    return structured_outputs_available(vllm_config, current_platform)
 
 
 def _qualname(cls: Any) -> str | None:

@@ -14,7 +14,7 @@ entries = st.one_of(
     st.builds(js.Delta, ints, text, ints, st.none() | ints),
     st.builds(js.Final, ints, reasons, ints, ints),
     st.builds(js.Failure, ints, st.integers(400, 599), st.none() | st.just("slo_unattainable"),
-              text, st.none() | ints),
+              text, st.none() | ints, st.none() | st.just("response_format")),
 )
 
 
