@@ -22,6 +22,7 @@ from service.store import job_stream, lifecycle, nul_codec, wakeups
 from service.store.lifecycle import job_event
 from service.store.models.jobs import Job, JobStatus
 from service.store.outages import Dependencies, is_outage, through_outages
+from service.store.response_events import record_response_end_async
 from service.store.response_status import CHAT_ENDPOINTS
 from service.store.settings import Settings
 from service.store.telemetry.logfmt import bind_job
@@ -356,6 +357,7 @@ class JobRunner:
                                           tenant_id=row.tenant_id, model=row.model,
                                           job_class=row.kind,
                                           values={**values, "status": status})
+                    await record_response_end_async(session, row)
                 await session.commit()
                 return row
 

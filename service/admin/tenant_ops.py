@@ -20,6 +20,7 @@ from service.store.models.jobs import Job
 from service.store.models.quotas import TenantQuota
 from service.store.models.tenants import ApiKey, Tenant
 from service.store.models.tiers import Tier
+from service.store.response_events import record_response_end_async
 from service.tenants.keys import display_prefix, generate_key, hash_key
 from service.web.errors import APIError
 
@@ -120,9 +121,12 @@ async def stop_queued_work(session: AsyncSession, *, tenant_id: uuid.UUID
     ends `cancelled` with its partial results). Jobs already on a worker run to their end.
     No commit: it lands with the suspension and its audit entry."""
     now = dt.datetime.now(dt.UTC)
-    jobs = list((await session.scalars(lifecycle.cancel(
+    rows = (await session.execute(lifecycle.cancel(
         Job.tenant_id == tenant_id, Job.batch_id.is_(None), now=now, error=SUSPENDED_ERROR,
-        only_queued=True))).all())
+        only_queued=True))).all()
+    for row in rows:  # background responses tell their webhooks, in this transaction
+        await record_response_end_async(session, row)
+    jobs = [row.id for row in rows]
     if jobs:  # delivered on commit, like every NOTIFY
         await session.execute(*wakeups.notify_all(wakeups.JobCancelled(j) for j in jobs))
     batches = await cancel_tenant_batches(session, tenant_id=tenant_id)

@@ -24,6 +24,7 @@ from service.store import job_stream, lifecycle, nul_codec, wakeups
 from service.store.keys import control_channel, stream_key
 from service.store.models.jobs import Job
 from service.store.quota_store import QuotaStore
+from service.store.response_events import record_response_end_async
 from service.web.errors import APIError
 
 log = logging.getLogger("fairway.jobs")
@@ -50,6 +51,7 @@ async def cancel_own_job(session: AsyncSession, redis: Redis, *, tenant_id: uuid
         raise APIError(409, f"The job has already ended with status '{job.status}'; only "
                             "queued or running jobs can be cancelled.", code="invalid_state")
     await session.execute(*wakeups.notify(wakeups.JobCancelled(job_id)))
+    await record_response_end_async(session, row)
     await session.commit()
     try:
         await _after_commit(redis, row.worker_id, row.attempt, job_id, stream_ttl_s)

@@ -17,9 +17,8 @@ from typing import Any
 from service.store import nul_codec
 from service.store.models.jobs import Job
 from service.store.nul_codec import result_text
-from service.store.response_status import response_status
+from service.store.response_status import RESPONSE_PREFIX, response_status
 
-RESPONSE_PREFIX = "resp_"
 MESSAGE_PREFIX = "msg_"
 
 

@@ -17,6 +17,7 @@ from service.store.keys import control_channel
 from service.store.models.batches import BATCH_PREFIX
 from service.store.models.jobs import Job, JobStatus
 from service.store.nul_codec import result_text
+from service.store.response_events import record_response_end_async
 
 
 async def create_job(
@@ -68,6 +69,7 @@ async def cancel_job(session: AsyncSession, redis: Redis, *, job_id: uuid.UUID) 
         await session.rollback()
         return False
     await session.execute(*wakeups.notify(wakeups.JobCancelled(job_id)))
+    await record_response_end_async(session, row)
     await session.commit()
     if row.worker_id:
         await redis.publish(control_channel(row.worker_id), wakeups.encode_command(

@@ -18,6 +18,7 @@ from service.store import lifecycle
 from service.store.models.jobs import Job, JobStatus
 from service.store.models.tenants import Tenant
 from service.store.models.tiers import Tier
+from service.store.response_events import record_response_end
 
 
 @dataclass(slots=True)
@@ -115,8 +116,10 @@ def active_assignments(session: Session) -> list[tuple[uuid.UUID, str, str]]:
 
 def reject_job(session: Session, *, job_id: uuid.UUID, status: int, code: str,
                message: str) -> bool:
-    done = session.scalar(lifecycle.reject(
+    done = session.execute(lifecycle.reject(
         job_id, error={"code": code, "message": message, "status": status},
-        now=dt.datetime.now(dt.UTC)))
+        now=dt.datetime.now(dt.UTC))).first()
+    if done is not None:
+        record_response_end(session, done)
     session.commit()
     return done is not None

@@ -105,6 +105,12 @@ ALLOWED_MOVES: frozenset[tuple[JobStatus, JobStatus]] = frozenset(
     (source, t.target) for t in TRANSITIONS.values() for source in t.sources)
 
 
+# What a write that can end a job RETURNs beside its own columns, so that the caller records a
+# background response's webhook event in the same transaction (service.store.response_events).
+ENDED = (Job.tenant_id.label("tenant_id"), Job.endpoint, Job.status, Job.finish_reason,
+         Job.started_at, Job.request["background"].as_boolean().label("background"))
+
+
 def guarded(event: JobEvent, *where: ColumnElement[bool], now: dt.datetime,
             values: Mapping[str, Any] | None = None,
             sources: Iterable[JobStatus] | None = None) -> Update:
@@ -177,7 +183,7 @@ def unclaim(job_id: uuid.UUID, *, attempt: int, worker_id: str, now: dt.datetime
 def reject(job_id: uuid.UUID, *, error: dict[str, Any], now: dt.datetime) -> Update:
     """queued -> failed: the policy refused the job (e.g. its SLO cannot be met)."""
     return guarded(JobEvent.REJECT, Job.id == job_id, now=now,
-                   values={"finished_at": now, "error": error}).returning(Job.id)
+                   values={"finished_at": now, "error": error}).returning(Job.id, *ENDED)
 
 
 # -- a worker's attempt ------------------------------------------------------------------------
@@ -240,7 +246,7 @@ def end(job_id: uuid.UUID, *, attempt: int, worker_id: str, succeeded: bool,
     event = JobEvent.FINISH if succeeded else JobEvent.FAIL
     return guarded(event, *owned_by(job_id, attempt, worker_id), now=now, values={
         "finished_at": now, "lease_expires_at": None, **values}).returning(
-        Job.id, Job.tenant_id, Job.model, Job.kind)
+        Job.id, Job.model, Job.kind, *ENDED)
 
 
 # -- cancellation ------------------------------------------------------------------------------
@@ -254,7 +260,7 @@ def cancel(*where: ColumnElement[bool], now: dt.datetime, error: dict[str, Any] 
         values["error"] = error
     return guarded(JobEvent.CANCEL, *where, now=now, values=values,
                    sources={Q} if only_queued else None).returning(
-        Job.id, Job.worker_id, Job.attempt)
+        Job.id, Job.worker_id, Job.attempt, *ENDED)
 
 
 def expire(batch_id: uuid.UUID, *, error: dict[str, Any], now: dt.datetime) -> Update:

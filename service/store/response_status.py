@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 
 RESPONSES_ENDPOINT = "responses"
+RESPONSE_PREFIX = "resp_"  # a response's public id is this + the job id's hex
 # The endpoints whose stored request holds chat `messages` (the worker applies the chat
 # template to them).
 CHAT_ENDPOINTS = frozenset({"chat.completions", RESPONSES_ENDPOINT})

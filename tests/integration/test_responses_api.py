@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from service.store.db import sync_session
 from service.store.models.jobs import Job
+from service.store.models.webhooks import WebhookEvent
 from tests.support.stack import Stack, wait_until
 
 MODEL = "sim-model"
@@ -31,6 +32,13 @@ def job_of(database_url: str, response_id: str) -> Job:
             Job.id == uuid.UUID(response_id.removeprefix("resp_"))))
         assert job is not None
         return job
+
+
+def webhook_events(database_url: str, response_id: str) -> list[str]:
+    """The outbox's event types for this response (service.store.response_events)."""
+    with sync_session(database_url) as session:
+        return list(session.scalars(select(WebhookEvent.type).where(
+            WebhookEvent.data["id"].astext == response_id)))
 
 
 def test_waited_response_is_completed_with_text_and_usage(sim_stack: Stack, make_tenant,
@@ -57,6 +65,7 @@ def test_waited_response_is_completed_with_text_and_usage(sim_stack: Stack, make
     # Retrieve gives the same object.
     again = client(sim_stack, key).responses.retrieve(resp.id)
     assert again.model_dump() == resp.model_dump()
+    assert webhook_events(database_url, resp.id) == []  # its client has the answer in hand
 
 
 def test_background_response_is_queued_then_polled_to_completed(sim_stack: Stack, make_tenant,
@@ -76,6 +85,7 @@ def test_background_response_is_queued_then_polled_to_completed(sim_stack: Stack
         time.sleep(0.2)
         final = api.responses.retrieve(resp.id)
     assert final.status in ("completed", "incomplete"), final
+    assert webhook_events(database_url, resp.id) == [f"response.{final.status}"]
     assert final.output_text and final.usage.output_tokens <= 10
     job = job_of(database_url, resp.id)
     # Offline work: the batch class at flex priority, with the flex deadline.
@@ -142,6 +152,7 @@ def test_background_response_cancelled_while_running_frees_the_slot(sim_stack: S
     assert job.status == "cancelled" and job.completion_tokens is None
     assert sim_stack.aborted_on_request("sim-1", job.id)
     assert api.responses.retrieve(resp.id).status == "cancelled"
+    assert webhook_events(database_url, resp.id) == ["response.cancelled"]
     # A finished response cannot be cancelled again.
     with pytest.raises(openai.APIStatusError) as err:
         api.responses.cancel(resp.id)
