@@ -145,6 +145,7 @@ class Simulation:
             m.recomputed_tokens += engine.recomputed_tokens
             m.swapped_tokens += engine.swapped_tokens
             m.swap_s += engine.swap_s
+            m.prefix_hit_tokens += engine.prefix_hit_tokens
         busy = sum(e.busy_s for e in self.engines.values())
         span = max(self.now, 1e-9) * len(self.engines)
         return SimResult(
@@ -225,6 +226,8 @@ class Simulation:
                     job.prefix_tokens,
                     resumed=job.job_id in self._preempted,
                     computed_before=self._preempted.pop(job.job_id, 0),
+                    hash_ids=job.hash_ids,
+                    block_tokens=job.block_tokens,
                 )
                 holder = self._swapped_on.pop(job.job_id, None)
                 if holder is not None and holder != d.worker_id:
