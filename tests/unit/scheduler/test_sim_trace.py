@@ -208,3 +208,37 @@ def test_shared_prefixes_in_a_trace_save_prefill_in_the_simulation(tmp_path: Pat
     # 7 of 8 blocks shared (3584 tokens): nearly all of it saved after each worker's first
     assert hit["prefix_hit_tokens"] > 0.9 * 198 * 3584
     assert hit["class"]["realtime"]["ttft_p50"] < cold["class"]["realtime"]["ttft_p50"]
+
+
+def overloaded(tmp_path: Path, door: bool) -> Scenario:
+    rows = [{"timestamp": i * 4, "input_length": 2000, "output_length": 200} for i in range(3000)]
+    return Scenario.from_dict({
+        "name": "door", "duration_s": 15, "drain_s": 5, "model": "m", "default_ttft_slo_s": 0.5,
+        "door_admission": door,
+        "workers": [{"count": 1, "profile": "h200-llama3-8b", "models": ["m"]}],
+        "traffic": [{"kind": "trace", "path": str(mooncake(tmp_path, rows)), "tenant": "t"}],
+    })
+
+
+def test_the_door_refuses_realtime_the_outlook_says_would_miss(tmp_path: Path) -> None:
+    """250 requests/s of 2000-token prompts on one H200: far past what it sustains. Without
+    the door the policy's own pass refuses them; with it they are refused before the policy
+    sees them, on the published outlook."""
+    records = {}
+    for door in (False, True):
+        result = run_variant(overloaded(tmp_path, door), "fairway")
+        records[door] = list(result.metrics.records.values())
+
+    def refused(door: bool, reason: str) -> list[Any]:
+        return [r for r in records[door] if r.rejected == reason]
+
+    assert not refused(False, "ttft_slo_door")
+    assert len(refused(True, "ttft_slo_door")) > len(records[True]) / 2
+    assert all(r.first_token is None for r in refused(True, "ttft_slo_door"))
+    policy_refused = len(refused(False, "ttft_slo_unreachable"))
+    assert len(refused(True, "ttft_slo_unreachable")) < policy_refused / 10
+
+
+def test_policies_without_an_outlook_pass_the_door(tmp_path: Path) -> None:
+    result = run_variant(overloaded(tmp_path, True), "fcfs")
+    assert not any(r.rejected for r in result.metrics.records.values())
