@@ -16,6 +16,10 @@ API's door (``Scenario.door_admission``: the published outlook's prediction agai
 the target, ``scheduler.outlook.door_refusal``; ``--no-door`` leaves it out) and the policy's
 own check at each pass. FCFS and vLLM priority have neither.
 
+``--max-duration`` bounds the simulated time of a point (the batch backlog's cost grows
+with it): at low loads only the window's first ``max_duration * rate scale`` trace seconds
+are replayed, fewer requests, a noisier p99.
+
 Seeds are trace windows: seed k replays [start + k * length, start + (k + 1) * length) of
 the trace, so a few seeds are a few different stretches of traffic.
 
@@ -46,12 +50,15 @@ from scheduler.types import JobClass
 POLICIES = ["fairway", "fcfs", "vllm-priority"]
 LOADS = [0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1, 1.2]
 CAPACITY_TARGET = 0.99  # realtime alone: share of all requests within the SLO
+LEFT_FLOOR = 0.05  # capacity left below this share of batch alone: no "of left" ratio
 
 
 def scenario(args: argparse.Namespace, seed: int, scale: float, *, rt: bool,
              batch: bool) -> Scenario:
     start, length = args.window
     lo = start + seed * length
+    if args.max_duration:  # low loads: a shorter stretch of trace, so fewer requests
+        length = min(length, args.max_duration * scale)
     duration = length / scale
     traffic: list[dict[str, Any]] = []
     if rt:
@@ -96,6 +103,10 @@ def realtime(result: SimResult, slo: float) -> dict[str, float]:
     }
 
 
+def of_left(batch: float, left: float, flood: float) -> float:
+    return ratio(batch, left) if left >= LEFT_FLOOR * flood else math.nan
+
+
 def batch_tok_s(result: SimResult) -> float:
     return result.metrics.served_out.get("batch", 0) / result.end_s if result.end_s else math.nan
 
@@ -131,6 +142,8 @@ def sweep_seed(args: argparse.Namespace, seed: int) -> list[dict[str, Any]]:
         flood = batch_tok_s(run_variant(
             scenario(args, seed, scale, rt=False, batch=True), "fairway-noguard"))
         left = flood - alone["out_tok_s"]
+        # Near the cliff realtime alone produces about what batch alone does: a ratio to
+        # (almost) nothing left says nothing, so below LEFT_FLOOR of the pool it is not given.
         left_busy = flood * (1 - alone_result.busy_fraction)
         both = scenario(args, seed, scale, rt=True, batch=True)
         for policy in args.policies:
@@ -143,7 +156,8 @@ def sweep_seed(args: argparse.Namespace, seed: int) -> list[dict[str, Any]]:
                 "slo_accepted": rt["slo_accepted"], "slo_all": rt["slo_all"],
                 "p50": rt["p50"], "p99": rt["p99"], "alone_p99": alone["p99"],
                 "p99_vs_alone": ratio(rt["p99"], alone["p99"]),
-                "batch_tok_s": b, "left": ratio(b, left), "left_busy": ratio(b, left_busy),
+                "batch_tok_s": b, "flood_tok_s": flood, "left_tok_s": left,
+                "left": of_left(b, left, flood), "left_busy": ratio(b, left_busy),
                 "preemptions": result.metrics.preemptions,
             })
             print_row(rows[-1], flush=True)
@@ -161,7 +175,11 @@ def print_row(row: dict[str, Any], seed: str | None = None, flush: bool = False)
         f"{row['rt_n']:>6.0f}{row['rejected']:>6.0f}{100 * row['slo_accepted']:>8.1f}%"
         f"{100 * row['slo_all']:>8.1f}%{row['p99']:>8.3f}{row['alone_p99']:>8.3f}"
         f"{row['p99_vs_alone']:>7.2f}x{row['batch_tok_s']:>12.0f}"
-        f"{100 * row['left']:>9.1f}%{row['preemptions']:>8.0f}", flush=flush)
+        f"{_pct(row['left']):>10}{row['preemptions']:>8.0f}", flush=flush)
+
+
+def _pct(value: float) -> str:
+    return "-" if math.isnan(value) else f"{100 * value:.1f}%"
 
 
 def medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -169,10 +187,16 @@ def medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for load in sorted({r["load"] for r in rows}):
         for policy in dict.fromkeys(r["policy"] for r in rows):
             mine = [r for r in rows if r["load"] == load and r["policy"] == policy]
-            med = {k: statistics.median(r[k] for r in mine) for k in mine[0]
+            med = {k: _median([r[k] for r in mine]) for k in mine[0]
                    if isinstance(mine[0][k], int | float) and k != "seed"}
             out.append({**mine[0], **med, "seed": "med"})
     return out
+
+
+def _median(values: list[float]) -> float:
+    """Over the seeds that have a value (NaN: none had one)."""
+    known = [v for v in values if not math.isnan(v)]
+    return statistics.median(known) if known else math.nan
 
 
 def _floats(text: str) -> list[float]:
@@ -189,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--window", type=_floats, default=[0.0, 600.0],
                    help="START,LENGTH of trace seconds replayed (seed k: shifted k lengths)")
     p.add_argument("--seeds", type=int, default=1)
+    p.add_argument("--max-duration", type=float,
+                   help="simulated s per point at most: low loads replay less of the window")
     p.add_argument("--loads", type=_floats, default=LOADS)
     p.add_argument("--policies", default=",".join(POLICIES))
     p.add_argument("--slo", type=float, default=0.5, help="realtime TTFT SLO (s)")
@@ -202,7 +228,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="without the API's admission at the door (the policy's pass only)")
     p.add_argument("--out", type=Path, help="write the PNG plots here")
     p.add_argument("--json", type=Path, help="write every row as JSON here")
+    p.add_argument("--from-json", type=Path,
+                   help="print and plot the rows of an earlier --json run, without running")
     args = p.parse_args(argv)
+    if args.from_json:
+        return replay(args)
     if not args.trace:
         p.error("give --trace PATH or set FAIRWAY_TRACE")
     args.name = args.name or Path(args.trace).stem
@@ -226,6 +256,23 @@ def main(argv: list[str] | None = None) -> int:
         from sweep_plot import plot
 
         for path in plot(summary, args.out, args.name):
+            print(f"wrote {path}")
+    return 0
+
+
+def replay(args: argparse.Namespace) -> int:
+    rows = json.loads(args.from_json.read_text())["rows"]
+    for row in rows:  # LEFT_FLOOR may have changed since
+        row["left"] = of_left(row["batch_tok_s"], row["left_tok_s"], row["flood_tok_s"])
+    name = args.name or rows[0]["trace"]
+    summary = medians(rows) if len({r["seed"] for r in rows}) > 1 else rows
+    print(HEADER)
+    for row in summary:
+        print_row(row, str(row["seed"]))
+    if args.out:
+        from sweep_plot import plot
+
+        for path in plot(summary, args.out, name):
             print(f"wrote {path}")
     return 0
 
