@@ -12,6 +12,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+# The prediction is a mean and the target holds the tail: the door admits only below this
+# share of the target (service.api.slo_gate; the simulator's door, scheduler.sim.runner).
+ADMIT_BELOW = 0.7
+
 
 @dataclass(frozen=True, slots=True)
 class RealtimeOutlook:
@@ -42,6 +46,19 @@ def predict_new_ttft(o: RealtimeOutlook, *, prompt_tokens: int, extra_jobs: int 
     if past_capacity > 0:
         slot_wait_s = past_capacity * o.job_service_s / max(1, o.slots_total)
     return queue_s + slot_wait_s + _prefill_s(o, prompt_tokens) + o.step_s
+
+
+def door_refusal(
+    o: RealtimeOutlook, *, prompt_tokens: int, target_s: float, extra_jobs: int = 0,
+    admit_below: float = ADMIT_BELOW,
+) -> int | None:
+    """The door's rule: None to admit, else the Retry-After seconds of a refusal. A request
+    that would miss even on an idle pool is admitted: refusing it would relieve nothing."""
+    predicted = predict_new_ttft(o, prompt_tokens=prompt_tokens, extra_jobs=extra_jobs)
+    bar = target_s * admit_below
+    if predicted > bar and alone_ttft(o, prompt_tokens=prompt_tokens) <= bar:
+        return max(1, math.ceil(predicted - bar))
+    return None
 
 
 def alone_ttft(o: RealtimeOutlook, *, prompt_tokens: int) -> float:

@@ -71,6 +71,12 @@ class FairwayConfig:
     preemption_enabled: bool = True
     # A pass defers at most this many unplaceable jobs before it stops (degradation rule).
     max_deferred_per_pass: int = 64
+    # Length-aware ordering (lengths.py), off by default: a tenant's batch jobs at level 1
+    # by predicted size, shortest first, each aged by its arrival. The shift per VTC unit
+    # (w_in * prompt + w_out * predicted output): 1 ms makes a 1000-token answer (2000 units)
+    # queue as if it had arrived 2 s later than a one-token one.
+    length_aware: bool = False
+    length_aging_s_per_unit: float = 0.001
     default_cost: CostModel = DEFAULT_COST
 
     def ttft_slo(self, priority: int, explicit: float | None) -> float:

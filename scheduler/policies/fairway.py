@@ -77,6 +77,11 @@ class FairwayPolicy(SchedulingPolicy):
         item = self._unassign(job_id, refund=False)
         if item is not None and item.is_realtime:
             self.admission.note_realtime_done(prompt_tokens, completion_tokens)
+        if item is not None and self.config.length_aware:  # finished, not preempted
+            done = item.job.generated_tokens
+            self.waiting.lengths.observe(
+                item.job.tenant_id, prompt_tokens - done, completion_tokens + done
+            )
         self.fleet.left_engine(job_id, worker_id)
 
     def on_worker_heartbeat(self, worker: WorkerView) -> None:

@@ -18,6 +18,7 @@ import heapq
 from scheduler.policies.config import FairwayConfig
 from scheduler.policies.fairqueue import EdfKey, FairQueue
 from scheduler.policies.fleet import Fleet
+from scheduler.policies.lengths import OutputLengthPredictor
 from scheduler.policies.vtc import VirtualCounters
 from scheduler.types import JobClass, JobView
 
@@ -34,6 +35,7 @@ class WaitingJobs:
         self._flex: dict[str, set[str]] = {}  # model -> queued flex job ids
         self._escalation: list[tuple[float, str]] = []  # (latest start, job_id), a heap
         self._escalated: set[str] = set()  # escalated and not yet assigned or refused
+        self.lengths = OutputLengthPredictor()  # used with config.length_aware
 
     def __len__(self) -> int:
         return len(self._queued)
@@ -101,7 +103,7 @@ class WaitingJobs:
     def put_back(self, job: JobView, level: int) -> None:
         """A job ``next_job`` took out found no room this pass: it waits where it was. Its
         tenant stays backlogged, so unlike a new arrival its counter is not lifted."""
-        self._queues[level][job.model].add(job, self.edf_key(job))
+        self._queues[level][job.model].add(job, self.edf_key_at(job, level))
         self._index(job, level)
 
     def escalate_due(self, now: float) -> None:
@@ -130,6 +132,19 @@ class WaitingJobs:
         self._refresh(level, tenant)
 
     def edf_key(self, job: JobView) -> EdfKey:
+        return self.edf_key_at(job, 0)
+
+    def edf_key_at(self, job: JobView, level: int) -> EdfKey:
+        """EDF; with ``length_aware``, batch at level 1 by virtual arrival (lengths.py)."""
+        if self.config.length_aware and level == 1 and job.job_class is JobClass.BATCH:
+            cfg = self.config
+            original_prompt = job.prompt_tokens - job.generated_tokens
+            predicted = self.lengths.predict(
+                job.tenant_id, original_prompt, job.max_tokens + job.generated_tokens
+            )
+            left = max(0.0, predicted - job.generated_tokens)
+            size = cfg.w_in * job.prompt_tokens + cfg.w_out * left
+            return (job.arrival + cfg.length_aging_s_per_unit * size, job.arrival, job.job_id)
         if job.job_class is JobClass.REALTIME:
             deadline = job.arrival + self.config.ttft_slo(job.priority, job.ttft_slo_s)
         elif job.deadline is not None:
@@ -148,7 +163,7 @@ class WaitingJobs:
             # Back from idle at this level: no banked credit (vtc.py).
             mins = [c for c in (fq.min_counter() for fq in queues.values()) if c is not None]
             counters.lift(job.tenant_id, min(mins) if mins else None)
-        queues.setdefault(job.model, FairQueue(counters)).add(job, self.edf_key(job))
+        queues.setdefault(job.model, FairQueue(counters)).add(job, self.edf_key_at(job, level))
         self._index(job, level)
 
     def _index(self, job: JobView, level: int) -> None:

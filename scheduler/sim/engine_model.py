@@ -62,6 +62,8 @@ class Seq:
     resumed: bool = False  # prompt includes a preempted run's context: its prefill is re-paid
     computed_before: int = 0  # KV tokens the preempted run had computed (what recompute re-pays)
     swapped_kv: int = 0  # tokens of KV waiting in this engine's CPU memory (swap mode)
+    hash_ids: tuple[int, ...] = ()  # prompt blocks (traces): the block cache replaces prefix_key
+    block_tokens: int = 0
 
     @property
     def total_output(self) -> int:
@@ -93,6 +95,7 @@ class EngineModel:
         priority: bool = True,
         preempt_for_realtime: bool = True,
         prefix_cache_entries: int = 64,
+        prefix_cache_tokens: int | None = None,
         realtime_guard: bool = False,
         guard_chunk_tokens: int | None = None,
         guard_hold_s: float = GUARD_HOLD_S,
@@ -141,6 +144,15 @@ class EngineModel:
         self._abort: set[str] = set()
         self._cache: OrderedDict[str, None] = OrderedDict()
         self._cache_size = prefix_cache_entries
+        # Block cache for sequences with hash_ids: block -> its tokens, LRU, at most
+        # prefix_cache_tokens (default: the KV capacity, as vLLM keeps freed blocks cached
+        # until their room is needed; an upper bound, running sequences share that room).
+        self._blocks: OrderedDict[int, int] = OrderedDict()
+        self._block_tokens_cached = 0
+        self._block_room = (
+            cost.kv_capacity_tokens if prefix_cache_tokens is None else prefix_cache_tokens
+        )
+        self.prefix_hit_tokens = 0  # prefill the prefix cache saved (first runs and resumes)
         self._pending_preemptions = 0
 
     # -- inputs --------------------------------------------------------------------------
@@ -376,12 +388,44 @@ class EngineModel:
             seq.resumed = False
 
     def _cached_prefix(self, seq: Seq) -> None:
+        if seq.hash_ids:
+            self._cached_blocks(seq)
+            return
         if seq.prefix_key is None:
             return
         if seq.prefix_key in self._cache:
             self._cache.move_to_end(seq.prefix_key)
+            before = seq.prefilled
             seq.prefilled = min(seq.prefix_tokens, seq.prompt - 1)
+            self.prefix_hit_tokens += max(0, seq.prefilled - before)
         else:
             self._cache[seq.prefix_key] = None
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
+
+    def _cached_blocks(self, seq: Seq) -> None:
+        """Reuse the longest run of leading blocks cached here (vLLM's automatic prefix
+        caching: a block is reusable only after every block before it), then cache all of
+        the prompt's blocks, most recent last. Block i covers prompt tokens
+        [i * block_tokens, (i + 1) * block_tokens); the last one may be partial."""
+        size = max(1, seq.block_tokens)
+        hits = 0
+        for h in seq.hash_ids:
+            if h not in self._blocks:
+                break
+            hits += 1
+        # At least the last prompt token is computed: it samples the first output token.
+        cached = min(hits * size, seq.prompt - 1)
+        before = seq.prefilled
+        seq.prefilled = max(seq.prefilled, cached)
+        self.prefix_hit_tokens += max(0, seq.prefilled - before)
+        for i, h in enumerate(seq.hash_ids):
+            if h in self._blocks:
+                self._blocks.move_to_end(h)
+                continue
+            tokens = max(0, min(size, seq.prompt - i * size))
+            self._blocks[h] = tokens
+            self._block_tokens_cached += tokens
+        while self._block_tokens_cached > self._block_room and self._blocks:
+            _, tokens = self._blocks.popitem(last=False)
+            self._block_tokens_cached -= tokens

@@ -87,6 +87,7 @@ class Metrics:
     recomputed_tokens: int = 0  # prefill re-paid by resumes, engine and policy preemptions
     swapped_tokens: int = 0  # KV tokens moved to CPU memory and back (swap mode)
     swap_s: float = 0.0  # engine time those transfers took
+    prefix_hit_tokens: int = 0  # prefill the engines' prefix caches saved
     preemption_mode: str = "recompute"  # what the scenario asked for
     modes_used: dict[str, str] = field(default_factory=dict)  # worker -> mode it ran
     mode_fallbacks: dict[str, str] = field(default_factory=dict)  # worker -> why not swap

@@ -76,6 +76,7 @@ def summarize(result: SimResult, default_slo: float) -> dict[str, Any]:
         "recomputed_tokens": m.recomputed_tokens,
         "swapped_tokens": m.swapped_tokens,
         "swap_s": m.swap_s,
+        "prefix_hit_tokens": m.prefix_hit_tokens,
         "busy_fraction": result.busy_fraction,
         "sim_end_s": result.end_s,
         "wall_s": result.wall_s,

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Any
 
 from scheduler.interface import PolicyKind, SchedulingPolicy
+from scheduler.outlook import RealtimeOutlook, door_refusal
 from scheduler.policies import FairwayConfig, make_policy
 from scheduler.sim.engine_model import EngineModel, Seq, StepResult
 from scheduler.sim.metrics import JobRecord, Metrics
@@ -66,6 +68,7 @@ class Simulation:
             (PRIORITY_TIER, DEFAULT_TIER, FLEX_TIER), scenario.default_ttft_slo_s
         )
         self.policy: SchedulingPolicy = make_policy(kind, config)
+        self.config = config
         self.jobs = (
             jobs
             if jobs is not None
@@ -114,6 +117,11 @@ class Simulation:
         self._preempted: dict[str, int] = {}  # job resuming next -> KV tokens it had computed
         self._swapped_on: dict[str, str] = {}  # job -> worker holding its swapped-out KV
         self._where: dict[str, str] = {}
+        # The door (scenario.door_admission): the last published outlook per model, and the
+        # arrival times of realtime jobs admitted since it.
+        self._outlooks: dict[str, RealtimeOutlook] = {}
+        self._next_outlook = 0.0
+        self._door_admitted: dict[str, deque[float]] = defaultdict(deque)
         self.now = 0.0
 
     # -- the loop ------------------------------------------------------------------------
@@ -145,6 +153,7 @@ class Simulation:
             m.recomputed_tokens += engine.recomputed_tokens
             m.swapped_tokens += engine.swapped_tokens
             m.swap_s += engine.swap_s
+            m.prefix_hit_tokens += engine.prefix_hit_tokens
         busy = sum(e.busy_s for e in self.engines.values())
         span = max(self.now, 1e-9) * len(self.engines)
         return SimResult(
@@ -180,6 +189,10 @@ class Simulation:
         job = self.jobs[self._next_arrival]
         self._next_arrival += 1
         self.metrics.records[job.job_id] = JobRecord(job)
+        if self.scenario.door_admission and not self._through_door(job):
+            self.metrics.records[job.job_id].rejected = "ttft_slo_door"
+            self._push_next_arrival()
+            return
         self.metrics.note_backlog(job.tenant, +1)
         self.policy.on_job_arrived(self._job_view(job, 0))
         self._push_next_arrival()
@@ -203,6 +216,26 @@ class Simulation:
         self.metrics.schedule_calls += 1
         self.metrics.decisions += len(decisions)
         self._apply(decisions)
+        if self.scenario.door_admission and self.now >= self._next_outlook:
+            self._next_outlook = self.now + self.scenario.outlook_every_s
+            self._outlooks = {o.model: o for o in self.policy.outlook(self.now)}
+
+    def _through_door(self, job: SimJob) -> bool:
+        """The API's admission (service.api.slo_gate): a realtime job the last outlook
+        predicts would miss its target is refused before the dispatcher sees it."""
+        outlook = self._outlooks.get(job.model)
+        if job.job_class is not JobClass.REALTIME or outlook is None:
+            return True
+        admitted = self._door_admitted[job.model]
+        while admitted and admitted[0] <= outlook.at:  # the outlook has seen those
+            admitted.popleft()
+        target = self.config.ttft_slo(job.priority, job.ttft_slo_s)
+        retry = door_refusal(outlook, prompt_tokens=job.prompt_tokens, target_s=target,
+                             extra_jobs=len(admitted))
+        if retry is not None:
+            return False
+        admitted.append(self.now)
+        return True
 
     def _apply(self, decisions: list[Decision]) -> None:
         for d in decisions:
@@ -225,6 +258,8 @@ class Simulation:
                     job.prefix_tokens,
                     resumed=job.job_id in self._preempted,
                     computed_before=self._preempted.pop(job.job_id, 0),
+                    hash_ids=job.hash_ids,
+                    block_tokens=job.block_tokens,
                 )
                 holder = self._swapped_on.pop(job.job_id, None)
                 if holder is not None and holder != d.worker_id:

@@ -17,6 +17,11 @@ Example::
 becomes; ``prefix_hit_fraction`` is the share of a recompute resume's context the prefix cache
 is assumed to still hold (0 by default: only a traffic ``prefix`` is cached). See
 ``scheduler.sim.engine_model`` for both costs.
+
+``door_admission`` models the API's refusal at the door by predicted TTFT (the same rule,
+``scheduler.outlook.door_refusal``, on the outlook the policy publishes every
+``outlook_every_s``, plus the requests admitted since); policies without an outlook (FCFS,
+priority) admit everything. Off by default.
 """
 
 from __future__ import annotations
@@ -63,6 +68,10 @@ class Scenario:
     fairway_engine: dict[str, Any] = field(default_factory=dict)
     preemption_mode: str = "recompute"  # "recompute" | "swap" (falls back where no offload)
     prefix_hit_fraction: float = 0.0  # recompute: share of a resume's context still cached
+    # The API's admission at the door (service.api.slo_gate): a realtime arrival is refused
+    # before the policy sees it when the last published outlook predicts it would miss.
+    door_admission: bool = False
+    outlook_every_s: float = 0.1  # how often the dispatcher publishes the outlook
 
     def __post_init__(self) -> None:
         if self.preemption_mode not in ("recompute", "swap"):

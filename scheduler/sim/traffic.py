@@ -1,5 +1,6 @@
 """Traffic generators: Poisson and bursty (on/off) realtime per tenant, batch floods with a
-completion window, heavy-tailed lengths, and shared system prompts.
+completion window, heavy-tailed lengths, shared system prompts, and public traces replayed
+(``"kind": "trace"``, scheduler.sim.trace_traffic).
 
 Every generator is deterministic given its seed, so a scenario replays exactly.
 """
@@ -8,30 +9,14 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
 from typing import Any
 
+from scheduler.sim.jobs import SimJob
+from scheduler.sim.trace_traffic import trace_jobs
 from scheduler.tiers import BATCH_TIER, DEFAULT_TIER
 from scheduler.types import JobClass
 
-
-@dataclass(slots=True)
-class SimJob:
-    job_id: str
-    tenant: str
-    job_class: JobClass
-    priority: int
-    model: str
-    arrival: float
-    deadline: float | None
-    prompt_tokens: int
-    max_tokens: int
-    output_tokens: int  # what the model will actually produce (<= max_tokens)
-    weight: float = 1.0
-    prefix_key: str | None = None
-    prefix_tokens: int = 0
-    ttft_slo_s: float | None = None
-    tpot_slo_s: float | None = None
+__all__ = ["SimJob", "generate", "sample_length"]
 
 
 def sample_length(spec: Any, rng: random.Random) -> int:
@@ -97,6 +82,9 @@ def generate(
 ) -> list[SimJob]:
     jobs: list[SimJob] = []
     for index, spec in enumerate(specs):
+        if spec["kind"] == "trace":  # a public trace's requests (scheduler.sim.trace_traffic)
+            jobs += trace_jobs(spec, index, weights, duration, seed, model)
+            continue
         rng = random.Random(f"{seed}:{index}")
         tenant = spec["tenant"]
         job_class = JobClass(spec.get("class", "batch" if spec["kind"] == "batch" else "realtime"))

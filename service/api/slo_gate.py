@@ -11,20 +11,17 @@ requests it admitted since, so a burst between two outlooks is counted too. With
 
 from __future__ import annotations
 
-import math
 import time
 from collections import defaultdict, deque
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from scheduler.outlook import RealtimeOutlook, alone_ttft, predict_new_ttft
+from scheduler.outlook import RealtimeOutlook, door_refusal
 from service.store.heartbeats import decode_outlook
 from service.store.keys import outlook_key
 
 REFRESH_S = 0.05  # how stale an outlook this process reuses before reading it again
-# The prediction is a mean and the target holds the tail: admit only below this share of it.
-ADMIT_BELOW = 0.7
 
 
 class SloGate:
@@ -42,11 +39,10 @@ class SloGate:
         admitted = self._admitted[model]
         while admitted and admitted[0] <= outlook.at:  # the outlook has seen those
             admitted.popleft()
-        predicted = predict_new_ttft(outlook, prompt_tokens=prompt_tokens,
-                                     extra_jobs=len(admitted))
-        bar = target_s * ADMIT_BELOW
-        if predicted > bar and alone_ttft(outlook, prompt_tokens=prompt_tokens) <= bar:
-            return max(1, math.ceil(predicted - bar))
+        retry = door_refusal(outlook, prompt_tokens=prompt_tokens, target_s=target_s,
+                             extra_jobs=len(admitted))
+        if retry is not None:
+            return retry
         admitted.append(time.time())
         return None
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from scheduler.outlook import predict_new_ttft
+from scheduler.outlook import alone_ttft, door_refusal, predict_new_ttft
 from scheduler.policies import FairwayConfig, make_policy
 from scheduler.policies.admission import predict_ttft
 from scheduler.policies.fairway import FairwayPolicy
@@ -48,3 +50,21 @@ def test_jobs_admitted_since_the_outlook_count_against_the_next() -> None:
     (outlook,) = policy.outlook(0.0)
     waits = [predict_new_ttft(outlook, prompt_tokens=100, extra_jobs=k) for k in (0, 4, 40)]
     assert waits[0] < waits[1] < waits[2]
+
+
+def test_the_door_refuses_above_its_share_of_the_target_unless_alone_misses_too() -> None:
+    policy = make_policy("fairway", FairwayConfig())
+    for wid in ("w1", "w2"):
+        policy.on_worker_heartbeat(_worker(wid))
+    for i in range(40):
+        policy.on_job_arrived(_job(i))
+    (outlook,) = policy.outlook(100.0)
+    predicted = predict_new_ttft(outlook, prompt_tokens=200, extra_jobs=2)
+    # admitted below 0.7 of the target, refused above it with the overshoot as Retry-After
+    assert door_refusal(outlook, prompt_tokens=200, target_s=predicted / 0.69,
+                        extra_jobs=2) is None
+    retry = door_refusal(outlook, prompt_tokens=200, target_s=predicted / 0.71, extra_jobs=2)
+    assert retry == max(1, math.ceil(predicted - 0.7 * predicted / 0.71))
+    # a target the request misses even on an idle pool: refusing relieves nothing
+    tiny = alone_ttft(outlook, prompt_tokens=200) / 2
+    assert door_refusal(outlook, prompt_tokens=200, target_s=tiny, extra_jobs=2) is None
