@@ -29,6 +29,7 @@ from service.store.telemetry.state import configure as configure_metrics
 from service.web.catalog import ModelCatalog
 from service.web.deps import storable_params
 from service.web.errors import install_error_handlers
+from service.web.request_id import RequestId
 from service.web.responses import install_openapi
 
 
@@ -86,4 +87,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(batches_router)
     app.include_router(jobs_router)
     app.include_router(responses_router)
+    app.add_middleware(RequestId)  # last added runs first: every response gets x-request-id
     return app

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 from service.store import nul_codec
 from service.store.storable import first_unstorable
+from service.web.validation import describe
 
 log = logging.getLogger("fairway.batches")
 
@@ -179,13 +180,10 @@ class LineValidator:
                        "body.stream")
         try:
             parsed = self.schema.model_validate(body)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            path = (first.get("ctx") or {}).get("path")  # a whole-body check names its field
-            if not first.get("loc") and path:
-                return err("invalid_body", f"body.{first['msg']}", f"body.{path}")
-            param = ".".join(["body", *(str(p) for p in first.get("loc", ()))])
-            return err("invalid_body", f"{param}: {first.get('msg', 'invalid')}", param)
+        except ValidationError as exc:  # worded as the realtime API words it, under "body"
+            problem = describe(exc.errors())
+            return err("invalid_body", problem.message,
+                       f"body.{problem.param}" if problem.param else "body")
         return self._check_body(parsed, custom_id, line)
 
     def _check_body(self, parsed: ChatCompletionRequest | CompletionRequest, custom_id: str,

@@ -5,11 +5,21 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from service.jobs.response_format import ResponseFormat
 from service.store.storable import refuse_unstorable
 
 ServiceTier = Literal["auto", "default", "flex", "priority"]
+
+
+def unsupported(param: str, what: str = "") -> PydanticCustomError:
+    """A refusal of a feature we cannot honour, in OpenAI's words; raised by the validator of
+    the field itself, so the 400 names it as ``param`` (service.web.validation)."""
+    return PydanticCustomError(
+        "unsupported_parameter",
+        "Unsupported parameter: '{param}' is not supported by this service{what}.",
+        {"param": param, "what": what})
 
 
 class StreamOptions(BaseModel):
@@ -70,7 +80,8 @@ class _GenerationParams(BaseModel):
             return None
         stops = [value] if isinstance(value, str) else value
         if len(stops) > 4 or any(not s for s in stops):
-            raise ValueError("stop takes at most 4 non-empty strings")
+            raise PydanticCustomError("invalid_value",
+                                      "'stop' takes at most 4 non-empty strings.")
         return stops
 
     def stop_list(self) -> list[str]:
@@ -84,13 +95,19 @@ class ChatCompletionRequest(_GenerationParams):
     tools: list[Any] | None = None
     logprobs: bool | None = None
 
-    @model_validator(mode="after")
-    def _unsupported(self) -> ChatCompletionRequest:
-        if self.tools:
-            raise ValueError("tools are not supported")
-        if self.logprobs:
-            raise ValueError("logprobs are not supported")
-        return self
+    @field_validator("tools")
+    @classmethod
+    def _no_tools(cls, value: list[Any] | None) -> list[Any] | None:
+        if value:
+            raise unsupported("tools")
+        return value
+
+    @field_validator("logprobs")
+    @classmethod
+    def _no_logprobs(cls, value: bool | None) -> bool | None:
+        if value:
+            raise unsupported("logprobs")
+        return value
 
     def requested_max_tokens(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
@@ -102,15 +119,29 @@ class CompletionRequest(_GenerationParams):
     echo: bool = False
     suffix: str | None = None
 
-    @model_validator(mode="after")
-    def _single_prompt(self) -> CompletionRequest:
-        if isinstance(self.prompt, list):
-            if len(self.prompt) != 1:
-                raise ValueError("prompt: send one prompt per request (use batches for many)")
-            self.prompt = self.prompt[0]
-        if self.echo or self.suffix:
-            raise ValueError("echo and suffix are not supported")
-        return self
+    @field_validator("prompt")
+    @classmethod
+    def _single_prompt(cls, value: str | list[str]) -> str:
+        if isinstance(value, str):
+            return value
+        if len(value) != 1:
+            raise unsupported("prompt", " as a list of several prompts: send one prompt per "
+                                        "request (use batches for many)")
+        return value[0]
+
+    @field_validator("echo")
+    @classmethod
+    def _no_echo(cls, value: bool) -> bool:
+        if value:
+            raise unsupported("echo")
+        return value
+
+    @field_validator("suffix")
+    @classmethod
+    def _no_suffix(cls, value: str | None) -> str | None:
+        if value:
+            raise unsupported("suffix")
+        return value
 
     def requested_max_tokens(self) -> int | None:
         return self.max_tokens

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import uuid
 from typing import Any
 
@@ -18,6 +19,8 @@ from service.store.models.batches import BATCH_PREFIX
 from service.store.models.jobs import Job, JobStatus
 from service.store.nul_codec import result_text
 from service.store.response_events import record_response_end_async
+
+log = logging.getLogger("fairway.jobs")
 
 
 async def create_job(
@@ -51,6 +54,10 @@ async def create_job(
     await session.flush()
     await session.execute(*wakeups.notify(wakeups.JobQueued(job.id)))
     await session.commit()
+    # Links the request (its request_id is on the line, from the log context) to the job id
+    # that every later line about the job carries, in the dispatcher and the worker too.
+    log.info("job created", extra={"job_id": str(job.id), "tenant_id": str(tenant_id),
+                                   "kind": classification.kind})
     return job
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import psycopg
@@ -13,6 +14,8 @@ from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.store.outages import POSTGRES, DependencyState, is_outage
+from service.web.request_id import HEADER, request_id_of
+from service.web.validation import describe
 
 log = logging.getLogger("fairway.api")
 DATABASE = DependencyState(POSTGRES, log)  # the API's view of Postgres, for logs and metrics
@@ -74,18 +77,9 @@ def error_body(
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
-def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+def _json(status: int, body: dict[str, Any], headers: Mapping[str, str] | None = None
+          ) -> JSONResponse:
     return JSONResponse(status_code=status, content=body, headers=headers)
-
-
-def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
-    first = exc.errors()[0] if exc.errors() else {}
-    loc = [str(p) for p in first.get("loc", ()) if p != "body"]
-    msg = first.get("msg", "Invalid request")
-    if not loc and (first.get("ctx") or {}).get("path"):  # a whole-body check names its field
-        return msg, str(first["ctx"]["path"])
-    param = ".".join(loc) or None
-    return (f"{param}: {msg}" if param else msg), param
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -95,14 +89,22 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        message, param = _validation_message(exc)
-        return _json(400, error_body(message, "invalid_request_error", "invalid_value", param))
+        problem = describe(exc.errors())
+        return _json(400, error_body(problem.message, "invalid_request_error", problem.code,
+                                     problem.param))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code in (404, 405) and exc.detail in ("Not Found", "Method Not Allowed"):
+            # No such route (or not with this method): OpenAI's words and shape.
+            what = "URL" if exc.status_code == 404 else "method for URL"
+            return _json(exc.status_code, error_body(
+                f"Invalid {what} ({request.method} {request.url.path}).",
+                "invalid_request_error", "unknown_url" if exc.status_code == 404
+                else "method_not_allowed"), exc.headers)
         return _json(exc.status_code, error_body(
             str(exc.detail), _TYPES.get(exc.status_code, "api_error"),
-            getattr(exc, "code", None)))
+            getattr(exc, "code", None)), exc.headers)
 
     async def _database(_: Request, exc: Exception) -> JSONResponse:
         if not is_outage(exc):
@@ -118,6 +120,9 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(psycopg.Error, _database)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error", exc_info=exc)
-        return _json(500, error_body("Internal server error", "api_error", "internal_error"))
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette answers this one outside every middleware: the request id is added here.
+        request_id = request_id_of(request.scope)
+        log.exception("unhandled error", exc_info=exc, extra={"request_id": request_id})
+        return _json(500, error_body("Internal server error", "api_error", "internal_error"),
+                     {HEADER: request_id} if request_id else None)

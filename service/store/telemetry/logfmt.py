@@ -4,6 +4,8 @@
   (job_id, tenant, class, attempt) and any other ``extra=`` fields.
 - ``bind_job(...)``: sets the job context for the current task (contextvars: each asyncio
   task and thread has its own), so every line logged while running a job carries it.
+- ``bind_request(request_id)``: the same for the HTTP request being served (the API's
+  ``x-request-id``), so a client's request id finds every line logged while serving it.
 - The guard: ``extra=`` fields whose names are known to hold user content or credentials
   (prompt, messages, text, output, api_key, authorization, ...) are dropped, not logged;
   anything that looks like a Fairway API key or a bearer token is masked in the message and
@@ -31,11 +33,25 @@ _SECRET_PATTERNS = (re.compile(r"fw-[A-Za-z0-9_\-]{16,}"),
                     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9_\-.=]{8,}"))
 _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
     "message", "asctime", "taskName"}
-_CONTEXT_KEYS = ("job_id", "tenant", "class", "attempt")
+_CONTEXT_KEYS = ("request_id", "job_id", "tenant", "class", "attempt")
 _ALIASES = {"tenant_id": "tenant", "job_class": "class", "kind": "class"}
 
 _job_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "fairway_job_context", default=None)
+_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "fairway_request_id", default=None)
+
+
+def bind_request(request_id: str) -> contextvars.Token[str | None]:
+    return _request_id.set(request_id)
+
+
+def unbind_request(token: contextvars.Token[str | None]) -> None:
+    _request_id.reset(token)
+
+
+def current_request_id() -> str | None:
+    return _request_id.get()
 
 
 def bind_job(*, job_id: object, tenant: object = None, job_class: object = None,
@@ -59,7 +75,9 @@ def scrub(text: str) -> str:
 
 def safe_fields(record: logging.LogRecord) -> dict[str, Any]:
     """The record's extra fields, minus the sensitive ones, plus the bound job context."""
-    fields: dict[str, Any] = dict(_job_context.get() or {})
+    request_id = _request_id.get()
+    fields: dict[str, Any] = {"request_id": request_id} if request_id else {}
+    fields.update(_job_context.get() or {})
     for name, value in record.__dict__.items():
         if name in _STANDARD or name.startswith("_"):
             continue
