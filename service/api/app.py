@@ -15,6 +15,7 @@ from service.admin.ui import router as admin_ui_router
 from service.admin.webhook_routes import router as admin_webhooks_router
 from service.api.body_limit import BodyLimit
 from service.api.jobs_routes import router as jobs_router
+from service.api.model_routes import router as model_router
 from service.api.openai_routes import router as openai_router
 from service.api.responses_routes import router as responses_router
 from service.api.slo_gate import SloGate
@@ -81,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(obs_http.RequestCounter)
 
     app.include_router(openai_router)
+    app.include_router(model_router)
     for router in (admin_router, admin_state_router, admin_ui_router, admin_webhooks_router):
         app.include_router(router)
     app.include_router(files_router)

@@ -1,4 +1,4 @@
-"""OpenAI-compatible routes: chat completions, completions and models."""
+"""OpenAI-compatible routes: chat completions and completions (models: model_routes)."""
 
 from __future__ import annotations
 
@@ -45,13 +45,6 @@ COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
     **errors(403, 404, 429, 504), **WITH_BODY,
 }
 _background: set[asyncio.Task[Any]] = set()
-
-
-@router.get("/models")
-async def list_models(request: Request, _: CurrentTenant) -> dict[str, Any]:
-    names = await request.app.state.catalog.models()
-    return {"object": "list", "data": [
-        {"id": n, "object": "model", "created": 0, "owned_by": "fairway"} for n in names]}
 
 
 @router.post("/chat/completions", response_model=None, responses=COMPLETION_RESPONSES)

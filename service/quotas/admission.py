@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse
 
 from service.quotas.headers import rate_limit_headers
 from service.quotas.policy import TenantPolicy, load_policy, resolve_service_tier
+from service.quotas.refusal import refusal
 from service.store.outages import is_outage
 from service.store.quota_store import Decision, QuotaStore
 from service.usage.service import month_tokens_used
@@ -36,32 +37,11 @@ T = TypeVar("T")
 _background: set[asyncio.Task[Any]] = set()
 RELEASE_RETRY_S = 0.5  # the first retry of a release that met a Redis outage
 
-_MESSAGES = {
-    "requests_per_minute": "Rate limit reached for requests per minute.",
-    "tokens_per_minute": "Rate limit reached for tokens per minute.",
-    "tokens_per_minute_exceeds_limit":
-        "Request too large: prompt plus max_tokens exceeds your tokens-per-minute limit.",
-    "concurrent_requests": "Too many concurrent requests.",
-    "batch_enqueued_tokens": "Enqueued batch token limit reached.",
-}
-
-
 def estimate_prompt_tokens(body: dict[str, Any]) -> int:
     # The same rough 4-characters-a-token the dispatcher uses; real counts correct it later.
     messages = body.get("messages")
     text = json.dumps(messages if messages is not None else body.get("prompt", ""))
     return max(1, len(text) // 4)
-
-
-def refusal(decision: Decision) -> APIError:
-    headers = {"Retry-After": str(decision.retry_after_s)}
-    if decision.reason == "monthly_tokens":
-        return APIError(429, "You exceeded your monthly token budget.",
-                        code="insufficient_quota", type_="insufficient_quota", headers=headers,
-                        reason=decision.reason)
-    return APIError(429, _MESSAGES.get(decision.reason, "Rate limit reached."),
-                    code="rate_limit_exceeded", headers=headers,
-                    reason=decision.reason or "refused")
 
 
 def unavailable() -> APIError:
@@ -210,7 +190,7 @@ async def admit_request(session: AsyncSession, store: QuotaStore, *, tenant: Any
     except RedisError as exc:
         raise unavailable() from exc
     if not decision.admitted:
-        raise refusal(decision)
+        raise refusal(decision, policy.limits, requested=prompt + max_tokens)
     return Admission(store, tenant.id, ticket, prompt, service_tier,
                      policy.ttft_slo_ms / 1000, rate_limit_headers(policy.limits, decision),
                      slot_ttl_s=slot_ttl_s, tpot_target_s=policy.tpot_slo_ms / 1000)

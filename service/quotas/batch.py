@@ -24,8 +24,9 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
-from service.quotas.admission import refusal, reserve, unavailable
+from service.quotas.admission import reserve, unavailable
 from service.quotas.policy import TenantPolicy, load_policy, load_policy_sync
+from service.quotas.refusal import refusal
 from service.store.models.usage import UsageDaily
 from service.store.quota_limits import QuotaLimits
 from service.store.quota_store import (
@@ -62,7 +63,7 @@ async def admit_batch(session: AsyncSession, store: QuotaStore, *, tenant: Any,
     except RedisError as exc:
         raise unavailable() from exc
     if not decision.admitted:
-        raise refusal(decision)
+        raise refusal(decision, _batch_policy(policy).limits, requested=tokens)
 
 
 async def settle_batch(store: QuotaStore, *, tenant_id: uuid.UUID, batch_id: uuid.UUID,
@@ -88,7 +89,8 @@ async def check_batch_create(session: AsyncSession, store: QuotaStore, *, tenant
         raise unavailable() from exc
     if used >= budget:
         raise refusal(Decision(False, "monthly_tokens",
-                               seconds_to_next_month(dt.datetime.now(dt.UTC))))
+                               seconds_to_next_month(dt.datetime.now(dt.UTC)), used=used),
+                      policy.limits)
 
 
 def _month_used_sync(session: Session, tenant_id: uuid.UUID) -> int:

@@ -11,14 +11,17 @@ from service.store.quota_limits import QuotaLimits
 from service.store.quota_store import Decision
 
 
-def _duration(seconds: float) -> str:
-    """OpenAI's format: "20ms", "1.5s", "6m0s"."""
+def duration(seconds: float) -> str:
+    """OpenAI's format: "20ms", "1.5s", "6m0s" (and "26h3m0s" past an hour)."""
     if seconds < 1:
         return f"{max(0, round(seconds * 1000))}ms"
     if seconds < 60:
         return f"{seconds:.3g}s"
-    minutes, rest = divmod(round(seconds), 60)
-    return f"{minutes}m{rest}s"
+    if seconds < 3600:
+        minutes, rest = divmod(round(seconds), 60)
+        return f"{minutes}m{rest}s"
+    hours, rest = divmod(round(seconds), 3600)
+    return f"{hours}h{rest // 60}m{rest % 60}s"
 
 
 def rate_limit_headers(limits: QuotaLimits, decision: Decision) -> dict[str, str]:
@@ -32,5 +35,5 @@ def rate_limit_headers(limits: QuotaLimits, decision: Decision) -> dict[str, str
         left = max(0, min(limit, left))
         headers[f"x-ratelimit-limit-{kind}"] = str(limit)
         headers[f"x-ratelimit-remaining-{kind}"] = str(left)
-        headers[f"x-ratelimit-reset-{kind}"] = _duration((limit - left) * 60.0 / limit)
+        headers[f"x-ratelimit-reset-{kind}"] = duration((limit - left) * 60.0 / limit)
     return headers

@@ -19,7 +19,9 @@ from __future__ import annotations
 #       use_conc, res_ttl, month_ttl, alert_level
 # Returns {1, alert_crossed, requests left, tokens left} on admit (-1: no such limit; the
 #         buckets after this admission, for the x-ratelimit headers);
-#         {0, reason, retry_after_ms} on refusal;
+#         {0, reason, retry_after_ms, requests left, tokens left, used} on refusal (the
+#         buckets as they are, nothing taken; used: what the refusing limit counts, for
+#         concurrent requests, batch tokens and the month, else -1);
 #         {-1} when the month counter must be seeded first.
 ADMIT = """
 local now = tonumber(ARGV[1])
@@ -38,35 +40,39 @@ end
 
 if monthly >= 0 and redis.call('EXISTS', KEYS[4]) == 0 then return {-1} end
 
+local rpm_left, tpm_left = 0, 0
+if rpm >= 0 then rpm_left = bucket(KEYS[1], rpm) end
+if tpm >= 0 then tpm_left = bucket(KEYS[2], tpm) end
+local function refuse(reason, retry_ms, counted)
+  local req, tok = -1, -1
+  if rpm >= 0 then req = math.max(0, math.floor(rpm_left)) end
+  if tpm >= 0 then tok = math.max(0, math.floor(tpm_left)) end
+  return {0, reason, retry_ms, req, tok, counted}
+end
+
 if use_conc and conc >= 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  if redis.call('ZCARD', KEYS[3]) >= conc then
-    return {0, 'concurrent_requests', 1000}
+  local open = redis.call('ZCARD', KEYS[3])
+  if open >= conc then
+    return refuse('concurrent_requests', 1000, open)
   end
 end
-local rpm_left, tpm_left = 0, 0
-if rpm >= 0 then
-  rpm_left = bucket(KEYS[1], rpm)
-  if rpm_left < 1 then
-    if rpm == 0 then return {0, 'requests_per_minute', 60000} end
-    return {0, 'requests_per_minute', math.ceil((1 - rpm_left) * 60000 / rpm)}
-  end
+if rpm >= 0 and rpm_left < 1 then
+  if rpm == 0 then return refuse('requests_per_minute', 60000, -1) end
+  return refuse('requests_per_minute', math.ceil((1 - rpm_left) * 60000 / rpm), -1)
 end
-if tpm >= 0 then
-  tpm_left = bucket(KEYS[2], tpm)
-  if tpm_left < need then
-    if need > tpm then return {0, 'tokens_per_minute_exceeds_limit', 60000} end
-    return {0, 'tokens_per_minute', math.ceil((need - tpm_left) * 60000 / tpm)}
-  end
+if tpm >= 0 and tpm_left < need then
+  if need > tpm then return refuse('tokens_per_minute_exceeds_limit', 60000, -1) end
+  return refuse('tokens_per_minute', math.ceil((need - tpm_left) * 60000 / tpm), -1)
 end
 if is_batch and batch_limit >= 0 then
   local queued = tonumber(redis.call('GET', KEYS[5]) or '0')
-  if queued + need > batch_limit then return {0, 'batch_enqueued_tokens', 60000} end
+  if queued + need > batch_limit then return refuse('batch_enqueued_tokens', 60000, queued) end
 end
 local used = 0
 if monthly >= 0 then
   used = tonumber(redis.call('GET', KEYS[4]) or '0')
-  if used + need > monthly then return {0, 'monthly_tokens', 0} end
+  if used + need > monthly then return refuse('monthly_tokens', 0, used) end
 end
 
 if rpm >= 0 then

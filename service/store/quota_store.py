@@ -73,9 +73,13 @@ class Decision:
     retry_after_s: int = 0
     alert_crossed: bool = False  # this admission took the month past the soft alert level
     needs_seed: bool = False  # the month counter is missing (new month, or Redis lost it)
-    # The buckets after this admission (None: that limit is off), for x-ratelimit headers.
+    # The buckets after this admission, or as they stand on a refusal (None: that limit is
+    # off), for the x-ratelimit headers.
     remaining_requests: int | None = None
     remaining_tokens: int | None = None
+    # On a refusal by concurrent_requests, batch_enqueued_tokens or monthly_tokens: what that
+    # limit counts now (open requests, enqueued tokens, tokens this month), for the message.
+    used: int | None = None
 
 
 def _admit_call(*, tenant_id: uuid.UUID, limits: QuotaLimits, tokens: int, ticket: uuid.UUID,
@@ -104,9 +108,12 @@ def _decision(out: list[Any], now: dt.datetime) -> Decision:
                         remaining_tokens=left[1] if left[1] >= 0 else None)
     reason = out[1].decode() if isinstance(out[1], bytes) else str(out[1])
     retry_ms = int(out[2])
-    if reason == "monthly_tokens":
-        return Decision(False, reason, seconds_to_next_month(now))
-    return Decision(False, reason, max(1, math.ceil(retry_ms / 1000)))
+    req, tok, used = (int(v) for v in out[3:6])
+    retry_s = (seconds_to_next_month(now) if reason == "monthly_tokens"
+               else max(1, math.ceil(retry_ms / 1000)))
+    return Decision(False, reason, retry_s, remaining_requests=req if req >= 0 else None,
+                    remaining_tokens=tok if tok >= 0 else None,
+                    used=used if used >= 0 else None)
 
 
 def _settle_call(*, tenant_id: uuid.UUID, ref: uuid.UUID | str, actual_tokens: int,

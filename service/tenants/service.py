@@ -41,8 +41,17 @@ def revoke_key(session: Session, *, key_id: uuid.UUID) -> None:
                     .values(revoked_at=dt.datetime.now(dt.UTC)))
 
 
+class TenantSuspended(Exception):
+    """A live key of a suspended tenant: the caller is known, and may not use the API."""
+
+    def __init__(self, tenant: Tenant) -> None:
+        super().__init__(f"tenant {tenant.id} is suspended")
+        self.tenant = tenant
+
+
 async def authenticate(session: AsyncSession, *, clear_key: str, secret: str) -> Tenant | None:
-    """The tenant for a live key, or None (unknown, revoked, expired key, suspended tenant)."""
+    """The tenant for a live key, or None (unknown, revoked or expired key). A live key of a
+    suspended tenant raises TenantSuspended: its holder is told why, not that the key is bad."""
     now = dt.datetime.now(dt.UTC)
     row = (await session.execute(
         select(ApiKey, Tenant).join(Tenant, Tenant.id == ApiKey.tenant_id)
@@ -51,10 +60,12 @@ async def authenticate(session: AsyncSession, *, clear_key: str, secret: str) ->
     if row is None:
         return None
     key, tenant = row
-    if key.revoked_at is not None or tenant.suspended_at is not None:
+    if key.revoked_at is not None:
         return None
     if key.expires_at is not None and key.expires_at <= now:
         return None
+    if tenant.suspended_at is not None:
+        raise TenantSuspended(tenant)
     # Coarse last-used stamp: one write a minute per key is plenty for an admin list.
     if key.last_used_at is None or now - key.last_used_at > dt.timedelta(minutes=1):
         await session.execute(update(ApiKey).where(ApiKey.id == key.id).values(last_used_at=now))

@@ -1,4 +1,5 @@
-"""What the API knows about workers: their heartbeats in Redis (served models, load)."""
+"""What the API knows about workers: their heartbeats in Redis (served models, load), and
+the models clients may name, with the time each was first offered here (``created``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ import time
 from typing import Any
 
 from redis.asyncio import Redis
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.keys import WORKER_KEY_PATTERN
+from service.store.models.served_models import ServedModel
 from service.store.settings import Settings
 
 
@@ -37,6 +42,7 @@ class ModelCatalog:
         self._cached: tuple[float, list[str]] = (0.0, [])
         # model -> the capabilities every live worker serving it has (absent: no live worker)
         self._capabilities: dict[str, frozenset[str]] = {}
+        self._created: dict[str, int] = {}  # name -> first offered (epoch s); never changes
 
     async def models(self) -> list[str]:
         at, names = self._cached
@@ -71,3 +77,17 @@ class ModelCatalog:
         self._capabilities = capabilities
         self._cached = (time.monotonic(), names)
         return names
+
+    async def created(self, session: AsyncSession, names: list[str]) -> dict[str, int]:
+        """When each model was first offered by this deployment (epoch seconds): recorded in
+        Postgres the first time any API process lists it, and never moved after, so every
+        process and restart answers the same. One write per new name per process at most."""
+        missing = [n for n in names if n not in self._created]
+        if missing:
+            await session.execute(insert(ServedModel).values([{"name": n} for n in missing])
+                                  .on_conflict_do_nothing(index_elements=["name"]))
+            await session.commit()
+            rows = await session.execute(select(ServedModel.name, ServedModel.first_served_at)
+                                         .where(ServedModel.name.in_(missing)))
+            self._created.update({name: int(at.timestamp()) for name, at in rows.all()})
+        return {n: self._created[n] for n in names if n in self._created}

@@ -33,8 +33,8 @@ _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.
 
 _DESCRIPTIONS = {
     400: "Invalid request: a parameter or the body is malformed or out of range.",
-    401: "Missing, unknown, revoked or expired credential (or a suspended tenant).",
-    403: "The credential may not do this.",
+    401: "Missing, unknown, revoked or expired credential.",
+    403: "The credential may not do this (or its tenant is suspended).",
     404: "No such object (or model), or not this tenant's.",
     409: "The object's state does not allow this.",
     413: "The request body is over its limit.",
@@ -55,8 +55,8 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return out
 
 
-# Any route behind a tenant key: bad parameters, a bad key, an outage.
-TENANT_ROUTES = errors(400, 401, 503)
+# Any route behind a tenant key: bad parameters, a bad key, a suspended tenant, an outage.
+TENANT_ROUTES = errors(400, 401, 403, 503)
 # Any /admin route: the same, and a credential that is not the admin's.
 ADMIN_ROUTES = errors(400, 401, 403, 503)
 # The request body is read: it may be too large.

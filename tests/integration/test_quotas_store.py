@@ -206,3 +206,29 @@ def test_batch_admission_helpers(database_url: str, test_redis_url: str, make_te
             await redis.aclose()
 
     assert _with_session(database_url, go) == (429, 0)
+
+
+def test_a_refusal_reports_the_buckets_and_what_the_limit_counts(test_redis_url: str):
+    """What the 429's message and x-ratelimit headers are made of (service.quotas.refusal)."""
+    tenant = uuid.uuid4()
+    limits = QuotaLimits(requests_per_minute=2, tokens_per_minute=1000, concurrent_requests=5,
+                         monthly_tokens=10**6)
+
+    async def go(store: QuotaStore) -> list[Any]:
+        out = [await admit(store, tenant, limits, tokens=100) for _ in range(3)]
+        slots = QuotaLimits(concurrent_requests=1)
+        other = uuid.uuid4()
+        out.append(await admit(store, other, slots))
+        out.append(await admit(store, other, slots))
+        month = QuotaLimits(monthly_tokens=250)
+        third = uuid.uuid4()
+        out.append(await admit(store, third, month, tokens=200))
+        out.append(await admit(store, third, month, tokens=100))
+        return out
+
+    first, second, rpm, _, conc, _, month = run(go, test_redis_url)
+    assert first.admitted and second.admitted and not rpm.admitted
+    assert (rpm.reason, rpm.remaining_requests, rpm.used) == ("requests_per_minute", 0, None)
+    assert 798 <= (rpm.remaining_tokens or 0) <= 800  # nothing taken by the refusal
+    assert (conc.reason, conc.used, conc.remaining_requests) == ("concurrent_requests", 1, None)
+    assert (month.reason, month.used) == ("monthly_tokens", 200)

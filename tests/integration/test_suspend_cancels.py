@@ -124,7 +124,7 @@ def test_suspend_cancels_queued_requests_and_batches(idle_stack: Stack):
         time.sleep(1)
         assert [j.status for j in jobs_of(idle_stack, other_tid)] == ["queued"]
         assert not bystander.done()
-        assert chat(idle_stack, key).status_code == 401
+        assert chat(idle_stack, key).status_code == 403
 
         audit = admin.ok("GET", "/admin/audit", params={"target_id": tid})["data"]
         entry = next(e for e in audit if e["action"] == "tenant.suspend")

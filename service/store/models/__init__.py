@@ -8,6 +8,7 @@ from service.store.models import (  # noqa: F401
     files,
     jobs,
     quotas,
+    served_models,
     tenants,
     tiers,
     usage,

@@ -1,0 +1,42 @@
+"""OpenAI's models routes: ``GET /v1/models`` and ``GET /v1/models/{model}``.
+
+``created`` is when this deployment first offered the model (service.web.catalog), not the
+model's release date, which Fairway cannot know. Model names may contain ``/`` (Hugging Face
+ids such as ``HuggingFaceTB/SmolLM2-135M-Instruct``); the SDK sends it as ``%2F``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from service.web.deps import CurrentTenant, SessionDep
+from service.web.errors import APIError
+from service.web.responses import TENANT_ROUTES, errors
+
+router = APIRouter(prefix="/v1", responses=TENANT_ROUTES)
+
+
+def _model(name: str, created: int) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": created, "owned_by": "fairway"}
+
+
+@router.get("/models")
+async def list_models(request: Request, _: CurrentTenant, session: SessionDep
+                      ) -> dict[str, Any]:
+    catalog = request.app.state.catalog
+    names = await catalog.models()
+    created = await catalog.created(session, names)
+    return {"object": "list", "data": [_model(n, created[n]) for n in names if n in created]}
+
+
+@router.get("/models/{model:path}", responses=errors(404))
+async def retrieve_model(model: str, request: Request, _: CurrentTenant, session: SessionDep
+                         ) -> dict[str, Any]:
+    catalog = request.app.state.catalog
+    if not await catalog.has(model):
+        raise APIError(404, f"The model '{model}' does not exist or you do not have access "
+                            f"to it.", code="model_not_found", param="model")
+    created = await catalog.created(session, [model])
+    return _model(model, created[model])
