@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from scheduler.dispatcher import metrics as sched_obs
 from scheduler.dispatcher.leader import acquire_leadership, connect, still_leader
+from scheduler.dispatcher.refusals import refusal_message
 from scheduler.dispatcher.terms import run_terms
 from scheduler.dispatcher.views import job_view, live_beats, worker_view
 from scheduler.interface import SchedulingPolicy
@@ -317,8 +318,9 @@ class Dispatcher:
         retry = max(1, round(decision.retry_after_s))
         self.classes.pop(decision.job_id, None)
         record_rejection(None, "slo_unattainable")
-        message = (f"The service cannot meet this request's latency target now "
-                   f"({decision.reason.replace('_', ' ')}); retry in {retry} s.")
+        message = refusal_message(decision.reason, retry)
+        log.info("job refused by the policy", extra={"job_id": decision.job_id,
+                                                      "reason": decision.reason})
         if store.reject_job(session, job_id=uuid.UUID(decision.job_id), status=429,
                             code="slo_unattainable", message=message):
             self.redis.xadd(stream_key(decision.job_id), job_stream.fields(job_stream.Failure(

@@ -14,13 +14,14 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from service.api.relay import ClientGone, Interrupted, NewText, Settled, follow_job
+from service.api.slo_gate import check_deadline
 from service.jobs.response_format import ResponseFormat
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 from service.jobs.service import cancel_job, create_job, job_outcome
 from service.jobs.shapes import ShapeBuilder, sse, usage_dict
 from service.jobs.tiers import Classification, classify
 from service.observability.requests import NULL_OBSERVER, observe_request, record_refusal
-from service.quotas.admission import admit_request, quota_store
+from service.quotas.admission import admit_request, estimate_prompt_tokens, quota_store
 from service.store.heartbeats import STRUCTURED_OUTPUTS
 from service.store.job_stream import Failure, Final
 from service.store.models.jobs import Job, JobKind
@@ -74,6 +75,10 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
         raise APIError(400, f"max_tokens must be at most {settings.limits.max_tokens_limit}.",
                        code="invalid_value", param="max_tokens")
     payload = body.model_dump(mode="json", exclude_none=True)
+    if body.deadline_ms is not None:  # one no load can help: a 400, before any quota is taken
+        await check_deadline(request.app.state.slo_gate, body.model,
+                             deadline_ms=body.deadline_ms,
+                             prompt_tokens=estimate_prompt_tokens(payload))
     try:
         admission = await admit_request(session, quota_store(request.app.state), tenant=tenant,
                                         body=payload, max_tokens=max_tokens,

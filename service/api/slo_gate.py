@@ -7,6 +7,10 @@ target, and a refusal costs milliseconds. The prediction is the policy's (schedu
 the dispatcher publishes each model's outlook a few times a second, and this process adds the
 requests it admitted since, so a burst between two outlooks is counted too. Without an outlook
 (no dispatcher yet, or Redis away) the request is admitted; the dispatcher still judges it.
+
+Distinct from that load-dependent 429: a ``deadline_ms`` shorter than the request's time to
+first token on an idle pool can never be met, whatever the load, so retrying is pointless;
+``check_deadline`` refuses it with a 400 that says the shortest deadline it could meet.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from redis.exceptions import RedisError
 from scheduler.outlook import RealtimeOutlook, door_refusal
 from service.store.heartbeats import decode_outlook
 from service.store.keys import outlook_key
+from service.web.errors import APIError
 
 REFRESH_S = 0.05  # how stale an outlook this process reuses before reading it again
 
@@ -46,6 +51,12 @@ class SloGate:
         admitted.append(time.time())
         return None
 
+    async def idle_ttft_s(self, model: str, *, prompt_tokens: int) -> float | None:
+        """The request's predicted time to first token on an idle pool; None without an
+        outlook (nothing to judge by)."""
+        outlook = await self._outlook(model)
+        return None if outlook is None else alone_ttft(outlook, prompt_tokens=prompt_tokens)
+
     async def _outlook(self, model: str) -> RealtimeOutlook | None:
         now = time.monotonic()
         cached = self._outlooks.get(model)
@@ -57,3 +68,20 @@ class SloGate:
             outlook = None
         self._outlooks[model] = (now, outlook)
         return outlook
+
+
+async def check_deadline(gate: SloGate, model: str, *, deadline_ms: int,
+                         prompt_tokens: int) -> None:
+    """400 ``deadline_unattainable`` for a deadline shorter than the first token takes even on
+    an idle pool: no load shedding or retry can meet it. A deadline the idle pool can meet
+    is left to the load-dependent checks (429 + Retry-After)."""
+    idle_s = await gate.idle_ttft_s(model, prompt_tokens=prompt_tokens)
+    if idle_s is None or deadline_ms / 1000 >= idle_s:
+        return
+    shortest = math.ceil(idle_s * 1000)
+    raise APIError(400, f"deadline_ms={deadline_ms} cannot be met: even when the service is "
+                        f"idle, the first token of this request takes about {shortest} ms. "
+                        f"The shortest attainable deadline_ms for it is {shortest}; send at "
+                        f"least that, or omit deadline_ms.",
+                   code="deadline_unattainable", param="deadline_ms",
+                   reason="deadline_unattainable")
