@@ -32,7 +32,7 @@ from service.store.telemetry.slo_rules import SloTargets
 from service.store.telemetry.state import record_rejection
 from service.web.deps import CurrentTenant, SessionDep, SettingsDep
 from service.web.errors import APIError, error_body
-from service.web.responses import TENANT_ROUTES, WITH_BODY, errors
+from service.web.responses import RATE_LIMIT_HEADERS, TENANT_ROUTES, WITH_BODY, errors
 
 log = logging.getLogger("fairway.api")
 router = APIRouter(prefix="/v1", responses=TENANT_ROUTES)
@@ -42,7 +42,8 @@ SSE_EVENT = {"type": "object", "required": ["data"], "properties": {"data": {"ty
 # (403 service tier, 404 model, 429 quota), and a job's own failure, timeout or lost stream.
 COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"description": "The completion (JSON), or its chunks as server-sent events.",
-          "content": {"text/event-stream": {"schema": SSE_EVENT}}},
+          "content": {"text/event-stream": {"schema": SSE_EVENT}},
+          "headers": RATE_LIMIT_HEADERS},
     **errors(403, 404, 429, 504), **WITH_BODY,
 }
 _background: set[asyncio.Task[Any]] = set()

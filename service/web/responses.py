@@ -30,6 +30,20 @@ class ErrorResponse(BaseModel):
 
 _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.",
                                 "required": True, "schema": {"type": "integer"}}}
+# OpenAI's rate-limit headers: on an admitted completion and on a quota's 429, for each
+# per-minute limit the tenant has (service.quotas.headers); absent when it has none.
+RATE_LIMIT_HEADERS = {
+    f"x-ratelimit-{what}-{kind}": {
+        "description": f"{text} ({'requests' if kind == 'requests' else 'tokens'} per minute).",
+        "required": False, "schema": {"type": "string" if what == "reset" else "integer"}}
+    for kind in ("requests", "tokens")
+    for what, text in (("limit", "The limit"), ("remaining", "What is left of it"),
+                       ("reset", "Time until it is full again, e.g. 6s or 1m0s"))}
+# On every response: the request's id (the client's sane X-Request-Id, else req_<hex>).
+REQUEST_ID_HEADER = {"x-request-id": {
+    "description": "This request's id, as in the API's logs: the client's X-Request-Id if it "
+                   "is a token of letters, digits and ._:- (at most 128), else a new one.",
+    "required": True, "schema": {"type": "string"}}}
 
 _DESCRIPTIONS = {
     400: "Invalid request: a parameter or the body is malformed or out of range.",
@@ -51,7 +65,9 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     for status in statuses:
         out[status] = {"model": ErrorResponse, "description": _DESCRIPTIONS[status]}
         if status in (429, 503):
-            out[status]["headers"] = _RETRY_AFTER
+            out[status]["headers"] = dict(_RETRY_AFTER)
+        if status == 429:
+            out[status]["headers"].update(RATE_LIMIT_HEADERS)
     return out
 
 
@@ -65,7 +81,8 @@ WITH_BODY = errors(413)
 
 def install_openapi(app: FastAPI) -> None:
     """Build the document as FastAPI does, then drop the 422 responses (and their schemas) it
-    adds to every route with parameters: invalid input here is a 400 in OpenAI's shape."""
+    adds to every route with parameters: invalid input here is a 400 in OpenAI's shape. Every
+    response documents x-request-id (service.web.request_id)."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -75,6 +92,9 @@ def install_openapi(app: FastAPI) -> None:
             for path in schema.get("paths", {}).values():
                 for operation in path.values():
                     operation.get("responses", {}).pop("422", None)
+                    for response in operation.get("responses", {}).values():
+                        response["headers"] = {**response.get("headers", {}),
+                                               **REQUEST_ID_HEADER}
             for name in ("HTTPValidationError", "ValidationError"):
                 schema.get("components", {}).get("schemas", {}).pop(name, None)
         return schema

@@ -66,3 +66,19 @@ def test_route_specific_statuses_and_content_types(document: dict[str, Any]) -> 
     assert "409" in paths["/admin/tenants"]["post"]["responses"]
     assert set(paths["/metrics"]["get"]["responses"]["200"]["content"]) == {"text/plain"}
     assert "503" in paths["/readyz"]["get"]["responses"]
+
+
+def test_every_response_documents_its_request_id(document: dict[str, Any]) -> None:
+    for method, path, op in _operations(document):
+        for status, response in op["responses"].items():
+            assert response["headers"]["x-request-id"]["required"], (method, path, status)
+
+
+def test_rate_limits_and_the_models_routes_are_documented(document: dict[str, Any]) -> None:
+    paths = document["paths"]
+    for path in ("/v1/chat/completions", "/v1/completions"):
+        responses = paths[path]["post"]["responses"]
+        for status in ("200", "429"):
+            assert "x-ratelimit-remaining-requests" in responses[status]["headers"]
+    retrieve = paths["/v1/models/{model}"]["get"]["responses"]
+    assert {"200", "401", "403", "404"} <= set(retrieve)
