@@ -139,7 +139,8 @@ def _one(error: dict[str, Any], param: str | None, siblings: list[dict[str, Any]
                        f"got a string with length {length} instead.", param,
                        f"string_{'below_min' if short else 'above_max'}_length")
     if kind == "value_error" and "error" in ctx:  # our own checks: their words, not pydantic's
-        return Problem(_sentence(str(ctx["error"])), param, "invalid_value")
+        return Problem(f"Invalid value for {name}: {_lower(str(ctx['error']))}.", param,
+                       "invalid_value")
     if kind == "json_invalid":
         return Problem(f"We could not parse the JSON body of your request "
                        f"({ctx.get('error', 'invalid JSON')}). The API expects a JSON object.",

@@ -83,3 +83,14 @@ def test_unparseable_json_says_so_without_a_param() -> None:
                          "input": {}, "ctx": {"error": "Expecting value"}}])
     assert problem.param is None and problem.code == "invalid_json"
     assert problem.message.startswith("We could not parse the JSON body of your request")
+
+
+def test_a_plain_value_error_keeps_its_words_without_pydantics_prefix() -> None:
+    from service.batches.schemas import BatchCreate
+
+    with pytest.raises(ValidationError) as info:
+        BatchCreate.model_validate({"input_file_id": "file-1", "endpoint": "/v1/embeddings",
+                                    "completion_window": "24h"})
+    problem = describe(info.value.errors())
+    assert problem.param == "endpoint" and problem.code == "invalid_value"
+    assert problem.message.startswith("Invalid value for 'endpoint': endpoint must be one of")
