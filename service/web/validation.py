@@ -95,6 +95,9 @@ def _one(error: dict[str, Any], param: str | None, siblings: list[dict[str, Any]
     ctx = error.get("ctx") or {}
     given = error.get("input")
     name = f"'{param}'" if param else "the request body"
+    if kind == "missing" and param is None:  # no body at all
+        return Problem("The request has no body. The API expects a JSON object.", None,
+                       "invalid_json")
     if kind == "missing":
         return Problem(f"Missing required parameter: {name}.", param,
                        "missing_required_parameter")

@@ -94,3 +94,14 @@ def test_a_plain_value_error_keeps_its_words_without_pydantics_prefix() -> None:
     problem = describe(info.value.errors())
     assert problem.param == "endpoint" and problem.code == "invalid_value"
     assert problem.message.startswith("Invalid value for 'endpoint': endpoint must be one of")
+
+
+def test_a_missing_or_non_object_body_says_what_it_expects() -> None:
+    empty = describe([{"type": "missing", "loc": ("body",), "msg": "Field required",
+                       "input": None}])
+    assert (empty.param, empty.code) == (None, "invalid_json")
+    assert empty.message == "The request has no body. The API expects a JSON object."
+    array = describe([{"type": "model_attributes_type", "loc": ("body",), "input": [1],
+                       "msg": "Input should be a valid dictionary or object"}])
+    assert array.message == ("Invalid type for the request body: expected an object, but got "
+                             "an array instead.")
