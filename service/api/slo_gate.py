@@ -15,13 +15,14 @@ first token on an idle pool can never be met, whatever the load, so retrying is 
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict, deque
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from scheduler.outlook import RealtimeOutlook, door_refusal
+from scheduler.outlook import RealtimeOutlook, alone_ttft, door_refusal
 from service.store.heartbeats import decode_outlook
 from service.store.keys import outlook_key
 from service.web.errors import APIError
