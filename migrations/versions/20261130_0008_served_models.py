@@ -1,6 +1,6 @@
 """served_models: when each model was first offered (the `created` time of /v1/models).
 
-Revision ID: apidiff_0001
+Revision ID: 0008
 Revises: 0007
 Create Date: 2026-11-30
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "apidiff_0001"
+revision = "0008"
 down_revision = "0007"
 branch_labels = None
 depends_on = None
