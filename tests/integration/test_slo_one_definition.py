@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.integration._scrape import api_url, scheduler_url, scrape, total
-from tests.support.admin import Admin
+from tests.support.admin import NO_LIMITS, Admin
 from tests.support.stack import Stack, wait_until
 
 MODEL = "sim-model"
@@ -28,7 +28,7 @@ def test_live_view_and_metrics_agree_per_kind(sim_stack: Stack, admin: Admin):
     tier = f"slo{uuid.uuid4().hex[:6]}"
     admin.ok("PUT", f"/admin/tiers/{tier}", json={
         "weight": 1, "allowed_service_tiers": ["auto", "default"], "ttft_slo_ms": 60_000,
-        "tpot_slo_ms": 1, "quotas": {}})
+        "tpot_slo_ms": 1, "quotas": NO_LIMITS})
     name = f"slo-{uuid.uuid4().hex[:8]}"
     tid, key = admin.create_tenant(name, tier)
     tokens = []
