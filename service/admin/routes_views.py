@@ -21,6 +21,7 @@ from service.batches.service import batch_view, cancel_batch, live_counts
 from service.store.models.batches import Batch, BatchStatus, parse_batch_id
 from service.store.models.tenants import Tenant
 from service.store.telemetry import refusals
+from service.usage.by_key import key_series, key_totals
 from service.usage.series import daily_series
 from service.web.deps import AdminDep, SessionDep, require_admin
 from service.web.errors import APIError
@@ -75,12 +76,32 @@ async def recent_refusals(session: SessionDep,
 @router.get("/usage/series")
 async def usage_series(session: SessionDep, tenant_id: str | None = None,
                        days: int = Query(default=30, ge=1, le=366),
-                       group_by: Literal["model", "job_class", "tenant"] = "model"
+                       group_by: Literal["model", "job_class", "tenant", "key"] = "model"
                        ) -> dict[str, Any]:
+    """Per UTC day. By model, class or tenant from the usage table; by key (one tenant) from
+    the jobs, which record their key (batch lines have none)."""
     until = dt.datetime.now(dt.UTC).date()
-    return await daily_series(session, tenant_id=_uuid(tenant_id, "tenant_id"),
-                              since=until - dt.timedelta(days=days - 1), until=until,
+    since = until - dt.timedelta(days=days - 1)
+    tid = _uuid(tenant_id, "tenant_id")
+    if group_by == "key":
+        if tid is None:
+            raise APIError(400, "group_by=key needs a tenant_id.", code="invalid_value",
+                           param="tenant_id")
+        return await key_series(session, tenant_id=tid, since=since, until=until)
+    return await daily_series(session, tenant_id=tid, since=since, until=until,
                               group_by=group_by)
+
+
+@router.get("/usage/keys")
+async def usage_by_key(session: SessionDep, tenant_id: str,
+                       days: int = Query(default=30, ge=1, le=366)) -> dict[str, Any]:
+    """One tenant's finished requests and tokens per API key over the last `days` UTC days."""
+    tid = _uuid(tenant_id, "tenant_id")
+    if tid is None:
+        raise APIError(400, "tenant_id is required.", code="invalid_value", param="tenant_id")
+    since = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=days - 1)
+    return {"object": "list", "since": since.isoformat(),
+            "data": await key_totals(session, tenant_id=tid, since=since)}
 
 
 @router.get("/batches")
