@@ -11,9 +11,9 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-_SERIES = text("""
+_DONE = """
 WITH done AS (
-  SELECT floor(extract(epoch FROM j.finished_at) / :bucket) * :bucket AS bucket,
+  SELECT t.tier, floor(extract(epoch FROM j.finished_at) / :bucket) * :bucket AS bucket,
          extract(epoch FROM j.first_token_at - j.created_at) * 1000 AS ttft_ms,
          CASE WHEN j.completion_tokens > 1 THEN
            extract(epoch FROM j.finished_at - j.first_token_at) * 1000
@@ -23,6 +23,9 @@ WITH done AS (
   WHERE j.kind = 'realtime' AND j.status = 'succeeded' AND j.first_token_at IS NOT NULL
     AND j.finished_at >= now() - make_interval(secs => :window)
 )
+"""
+
+_SERIES = text(_DONE + """
 SELECT bucket, count(*) AS n,
        count(*) FILTER (WHERE ttft_ms <= ttft_slo_ms) AS ttft_met,
        count(*) FILTER (WHERE tpot_ms IS NULL OR tpot_ms <= tpot_slo_ms) AS tpot_met,
@@ -33,7 +36,10 @@ SELECT bucket, count(*) AS n,
 FROM done GROUP BY bucket ORDER BY bucket
 """)
 
-_TARGETS = text("SELECT name, ttft_slo_ms, tpot_slo_ms FROM tiers ORDER BY name")
+# The targets of the tiers that had requests in the window: the lines worth drawing.
+_TARGETS = text(_DONE + """
+SELECT DISTINCT tier AS name, ttft_slo_ms, tpot_slo_ms FROM done ORDER BY name
+""")
 
 _PREEMPTIONS = text("""
 SELECT count(*) AS jobs, coalesce(sum(preemptions), 0) AS preemptions,
@@ -50,7 +56,8 @@ async def slo_series(session: AsyncSession, *, window_s: float, bucket_s: float
                      ) -> dict[str, Any]:
     rows = (await session.execute(_SERIES, {"window": window_s, "bucket": bucket_s})
             ).mappings().all()
-    targets = (await session.execute(_TARGETS)).mappings().all()
+    targets = (await session.execute(_TARGETS, {"window": window_s, "bucket": bucket_s})
+               ).mappings().all()
     buckets = [{"t": int(r["bucket"]), "requests": r["n"], "ttft_met": r["ttft_met"],
                 "tpot_met": r["tpot_met"],
                 "ttft_attainment": _ratio(r["ttft_met"], r["n"]),

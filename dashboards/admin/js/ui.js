@@ -1,13 +1,19 @@
 // Small shared pieces: states (loading, error, empty, stale), paging, the confirmation
 // dialog, notices, form fields with their error, and formatting.
 import { html, useEffect, useRef, useState } from "./lib.js";
-import { ApiDown } from "./api.js";
+import { ApiDown, ApiError } from "./api.js";
 
 export const fmt = (v) => (v === null || v === undefined ? "—" :
   typeof v === "number" ? Math.round(v).toLocaleString("en-US") : String(v));
 export const pct = (v) => (v === null || v === undefined ? "—" : `${(v * 100).toFixed(1)}%`);
-export const when = (iso) => (iso ? new Date(iso).toLocaleString("en-GB",
-  { dateStyle: "medium", timeStyle: "short" }) : "—");
+// "30 Nov, 13:53" this year, "30 Nov 2025, 13:53" before.
+export const when = (iso) => {
+  if (!iso) return "—";
+  const d = new Date(iso);
+  const year = d.getFullYear() === new Date().getFullYear() ? undefined : "numeric";
+  return d.toLocaleString("en-GB", { day: "numeric", month: "short", year, hour: "2-digit",
+    minute: "2-digit" });
+};
 export const clock = (d) => (d ? d.toLocaleTimeString("en-GB") : "—");
 
 export function Loading({ what = "Loading" }) {
@@ -117,13 +123,15 @@ export function Notices() {
     ${items.map((n) => html`<p key=${n.id} class=${`notice ${n.kind}`}>${n.text}</p>`)}</div>`;
 }
 
-// Run an action with its error shown as a notice (never an unhandled rejection).
-export async function attempt(fn, okText) {
+// Run an action with its error shown as a notice (never an unhandled rejection). A form
+// passes inForm: its 400s are shown next to their fields instead.
+export async function attempt(fn, okText, { inForm = false } = {}) {
   try {
     const out = await fn();
     if (okText) notify(okText);
     return { ok: true, out };
   } catch (err) {
+    if (inForm && err instanceof ApiError && err.status === 400) return { ok: false, err };
     notify(err instanceof ApiDown ? "Not done: the admin API is unreachable." : err.message, "error");
     return { ok: false, err };
   }

@@ -72,8 +72,15 @@ function Queues({ queues }) {
   </section>`;
 }
 
+// Short durations for an axis: 850 -> "850 ms", 1500 -> "1.5 s".
+const msAxis = (v) => (v == null ? "" : v >= 1000 ? `${+(v / 1000).toFixed(1)} s` : `${Math.round(v)} ms`);
+
 function Slo({ slo, live }) {
-  const x = slo.buckets.map((b) => b.t);
+  // The period's two ends join the buckets, so the target lines cross the whole chart.
+  const now = Math.floor(Date.now() / 1000);
+  const from = now - slo.window_s;
+  const x = [from, ...slo.buckets.map((b) => b.t), now];
+  const col = (key) => [null, ...slo.buckets.map((b) => b[key]), null];
   const targets = (key) => slo.targets.map((t) => ({ label: `${t.tier} target`, target: true,
     values: x.map(() => t[key]) }));
   const combined = live.slo && live.slo.attainment;
@@ -84,21 +91,22 @@ function Slo({ slo, live }) {
       <${Stat} label="TPOT met" value=${pct(slo.tpot_attainment)} />
       <${Stat} label="Both met" value=${pct(combined)} sub="TTFT and TPOT" />
     </div>
-    <${Chart} title="Attainment per interval" x=${x} yRange=${[0, 1]}
+    <${Chart} title="Attainment per interval" x=${x} xRange=${[from, now]} yRange=${[0, 1.02]}
       yFormat=${(v) => (v == null ? "—" : `${Math.round(v * 100)}%`)}
+      yAxis=${(v) => `${Math.round(v * 100)}%`}
       empty="No finished realtime requests in this period."
-      series=${[{ label: "TTFT met", values: slo.buckets.map((b) => b.ttft_attainment) },
-        { label: "TPOT met", values: slo.buckets.map((b) => b.tpot_attainment) }]} />
+      series=${[{ label: "TTFT met", values: col("ttft_attainment") },
+        { label: "TPOT met", values: col("tpot_attainment") }]} />
     <div class="grid2">
-      <${Chart} title="Time to first token (p50, p99) and tier targets" x=${x} yFormat=${ms}
-        empty="No finished realtime requests in this period."
-        series=${[{ label: "TTFT p50", values: slo.buckets.map((b) => b.ttft_p50_ms) },
-          { label: "TTFT p99", values: slo.buckets.map((b) => b.ttft_p99_ms) },
+      <${Chart} title="Time to first token (p50, p99) and tier targets" x=${x} xRange=${[from, now]}
+        yFormat=${ms} yAxis=${msAxis} empty="No finished realtime requests in this period."
+        series=${[{ label: "TTFT p50", values: col("ttft_p50_ms") },
+          { label: "TTFT p99", values: col("ttft_p99_ms") },
           ...targets("ttft_slo_ms")]} />
-      <${Chart} title="Time per output token (p50, p99) and tier targets" x=${x} yFormat=${ms}
-        empty="No finished realtime requests in this period."
-        series=${[{ label: "TPOT p50", values: slo.buckets.map((b) => b.tpot_p50_ms) },
-          { label: "TPOT p99", values: slo.buckets.map((b) => b.tpot_p99_ms) },
+      <${Chart} title="Time per output token (p50, p99) and tier targets" x=${x} xRange=${[from, now]}
+        yFormat=${ms} yAxis=${msAxis} empty="No finished realtime requests in this period."
+        series=${[{ label: "TPOT p50", values: col("tpot_p50_ms") },
+          { label: "TPOT p99", values: col("tpot_p99_ms") },
           ...targets("tpot_slo_ms")]} />
     </div>
   </section>`;

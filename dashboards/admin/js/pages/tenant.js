@@ -3,7 +3,7 @@
 import { html, useState } from "../lib.js";
 import { ApiError, api, qs } from "../api.js";
 import { href, navigate, useResource } from "../hooks.js";
-import { Chart, daySeconds } from "../chart.js";
+import { Chart, dayRange, daySeconds } from "../chart.js";
 import { Empty, Field, Loaded, attempt, confirmAction, fmt, serverErrors, when } from "../ui.js";
 import { QUOTA_FIELDS, checkQuota } from "../quotas.js";
 
@@ -47,10 +47,10 @@ function Header({ tenant, tiers, reload }) {
       <span class=${`badge ${tenant.suspended ? "bad" : "good"}`} id="tenant-status">
         ${tenant.suspended ? "suspended" : "active"}</span>
     </div>
-    <p class="muted">Created ${when(tenant.created_at)} · weight ${tenant.weight}
-      ${tenant.suspended ? ` · suspended ${when(tenant.suspended_at)}` : ""} ·
-      <a href=${href("audit", { target: tenant.id })}>audit</a> ·
-      <a href=${href("batches", { tenant: tenant.id })}>batches</a></p>
+    <p class="muted">${`Created ${when(tenant.created_at)} · weight ${tenant.weight}`}${
+      tenant.suspended ? ` · suspended ${when(tenant.suspended_at)}` : ""}${" · "}<a
+      href=${href("audit", { target: tenant.id })}>audit</a>${" · "}<a
+      href=${href("batches", { tenant: tenant.id })}>batches</a></p>
     <div class="actions">
       <label class="inline">Tier <select id="tenant-tier" value=${tier} onChange=${(e) => setTier(e.target.value)}>
         ${tiers.map((t) => html`<option value=${t.name}>${t.name}</option>`)}</select></label>
@@ -86,7 +86,7 @@ function QuotaForm({ q, tenantId, reload }) {
     setErrors(found);
     if (Object.keys(found).length) return;
     const r = await attempt(() => api("PUT", `/admin/tenants/${tenantId}/quotas`, { overrides }),
-      "Quotas saved");
+      "Quotas saved", { inForm: true });
     if (r.ok) reload();
     else if (r.err instanceof ApiError) setErrors(serverErrors(r.err, QUOTA_FIELDS.map(([f]) => f)));
   };
@@ -151,7 +151,7 @@ function Keys({ tenant }) {
     setErrors(found);
     if (Object.keys(found).length) return;
     const r = await attempt(() => api("POST", `/admin/tenants/${tenant.id}/keys`,
-      { name: name.trim(), expires_at: expiresAt }), `Key ${name.trim()} issued`);
+      { name: name.trim(), expires_at: expiresAt }), `Key ${name.trim()} issued`, { inForm: true });
     if (r.ok) { setSecret(r.out.key); setName(""); setExpires(""); res.reload(); }
     else if (r.err instanceof ApiError) setErrors(serverErrors(r.err, ["name", "expires_at"]));
   };
@@ -211,13 +211,12 @@ export function UsageCharts({ tenantId, title = "Usage" }) {
       const x = u.days.map(daySeconds);
       const by = (metric) => u.series.map((s) => ({ label: s.label || s.key, values: s[metric] }));
       const none = `No usage in the last ${days} days.`;
-      return html`<p class="muted" id="usage-totals">${fmt(u.totals.requests)} requests,
-          ${fmt(u.totals.prompt_tokens)} tokens in, ${fmt(u.totals.completion_tokens)} tokens out
-          (UTC days).</p>
+      const xr = dayRange(u.days);
+      return html`<p class="muted" id="usage-totals">${`${fmt(u.totals.requests)} requests, ${fmt(u.totals.prompt_tokens)} tokens in, ${fmt(u.totals.completion_tokens)} tokens out (UTC days).`}</p>
         <div class="grid3" id="usage-charts">
-          <${Chart} title="Requests per day" x=${x} series=${by("requests")} empty=${none} bars=${true} />
-          <${Chart} title="Tokens in (prompt) per day" x=${x} series=${by("prompt_tokens")} empty=${none} bars=${true} />
-          <${Chart} title="Tokens out (completion) per day" x=${x} series=${by("completion_tokens")} empty=${none} bars=${true} />
+          <${Chart} title="Requests per day" x=${x} xRange=${xr} series=${by("requests")} empty=${none} bars=${true} />
+          <${Chart} title="Tokens in (prompt) per day" x=${x} xRange=${xr} series=${by("prompt_tokens")} empty=${none} bars=${true} />
+          <${Chart} title="Tokens out (completion) per day" x=${x} xRange=${xr} series=${by("completion_tokens")} empty=${none} bars=${true} />
         </div>`;
     }}</${Loaded}>
   </section>`;
@@ -232,10 +231,8 @@ export function Tenant({ id, tiers }) {
     <p class="crumbs"><a href="#/tenants">Tenants</a> ›</p>
     <${Loaded} res=${res} what="the tenant">${(t) => html`
       <${Header} key=${`${t.tier}-${t.suspended}`} tenant=${t} tiers=${tiers} reload=${res.reload} />
-      <div class="grid2">
-        <${Quotas} tenantId=${t.id} />
-        <${Keys} tenant=${t} />
-      </div>
+      <${Keys} tenant=${t} />
+      <${Quotas} tenantId=${t.id} />
       <${UsageCharts} tenantId=${t.id} />`}</${Loaded}>
   </div>`;
 }

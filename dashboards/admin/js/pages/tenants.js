@@ -18,7 +18,7 @@ function CreateTenant({ tiers }) {
       return;
     }
     const r = await attempt(() => api("POST", "/admin/tenants", { name, tier }),
-      `Tenant ${name} created`);
+      `Tenant ${name} created`, { inForm: true });
     if (r.ok) {
       stashNewKey(r.out.id, r.out.key);
       navigate(`tenants/${r.out.id}`);

@@ -57,7 +57,8 @@ function TierForm({ tier, tenants, reload }) {
           ${reweights ? html` <strong>their fair-share weight goes from ${tier.weight} to ${body.weight}</strong>,` : ""}
           their SLO targets, allowed service tiers and default quotas are what this form says.</p>` })) return;
     }
-    const r = await attempt(() => api("PUT", `/admin/tiers/${encodeURIComponent(name)}`, body), `Tier ${name} saved`);
+    const r = await attempt(() => api("PUT", `/admin/tiers/${encodeURIComponent(name)}`, body), `Tier ${name} saved`,
+      { inForm: true });
     if (r.ok) { if (isNew) setForm(toForm(null)); reload(); }
     else if (r.err instanceof ApiError) setErrors(serverErrors(r.err, FIELDS));
   };
