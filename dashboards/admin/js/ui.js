@@ -38,7 +38,7 @@ export function ErrorNote({ error, retry }) {
 export function Loaded({ res, what, children }) {
   if (res.data === null && res.loading) return html`<${Loading} what=${`Loading ${what}`} />`;
   if (res.data === null) return html`<${ErrorNote} error=${res.error} retry=${res.reload} />`;
-  return html`<div class=${res.stale ? "stale" : ""} aria-busy=${res.loading ? "true" : "false"}>
+  return html`<div class=${res.stale ? "loaded stale" : "loaded"} aria-busy=${res.loading ? "true" : "false"}>
     ${res.stale && html`<p class="stale-note">Not live: last updated ${clock(res.at)}.</p>`}
     ${!res.stale && res.error && html`<${ErrorNote} error=${res.error} retry=${res.reload} />`}
     ${children(res.data)}</div>`;
