@@ -76,7 +76,7 @@ function TierForm({ tier, tenants, reload }) {
       <span class="muted">${fmt(tenants)} tenant${tenants === 1 ? "" : "s"}</span>`}</div>
     <div class="form-grid">
       ${isNew && input("name", "Name")}
-      ${input("weight", "Fair-share weight", "relative share of the GPUs")}
+      ${input("weight", "Fair-share weight")}
       ${input("ttft_slo_ms", "TTFT target (ms)")}
       ${input("tpot_slo_ms", "TPOT target (ms)")}
     </div>
