@@ -17,7 +17,8 @@ export function Chart({ title, x, series, yLabel, yFormat, yAxis, height = 220, 
   xRange, bars }) {
   const box = useRef(null);
   const plot = useRef(null);
-  const hasData = x.length > 0 && series.some((s) => !s.target && s.values.some((v) => v));
+  // Something measured (0 counts: an interval with 0% attainment is data), not only targets.
+  const hasData = x.length > 0 && series.some((s) => !s.target && s.values.some((v) => v != null));
 
   useEffect(() => {
     if (!hasData || !box.current) return undefined;
