@@ -35,7 +35,8 @@ export function Audit({ params }) {
         <input type="search" id="audit-actor" placeholder="Actor (e.g. admin:dashboard)" value=${draftActor}
           aria-label="Actor" onInput=${(e) => setDraftActor(e.target.value)} />
         <button type="submit">Filter</button>
-        ${target && html`<span class="chip">one target <a href=${href("audit", { action, actor })} aria-label="all targets">×</a></span>`}
+        ${target && html`<span class="chip">${(res.data && res.data.data[0] && res.data.data[0].target_name) || "one target"}
+          <a href=${href("audit", { action, actor })} aria-label="all targets">×</a></span>`}
       </form>
       <${Loaded} res=${res} what="the audit log">${(d) => (d.data.length === 0
         ? html`<${Empty}>No audit entries${action || actor || target ? " match these filters" : " yet"}.</${Empty}>`
