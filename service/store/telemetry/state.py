@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from service.store.settings import MetricsSettings
 from service.store.telemetry import metrics as m
-from service.store.telemetry import refusals
-from service.store.telemetry import tenant_directory
+from service.store.telemetry import refusals, tenant_directory
 from service.store.telemetry.labels import tenant_label
 from service.store.telemetry.slo import SloWindows
 

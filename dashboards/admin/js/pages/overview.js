@@ -75,7 +75,7 @@ function Queues({ queues }) {
 // Short durations for an axis: 850 -> "850 ms", 1500 -> "1.5 s".
 const msAxis = (v) => (v == null ? "" : v >= 1000 ? `${+(v / 1000).toFixed(1)} s` : `${Math.round(v)} ms`);
 
-function Slo({ slo, live }) {
+function Slo({ slo }) {
   // The period's two ends join the buckets, so the target lines cross the whole chart.
   const now = Math.floor(Date.now() / 1000);
   const from = now - slo.window_s;
@@ -83,7 +83,7 @@ function Slo({ slo, live }) {
   const col = (key) => [null, ...slo.buckets.map((b) => b[key]), null];
   const targets = (key) => slo.targets.map((t) => ({ label: `${t.tier} target`, target: true,
     values: x.map(() => t[key]) }));
-  const combined = live.slo && live.slo.attainment;
+  const combined = slo.both_attainment;
   return html`<section class="card" aria-labelledby="slo-h">
     <h2 id="slo-h">SLO attainment</h2>
     <div class="stats">
@@ -96,7 +96,8 @@ function Slo({ slo, live }) {
       yAxis=${(v) => `${Math.round(v * 100)}%`}
       empty="No finished realtime requests in this period."
       series=${[{ label: "TTFT met", values: col("ttft_attainment") },
-        { label: "TPOT met", values: col("tpot_attainment") }]} />
+        { label: "TPOT met", values: col("tpot_attainment") },
+        { label: "both met", values: col("both_attainment") }]} />
     <div class="grid2">
       <${Chart} title="Time to first token (p50, p99) and tier targets" x=${x} xRange=${[from, now]}
         yFormat=${ms} yAxis=${msAxis} empty="No finished realtime requests in this period."
@@ -133,7 +134,7 @@ function Refusals({ refusals, preemptions }) {
 
 export function Overview() {
   const [win, setWin] = useState(1);
-  const [windowS, bucketS, label] = WINDOWS[win];
+  const [windowS, bucketS] = WINDOWS[win];
   const res = useResource(() => loadOverview(windowS, bucketS), [windowS], { pollMs: 5000 });
   return html`<div class="page" id="page-overview">
     <div class="page-head"><h1>Overview</h1>
@@ -147,7 +148,7 @@ export function Overview() {
         <${Refusals} refusals=${d.refusals} preemptions=${d.slo.preemptions} />
       </div>
       <${Queues} queues=${d.queues} />
-      <${Slo} slo=${d.slo} live=${d.live} label=${label} />`}
+      <${Slo} slo=${d.slo} />`}
     </${Loaded}>
   </div>`;
 }
