@@ -313,7 +313,7 @@ def test_quota_form_validates_and_shows_server_errors(
     page.fill("#f-requests_per_minute", "-3")
     page.fill("#f-monthly_alert_percent", "150")
     page.click("#save-quotas")
-    expect(page.locator("#err-requests_per_minute")).to_have_text("A whole number, or none.")
+    expect(page.locator("#err-requests_per_minute")).to_have_text("A whole number, or unlimited.")
     expect(page.locator("#err-monthly_alert_percent")).to_have_text("Between 1 and 100.")
     assert puts == []  # nothing sent while the page's own check fails
     s.shot("quota-invalid")
@@ -413,7 +413,10 @@ def test_tier_save_confirms_reweighting(session: Callable[..., Session], world: 
     admin = world["admin"]
     tier = f"t{uuid.uuid4().hex[:6]}"
     body = {"weight": 1.5, "allowed_service_tiers": ["auto", "default"], "ttft_slo_ms": 900,
-            "tpot_slo_ms": 90, "quotas": {"requests_per_minute": 100}}
+            "tpot_slo_ms": 90,
+            "quotas": {"requests_per_minute": 100, "tokens_per_minute": "unlimited",
+                       "concurrent_requests": "unlimited", "batch_enqueued_tokens": "unlimited",
+                       "monthly_tokens": "unlimited", "monthly_alert_percent": 80}}
     admin.ok("PUT", f"/admin/tiers/{tier}", json=body)
     tid, _ = admin.create_tenant(f"tier-{uuid.uuid4().hex[:6]}", tier)
     s = session(width)

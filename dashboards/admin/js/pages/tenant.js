@@ -5,7 +5,7 @@ import { ApiError, api, qs } from "../api.js";
 import { href, navigate, useResource } from "../hooks.js";
 import { Chart, dayRange, daySeconds } from "../chart.js";
 import { Empty, Field, Loaded, attempt, confirmAction, fmt, serverErrors, when } from "../ui.js";
-import { QUOTA_FIELDS, checkQuota } from "../quotas.js";
+import { QUOTA_FIELDS, checkQuota, showQuota } from "../quotas.js";
 
 // A tenant created from the list arrives with its first key: shown here once, then dropped.
 const newKeys = new Map();
@@ -71,7 +71,7 @@ function Quotas({ tenantId }) {
 
 function QuotaForm({ q, tenantId, reload }) {
   const initial = Object.fromEntries(QUOTA_FIELDS.map(([f]) => [f,
-    !(f in q.overrides) ? "" : q.overrides[f] === null ? "none" : String(q.overrides[f])]));
+    f in q.overrides && q.overrides[f] !== null ? String(q.overrides[f]) : ""]));
   const [values, setValues] = useState(initial);
   const [errors, setErrors] = useState({});
   const save = async (e) => {
@@ -91,18 +91,18 @@ function QuotaForm({ q, tenantId, reload }) {
     else if (r.err instanceof ApiError) setErrors(serverErrors(r.err, QUOTA_FIELDS.map(([f]) => f)));
   };
   return html`<form id="quota-form" onSubmit=${save} noValidate>
-    <p class="hint">Empty inherits the tier default; <code>none</code> lifts the limit.</p>
+    <p class="hint">Empty inherits the tier default; <code>unlimited</code> lifts the limit.</p>
     <div class="table-wrap"><table id="quota-table">
       <thead><tr><th>Limit</th><th>Tier default</th><th>Override</th><th>Effective</th></tr></thead>
       <tbody>${QUOTA_FIELDS.map(([f, label]) => html`<tr key=${f}>
-        <td>${label}</td><td>${q.tier_defaults[f] === null ? "none" : fmt(q.tier_defaults[f])}</td>
+        <td>${label}</td><td>${showQuota(q.tier_defaults[f])}</td>
         <td><${Field} label="" name=${f} error=${errors[f]}>
           <input id=${`f-${f}`} name=${f} inputmode="numeric" placeholder="inherit" value=${values[f]}
             aria-label=${`${label} override`} aria-invalid=${!!errors[f]}
             aria-describedby=${errors[f] ? `err-${f}` : undefined}
             onInput=${(e) => { setValues({ ...values, [f]: e.target.value }); setErrors({ ...errors, [f]: undefined }); }} />
         </${Field}></td>
-        <td>${q.effective[f] === null || q.effective[f] === undefined ? "none" : fmt(q.effective[f])}</td>
+        <td>${showQuota(q.effective[f])}</td>
       </tr>`)}</tbody></table></div>
     ${errors._form && html`<p class="field-error" role="alert">${errors._form}</p>`}
     <button type="submit" id="save-quotas" class="primary">Save quotas</button>

@@ -14,8 +14,8 @@ function toForm(t) {
   return { name: t ? t.name : "", weight: t ? String(t.weight) : "1",
     ttft_slo_ms: t ? String(t.ttft_slo_ms) : "1000", tpot_slo_ms: t ? String(t.tpot_slo_ms) : "100",
     allowed: t ? [...t.allowed_service_tiers] : ["auto", "default"],
-    quotas: Object.fromEntries(QUOTA_FIELDS.map(([f]) => [f,
-      !t || t.quotas[f] === null || t.quotas[f] === undefined ? "none" : String(t.quotas[f])])) };
+    quotas: Object.fromEntries(QUOTA_FIELDS.map(([f]) => [f, t && t.quotas[f] != null
+      ? String(t.quotas[f]) : f === "monthly_alert_percent" ? "80" : "unlimited"])) };
 }
 
 function check(form, isNew) {
@@ -31,8 +31,10 @@ function check(form, isNew) {
   if (!form.allowed.length) errors.allowed_service_tiers = "Allow at least one.";
   const quotas = {};
   for (const [f] of QUOTA_FIELDS) {
-    const c = checkQuota(f, form.quotas[f] === "" ? "none" : form.quotas[f]);
-    if (c.error) errors[f] = c.error; else quotas[f] = c.value;
+    const c = checkQuota(f, form.quotas[f]);
+    if (c.error) errors[f] = c.error;
+    else if (c.set) quotas[f] = c.value;
+    else if (f !== "monthly_alert_percent") errors[f] = "A whole number, or unlimited.";
   }
   return { errors, body: { weight: w, ttft_slo_ms: num(form.ttft_slo_ms), tpot_slo_ms: num(form.tpot_slo_ms),
     allowed_service_tiers: SERVICE_TIERS.filter((s) => form.allowed.includes(s)), quotas } };
@@ -85,7 +87,7 @@ function TierForm({ tier, tenants, reload }) {
         onChange=${(e) => set("allowed", e.target.checked ? [...form.allowed, s] : form.allowed.filter((x) => x !== s))} /> ${s}</label>`)}
       ${errors.allowed_service_tiers && html`<small class="field-error" role="alert">${errors.allowed_service_tiers}</small>`}
     </fieldset>
-    <fieldset><legend>Default quotas (<code>none</code> = no limit)</legend><div class="form-grid">
+    <fieldset><legend>Default quotas (<code>unlimited</code> = no limit)</legend><div class="form-grid">
       ${QUOTA_FIELDS.map(([f, label]) => html`<${Field} label=${label} name=${`${name}-${f}`} error=${errors[f]}>
         <input id=${`f-${name}-${f}`} name=${f} inputmode="numeric" value=${form.quotas[f]} aria-invalid=${!!errors[f]}
           onInput=${(e) => setQuota(f, e.target.value)} /></${Field}>`)}
