@@ -178,10 +178,10 @@ function Keys({ tenant }) {
     <${Loaded} res=${res} what="keys">${(keys) => (keys.length === 0
       ? html`<${Empty}>No keys: issue one above.</${Empty}>`
       : html`<div class="table-wrap"><table id="keys">
-        <thead><tr><th>Name</th><th>Key</th><th>Created</th><th>Last used</th><th>Expires</th>
-          <th>Status</th><th>Requests (30 d)</th><th>Tokens in / out</th><th></th></tr></thead>
+        <thead><tr><th>Name</th><th>Key</th><th class="wide-only">Created</th><th>Last used</th><th>Expires</th>
+          <th>Status</th><th>Requests (30 d)</th><th>Tokens in / out</th><th><span class="sr-only">Actions</span></th></tr></thead>
         <tbody>${keys.map((k) => { const [s, tone] = status(k); return html`<tr key=${k.id} data-key=${k.name}>
-          <td>${k.name}</td><td><code>${k.prefix}…</code></td><td>${when(k.created_at)}</td>
+          <td>${k.name}</td><td><code>${k.prefix}…</code></td><td class="wide-only">${when(k.created_at)}</td>
           <td>${when(k.last_used_at)}</td><td>${k.expires_at ? when(k.expires_at) : "never"}</td>
           <td><span class=${`badge ${tone}`}>${s}</span></td>
           <td>${fmt(k.usage ? k.usage.requests : 0)}</td>
