@@ -1,7 +1,7 @@
 """Jobs remember the API key that sent them (per-key usage in the admin dashboard).
 
 Revision ID: dashboard_0001
-Revises: 0007
+Revises: 0008
 Create Date: 2026-11-30
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "dashboard_0001"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
