@@ -43,6 +43,13 @@ async def live_state(session: SessionDep, redis: RedisDep,
 
 @router.get("/audit")
 async def audit_log(session: SessionDep, limit: int = Query(default=100, ge=1, le=1000),
-                    target_id: str | None = None) -> dict[str, Any]:
-    return {"object": "list",
-            "data": await audit.recent(session, limit=limit, target_id=target_id)}
+                    offset: int = Query(default=0, ge=0, le=10_000_000),
+                    target_id: str | None = Query(default=None, max_length=64),
+                    action: str | None = Query(default=None, max_length=64),
+                    actor: str | None = Query(default=None, max_length=128)) -> dict[str, Any]:
+    """Newest first. `action` and `actor` match a prefix ("tenant." is every tenant action);
+    each entry names its tenant (`target_name`) and key (`key_name`) where it has one."""
+    filters = {"target_id": target_id, "action": action, "actor": actor}
+    return {"object": "list", "total": await audit.count(session, **filters),
+            "limit": limit, "offset": offset,
+            "data": await audit.recent(session, limit=limit, offset=offset, **filters)}

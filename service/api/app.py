@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 
 from service.admin.routes import router as admin_router
 from service.admin.routes_state import router as admin_state_router
+from service.admin.routes_views import router as admin_views_router
 from service.admin.ui import router as admin_ui_router
 from service.admin.webhook_routes import router as admin_webhooks_router
 from service.api.body_limit import BodyLimit
@@ -83,7 +84,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(openai_router)
     app.include_router(model_router)
-    for router in (admin_router, admin_state_router, admin_ui_router, admin_webhooks_router):
+    for router in (admin_router, admin_state_router, admin_ui_router, admin_webhooks_router,
+                   admin_views_router):
         app.include_router(router)
     app.include_router(files_router)
     app.include_router(batches_router)

@@ -96,7 +96,8 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
     job = await admission.guard(create_job(
         session, tenant_id=tenant.id, endpoint="chat.completions" if chat else "completions",
         model=body.model, request=payload,
-        stream=body.stream, max_tokens=max_tokens, classification=classification))
+        stream=body.stream, max_tokens=max_tokens, classification=classification,
+        api_key_id=getattr(request.state, "api_key_id", None)))
     builder = ShapeBuilder(chat=chat, public_id=("chatcmpl-" if chat else "cmpl-") + job.id.hex,
                            created=int(now.timestamp()), model=body.model,
                            service_tier=classification.service_tier)

@@ -33,6 +33,7 @@ async def create_job(
     stream: bool,
     max_tokens: int,
     classification: Classification,
+    api_key_id: uuid.UUID | None = None,
 ) -> Job:
     """Insert a queued job and wake the dispatcher, committed before the caller answers.
 
@@ -49,6 +50,7 @@ async def create_job(
         stream=stream,
         max_tokens=max_tokens,
         deadline_at=classification.deadline_at,
+        api_key_id=api_key_id,
     )
     session.add(job)
     await session.flush()

@@ -52,6 +52,13 @@ class TenantSuspended(Exception):
 async def authenticate(session: AsyncSession, *, clear_key: str, secret: str) -> Tenant | None:
     """The tenant for a live key, or None (unknown, revoked or expired key). A live key of a
     suspended tenant raises TenantSuspended: its holder is told why, not that the key is bad."""
+    found = await authenticate_key(session, clear_key=clear_key, secret=secret)
+    return found[0] if found else None
+
+
+async def authenticate_key(session: AsyncSession, *, clear_key: str, secret: str
+                           ) -> tuple[Tenant, uuid.UUID] | None:
+    """The tenant and the key's id (jobs record it, for per-key usage), as `authenticate`."""
     now = dt.datetime.now(dt.UTC)
     row = (await session.execute(
         select(ApiKey, Tenant).join(Tenant, Tenant.id == ApiKey.tenant_id)
@@ -60,6 +67,7 @@ async def authenticate(session: AsyncSession, *, clear_key: str, secret: str) ->
     if row is None:
         return None
     key, tenant = row
+    key_id = key.id  # read before a commit below can expire the row
     if key.revoked_at is not None:
         return None
     if key.expires_at is not None and key.expires_at <= now:
@@ -68,6 +76,6 @@ async def authenticate(session: AsyncSession, *, clear_key: str, secret: str) ->
         raise TenantSuspended(tenant)
     # Coarse last-used stamp: one write a minute per key is plenty for an admin list.
     if key.last_used_at is None or now - key.last_used_at > dt.timedelta(minutes=1):
-        await session.execute(update(ApiKey).where(ApiKey.id == key.id).values(last_used_at=now))
+        await session.execute(update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=now))
         await session.commit()
-    return tenant
+    return tenant, key_id

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.store.models.tenants import Tenant
 from service.store.settings import Settings
 from service.store.storable import first_unstorable
-from service.tenants.service import TenantSuspended, authenticate
+from service.tenants.service import TenantSuspended, authenticate_key
 from service.web.errors import APIError
 
 
@@ -59,14 +59,15 @@ def _bearer(request: Request) -> str:
 
 async def current_tenant(request: Request, session: SessionDep, settings: SettingsDep) -> Tenant:
     try:
-        tenant = await authenticate(session, clear_key=_bearer(request),
-                                    secret=settings.secret_key)
+        found = await authenticate_key(session, clear_key=_bearer(request),
+                                       secret=settings.secret_key)
     except TenantSuspended as exc:
         raise APIError(403, "Your account is suspended: an administrator suspended this API "
                             "key's tenant. Contact your administrator to restore access.",
                        code="tenant_suspended", type_="permission_error") from exc
-    if tenant is None:
+    if found is None:
         raise APIError(401, "Incorrect API key provided.", code="invalid_api_key")
+    tenant, request.state.api_key_id = found  # jobs record their key (per-key usage)
     return tenant
 
 

@@ -57,6 +57,9 @@ class Job(Base):
     # Monotonic arrival order for the dispatcher's scans (uuid4 has none).
     seq: Mapped[int] = mapped_column(BigInteger, Identity(), unique=True)
     tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    # The key that sent it (per-key usage); None for batch lines and jobs from before.
+    api_key_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("api_keys.id", ondelete="SET NULL"))
     kind: Mapped[str] = mapped_column(String(16))  # JobKind
     service_tier: Mapped[str] = mapped_column(String(16))  # what the response echoes
     priority: Mapped[int] = mapped_column(Integer)  # lower runs first

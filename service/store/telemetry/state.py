@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from service.store.settings import MetricsSettings
 from service.store.telemetry import metrics as m
-from service.store.telemetry import tenant_directory
+from service.store.telemetry import refusals, tenant_directory
 from service.store.telemetry.labels import tenant_label
 from service.store.telemetry.slo import SloWindows
 
@@ -34,6 +34,7 @@ def configure(metrics: MetricsSettings, database_url: str | None = None) -> None
 
 def record_rejection(tenant: object, reason: str) -> None:
     """Count a refused job or batch by the machine-readable reason (the limit that refused)."""
+    refusals.note(tenant, reason)  # the admin dashboard's recent list, metrics on or off
     if enabled():
         m.REJECTIONS.labels(tenant_label(tenant), reason).inc()
 

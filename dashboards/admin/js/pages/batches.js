@@ -1,0 +1,53 @@
+// Batches of every tenant: status filter, progress, pages, cancel (confirmed).
+import { html } from "../lib.js";
+import { api, qs } from "../api.js";
+import { href, navigate, useResource } from "../hooks.js";
+import { Empty, Loaded, Pager, Progress, attempt, confirmAction, when } from "../ui.js";
+
+const LIMIT = 25;
+const STATUSES = ["open", "validating", "in_progress", "finalizing", "cancelling", "completed",
+  "failed", "expired", "cancelled"];
+const CANCELLABLE = new Set(["validating", "in_progress"]);
+
+export function Batches({ params }) {
+  const status = params.status || "";
+  const tenant = params.tenant || "";
+  const offset = Number(params.offset || 0);
+  const res = useResource(() => api("GET", `/admin/batches${qs({ status, tenant_id: tenant,
+    limit: LIMIT, offset })}`), [status, tenant, offset], { pollMs: 10000 });
+  const go = (next) => navigate("batches", { status, tenant, ...next });
+  const cancel = async (b) => {
+    if (!await confirmAction({ title: `Cancel batch for ${b.tenant}?`, action: "Cancel batch",
+      danger: true, body: html`<p><code>${b.id}</code>: its queued lines stop now, running lines
+        finish, and the tenant gets the partial results.</p>` })) return;
+    await attempt(() => api("POST", `/admin/batches/${b.id}/cancel`), "Batch cancelling");
+    res.reload();
+  };
+  return html`<div class="page" id="page-batches">
+    <div class="page-head"><h1>Batches</h1>
+      <label class="inline">Status <select id="batch-status" value=${status}
+          onChange=${(e) => go({ status: e.target.value, offset: 0 })}>
+        <option value="">All</option>
+        ${STATUSES.map((s) => html`<option value=${s}>${s.replace("_", " ")}</option>`)}</select></label>
+      ${tenant && html`<span class="chip">one tenant <a href=${href("batches", { status })} aria-label="show all tenants">×</a></span>`}
+    </div>
+    <section class="card">
+      <${Loaded} res=${res} what="batches">${(d) => (d.data.length === 0
+        ? html`<${Empty}>${status || tenant ? "No batch matches these filters." : "No batches yet."}</${Empty}>`
+        : html`<div class="table-wrap"><table id="batches">
+          <thead><tr><th>Tenant</th><th>Batch</th><th>Model</th><th>Status</th><th>Progress</th>
+            <th>Created</th><th></th></tr></thead>
+          <tbody>${d.data.map((b) => html`<tr key=${b.id} data-batch=${b.id}>
+            <td><a href=${href(`tenants/${b.tenant_id}`)}>${b.tenant}</a></td>
+            <td><code title=${b.id}>${b.id.slice(0, 14)}…</code></td><td>${b.model || "—"}</td>
+            <td><span class=${`badge status-${b.status}`}>${b.status.replace("_", " ")}</span></td>
+            <td><${Progress} done=${b.request_counts.completed} failed=${b.request_counts.failed}
+              total=${b.request_counts.total} /></td>
+            <td>${when(new Date(b.created_at * 1000).toISOString())}</td>
+            <td>${CANCELLABLE.has(b.status) && html`<button type="button" class="danger small"
+              onClick=${() => cancel(b)}>Cancel</button>`}</td></tr>`)}</tbody></table></div>
+          <${Pager} total=${d.total} limit=${LIMIT} offset=${offset} onPage=${(o) => go({ offset: o })} />`)}
+      </${Loaded}>
+    </section>
+  </div>`;
+}

@@ -1,0 +1,118 @@
+// Tiers as forms: weight, SLO targets, allowed service tiers, default quotas. Saving a tier
+// that has tenants changes their service: it asks first (and says when it reweights them).
+import { html, useState } from "../lib.js";
+import { ApiError, api, qs } from "../api.js";
+import { useResource } from "../hooks.js";
+import { Empty, Field, Loaded, attempt, confirmAction, fmt, serverErrors } from "../ui.js";
+import { QUOTA_FIELDS, checkQuota } from "../quotas.js";
+
+const SERVICE_TIERS = ["auto", "default", "flex", "priority"];
+const FIELDS = ["name", "weight", "ttft_slo_ms", "tpot_slo_ms", "allowed_service_tiers",
+  ...QUOTA_FIELDS.map(([f]) => f)];
+
+function toForm(t) {
+  return { name: t ? t.name : "", weight: t ? String(t.weight) : "1",
+    ttft_slo_ms: t ? String(t.ttft_slo_ms) : "1000", tpot_slo_ms: t ? String(t.tpot_slo_ms) : "100",
+    allowed: t ? [...t.allowed_service_tiers] : ["auto", "default"],
+    quotas: Object.fromEntries(QUOTA_FIELDS.map(([f]) => [f, t && t.quotas[f] != null
+      ? String(t.quotas[f]) : f === "monthly_alert_percent" ? "80" : "unlimited"])) };
+}
+
+function check(form, isNew) {
+  const errors = {};
+  const num = (v) => Number(String(v).trim());
+  if (isNew && !/^[A-Za-z0-9._-]{1,32}$/.test(form.name)) errors.name = "Letters, digits, '.', '_' or '-', at most 32.";
+  const w = num(form.weight);
+  if (!(w > 0 && w <= 1000)) errors.weight = "A number above 0, at most 1000.";
+  for (const f of ["ttft_slo_ms", "tpot_slo_ms"]) {
+    const v = num(form[f]);
+    if (!Number.isInteger(v) || v <= 0 || v > 86400000) errors[f] = "Whole milliseconds, above 0.";
+  }
+  if (!form.allowed.length) errors.allowed_service_tiers = "Allow at least one.";
+  const quotas = {};
+  for (const [f] of QUOTA_FIELDS) {
+    const c = checkQuota(f, form.quotas[f]);
+    if (c.error) errors[f] = c.error;
+    else if (c.set) quotas[f] = c.value;
+    else if (f !== "monthly_alert_percent") errors[f] = "A whole number, or unlimited.";
+  }
+  return { errors, body: { weight: w, ttft_slo_ms: num(form.ttft_slo_ms), tpot_slo_ms: num(form.tpot_slo_ms),
+    allowed_service_tiers: SERVICE_TIERS.filter((s) => form.allowed.includes(s)), quotas } };
+}
+
+function TierForm({ tier, tenants, reload }) {
+  const isNew = !tier;
+  const [form, setForm] = useState(toForm(tier));
+  const [errors, setErrors] = useState({});
+  const set = (k, v) => { setForm({ ...form, [k]: v }); setErrors({ ...errors, [k]: undefined }); };
+  const setQuota = (k, v) => { setForm({ ...form, quotas: { ...form.quotas, [k]: v } }); setErrors({ ...errors, [k]: undefined }); };
+  const name = isNew ? form.name : tier.name;
+  const save = async (e) => {
+    e.preventDefault();
+    const { errors: found, body } = check(form, isNew);
+    setErrors(found);
+    if (Object.keys(found).length) return;
+    if (!isNew && tenants > 0) {
+      const reweights = body.weight !== tier.weight;
+      if (!await confirmAction({ title: `Save tier ${name}?`, action: "Save tier",
+        body: html`<p>This changes service for ${fmt(tenants)} tenant${tenants === 1 ? "" : "s"} at once:
+          ${reweights ? html` <strong>their fair-share weight goes from ${tier.weight} to ${body.weight}</strong>,` : ""}
+          their SLO targets, allowed service tiers and default quotas are what this form says.</p>` })) return;
+    }
+    const r = await attempt(() => api("PUT", `/admin/tiers/${encodeURIComponent(name)}`, body), `Tier ${name} saved`,
+      { inForm: true });
+    if (r.ok) { if (isNew) setForm(toForm(null)); reload(); }
+    else if (r.err instanceof ApiError) setErrors(serverErrors(r.err, FIELDS));
+  };
+  const remove = async () => {
+    if (!await confirmAction({ title: `Delete tier ${name}?`, action: "Delete tier", danger: true,
+      body: html`<p>No tenant is on it. New tenants can no longer choose it.</p>` })) return;
+    await attempt(() => api("DELETE", `/admin/tiers/${encodeURIComponent(name)}`), `Tier ${name} deleted`);
+    reload();
+  };
+  const input = (k, label, hint) => html`<${Field} label=${label} name=${`${name}-${k}`} error=${errors[k]} hint=${hint}>
+    <input id=${`f-${name}-${k}`} name=${k} inputmode="decimal" value=${form[k]} aria-invalid=${!!errors[k]}
+      onInput=${(e) => set(k, e.target.value)} /></${Field}>`;
+  return html`<form class="card tier-form" data-tier=${name} onSubmit=${save} noValidate>
+    <div class="title-row">${isNew ? html`<h2>New tier</h2>` : html`<h2>${name}</h2>
+      <span class="muted">${fmt(tenants)} tenant${tenants === 1 ? "" : "s"}</span>`}</div>
+    <div class="form-grid">
+      ${isNew && input("name", "Name")}
+      ${input("weight", "Fair-share weight")}
+      ${input("ttft_slo_ms", "TTFT target (ms)")}
+      ${input("tpot_slo_ms", "TPOT target (ms)")}
+    </div>
+    <fieldset class=${errors.allowed_service_tiers ? "invalid" : ""}><legend>Allowed service_tier values</legend>
+      ${SERVICE_TIERS.map((s) => html`<label class="check"><input type="checkbox" checked=${form.allowed.includes(s)}
+        onChange=${(e) => set("allowed", e.target.checked ? [...form.allowed, s] : form.allowed.filter((x) => x !== s))} /> ${s}</label>`)}
+      ${errors.allowed_service_tiers && html`<small class="field-error" role="alert">${errors.allowed_service_tiers}</small>`}
+    </fieldset>
+    <fieldset><legend>Default quotas (<code>unlimited</code> = no limit)</legend><div class="form-grid">
+      ${QUOTA_FIELDS.map(([f, label]) => html`<${Field} label=${label} name=${`${name}-${f}`} error=${errors[f]}>
+        <input id=${`f-${name}-${f}`} name=${f} inputmode="numeric" value=${form.quotas[f]} aria-invalid=${!!errors[f]}
+          onInput=${(e) => setQuota(f, e.target.value)} /></${Field}>`)}
+    </div></fieldset>
+    ${errors._form && html`<p class="field-error" role="alert">${errors._form}</p>`}
+    <div class="actions"><button type="submit" class="primary">${isNew ? "Create tier" : "Save"}</button>
+      ${!isNew && tenants === 0 && html`<button type="button" class="danger" onClick=${remove}>Delete</button>`}</div>
+  </form>`;
+}
+
+export function Tiers({ onChanged }) {
+  const res = useResource(async () => {
+    const tiers = (await api("GET", "/admin/tiers")).data;
+    const counts = await Promise.all(tiers.map((t) => api("GET",
+      `/admin/search/tenants${qs({ tier: t.name, limit: 1 })}`)));
+    return tiers.map((t, i) => ({ tier: t, tenants: counts[i].total }));
+  }, []);
+  const reload = () => { res.reload(); onChanged(); };
+  return html`<div class="page" id="page-tiers">
+    <div class="page-head"><h1>Tiers</h1></div>
+    <${Loaded} res=${res} what="tiers">${(rows) => html`
+      ${rows.length === 0 && html`<${Empty}>No tiers.</${Empty}>`}
+      <div class="grid2">${rows.map(({ tier, tenants }) => html`<${TierForm}
+        key=${JSON.stringify(tier)} tier=${tier} tenants=${tenants} reload=${reload} />`)}
+        <${TierForm} key="new" tier=${null} tenants=${0} reload=${reload} /></div>`}
+    </${Loaded}>
+  </div>`;
+}

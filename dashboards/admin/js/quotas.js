@@ -1,0 +1,28 @@
+// Quota fields and the page's own check of a value (the server checks again). The API writes
+// and shows "no limit" as the string "unlimited"; the monthly alert level is a percentage.
+export const QUOTA_FIELDS = [
+  ["requests_per_minute", "Requests per minute"], ["tokens_per_minute", "Tokens per minute"],
+  ["concurrent_requests", "Concurrent requests"], ["batch_enqueued_tokens", "Batch tokens enqueued"],
+  ["monthly_tokens", "Monthly tokens"], ["monthly_alert_percent", "Monthly alert at (%)"]];
+export const UNLIMITED = "unlimited";
+const PERCENT = "monthly_alert_percent";
+
+// raw: what the admin typed. "" -> not set, "unlimited" (or "none") -> no limit.
+export function checkQuota(field, raw) {
+  const text = String(raw ?? "").trim();
+  if (text === "") return { set: false };
+  if (["unlimited", "none"].includes(text.toLowerCase())) {
+    return field === PERCENT ? { error: "Between 1 and 100." } : { set: true, value: UNLIMITED };
+  }
+  const digits = text.replace(/[_,]/g, "");
+  if (!/^\d+$/.test(digits)) {
+    return { error: field === PERCENT ? "Between 1 and 100." : "A whole number, or unlimited." };
+  }
+  const value = Number(digits);
+  if (!Number.isSafeInteger(value)) return { error: "Too large." };
+  if (field === PERCENT && (value < 1 || value > 100)) return { error: "Between 1 and 100." };
+  return { set: true, value };
+}
+
+export const showQuota = (v) => (v === null || v === undefined ? "—"
+  : typeof v === "number" ? v.toLocaleString("en-US") : String(v));

@@ -1,0 +1,102 @@
+"""SLO attainment over time for the admin overview: the realtime jobs that finished in a
+window, in time buckets, each judged by the one definition the metrics and /admin/live use
+(service.store.telemetry.slo_rules: TTFT and TPOT separately, and both), with per-bucket
+p50/p99 and the targets of the tiers that had traffic (the lines worth drawing)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.admin.live import percentile, slo_targets
+from service.store.telemetry.slo_rules import REALTIME_KINDS, SloTargets, judge, tpot_seconds
+
+# As service.admin.live reads them, plus each job's bucket (by when it finished).
+_FINISHED = text("""
+SELECT floor(extract(epoch FROM j.finished_at) / :bucket) * :bucket AS bucket, t.tier,
+       j.status = 'succeeded' AS succeeded,
+       extract(epoch FROM j.first_token_at - j.created_at) AS ttft_s,
+       extract(epoch FROM j.finished_at - j.created_at) AS e2e_s,
+       j.completion_tokens
+FROM jobs j JOIN tenants t ON t.id = j.tenant_id
+WHERE j.kind = 'realtime' AND j.status IN ('succeeded', 'failed', 'cancelled')
+  AND j.finished_at >= now() - make_interval(secs => :window)
+""")
+
+_PREEMPTIONS = text("""
+SELECT count(*) AS jobs, coalesce(sum(preemptions), 0) AS preemptions,
+       coalesce(sum(recomputed_tokens), 0) AS recomputed_tokens
+FROM jobs WHERE preempted_at >= now() - make_interval(secs => :window)
+""")
+
+
+class _Bucket:
+    def __init__(self) -> None:
+        self.requests = 0
+        self.met = dict.fromkeys(REALTIME_KINDS, 0)
+        self.ttft_s: list[float] = []
+        self.tpot_s: list[float] = []
+
+    def view(self, t: int) -> dict[str, Any]:
+        def ms(v: float | None) -> float | None:
+            return None if v is None else v * 1000
+
+        return {"t": t, "requests": self.requests,
+                **{f"{k}_met": self.met[k] for k in REALTIME_KINDS},
+                **{f"{k}_attainment": _ratio(self.met[k], self.requests)
+                   for k in REALTIME_KINDS},
+                "ttft_p50_ms": ms(percentile(self.ttft_s, 0.5)),
+                "ttft_p99_ms": ms(percentile(self.ttft_s, 0.99)),
+                "tpot_p50_ms": ms(percentile(self.tpot_s, 0.5)),
+                "tpot_p99_ms": ms(percentile(self.tpot_s, 0.99))}
+
+
+def _ratio(met: int, n: int) -> float | None:
+    return met / n if n else None
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+async def slo_series(session: AsyncSession, *, window_s: float, bucket_s: float
+                     ) -> dict[str, Any]:
+    targets = await slo_targets(session)
+    by_tier = {t["tier"]: SloTargets.from_ms(t["ttft_slo_ms"], t["tpot_slo_ms"])
+               for t in targets}
+    buckets: dict[int, _Bucket] = defaultdict(_Bucket)
+    seen_tiers: set[str] = set()
+    rows = await session.execute(_FINISHED, {"window": window_s, "bucket": bucket_s})
+    for r in rows.mappings():
+        ttft_s, e2e_s = _float(r["ttft_s"]), _float(r["e2e_s"])
+        succeeded = bool(r["succeeded"])
+        verdict = judge("realtime", succeeded=succeeded, ttft_s=ttft_s, e2e_s=e2e_s,
+                        completion_tokens=r["completion_tokens"],
+                        targets=by_tier.get(r["tier"], SloTargets(None, None)))
+        b = buckets[int(r["bucket"])]
+        b.requests += 1
+        for kind, met in verdict.items():
+            b.met[kind] += int(met)
+        if succeeded and ttft_s is not None:
+            b.ttft_s.append(ttft_s)
+        tpot = tpot_seconds(e2e_s=e2e_s, ttft_s=ttft_s, completion_tokens=r["completion_tokens"])
+        if succeeded and tpot is not None:
+            b.tpot_s.append(tpot)
+        seen_tiers.add(r["tier"])
+    views = [buckets[t].view(t) for t in sorted(buckets)]
+    total = sum(b.requests for b in buckets.values())
+    return {"window_s": window_s, "bucket_s": bucket_s, "requests": total,
+            **{f"{k}_attainment": _ratio(sum(b.met[k] for b in buckets.values()), total)
+               for k in REALTIME_KINDS},
+            "combined_kind": "both", "buckets": views,
+            "targets": [t for t in targets if t["tier"] in seen_tiers]}
+
+
+async def preemptions(session: AsyncSession, *, window_s: float) -> dict[str, Any]:
+    """Jobs preempted within the window (by their latest preemption), and their totals."""
+    row = (await session.execute(_PREEMPTIONS, {"window": window_s})).mappings().one()
+    return {"window_s": window_s, "jobs": row["jobs"], "preemptions": int(row["preemptions"]),
+            "recomputed_tokens": int(row["recomputed_tokens"])}
