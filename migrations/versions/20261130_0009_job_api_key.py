@@ -1,6 +1,6 @@
 """Jobs remember the API key that sent them (per-key usage in the admin dashboard).
 
-Revision ID: dashboard_0001
+Revision ID: 0009
 Revises: 0008
 Create Date: 2026-11-30
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "dashboard_0001"
+revision = "0009"
 down_revision = "0008"
 branch_labels = None
 depends_on = None
