@@ -7,24 +7,31 @@ import datetime as dt
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from service.api.relay import ClientGone, Interrupted, NewText, Settled, follow_job
+from service.api.job_waiting import (
+    cancel_for_client,
+    interrupted_error,
+    job_error,
+    row_reader,
+    wait_for_job,
+)
+from service.api.relay import Interrupted, NewText, follow_job
 from service.api.slo_gate import check_deadline
 from service.jobs.response_format import ResponseFormat
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
-from service.jobs.service import cancel_job, create_job, job_outcome
+from service.jobs.service import create_job
 from service.jobs.shapes import ShapeBuilder, sse, usage_dict
 from service.jobs.tiers import Classification, classify
 from service.observability.requests import NULL_OBSERVER, observe_request, record_refusal
 from service.quotas.admission import admit_request, estimate_prompt_tokens, quota_store
 from service.store.heartbeats import STRUCTURED_OUTPUTS
 from service.store.job_stream import Failure, Final
-from service.store.models.jobs import Job, JobKind
+from service.store.models.jobs import JobKind
 from service.store.models.tenants import Tenant
 from service.store.nul_codec import result_text
 from service.store.settings import Settings
@@ -119,37 +126,9 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
 
 async def _wait(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
                 settings: Settings, obs: Any = NULL_OBSERVER) -> dict[str, Any]:
-    state = request.app.state
-    try:
-        async for ev in follow_job(state.redis, job_id,
-                                   timeout_s=settings.api.request_timeout_seconds,
-                                   is_disconnected=request.is_disconnected,
-                                   settled=_row_reader(state, job_id)):
-            if isinstance(ev, NewText):
-                obs.first_token()
-            elif isinstance(ev, Final):
-                async with state.sessionmaker() as session:
-                    job = await session.get(Job, job_id)
-                assert job is not None  # the worker writes the row before the final event
-                obs.finished(ok=True, completion_tokens=job.completion_tokens or 0)
-                return builder.completion(result_text(job.result), job.finish_reason,
-                                          usage_dict(job.prompt_tokens or 0,
-                                                     job.completion_tokens or 0))
-            elif isinstance(ev, Failure):
-                obs.finished(ok=False)
-                raise _job_error(ev)
-            elif isinstance(ev, Interrupted):  # the job goes on; its result stays fetchable
-                obs.finished(ok=False)
-                raise _interrupted(ev, job_id)
-            else:
-                obs.finished(ok=False)
-                await _cancel(state, job_id)
-                raise APIError(504, "The request timed out before the job finished.",
-                               code="timeout")
-    except ClientGone:
-        await _cancel(state, job_id)
-        raise
-    raise APIError(500, "The job's event stream ended unexpectedly.", code="internal_error")
+    job = await wait_for_job(request, job_id, settings, obs)
+    return builder.completion(result_text(job.result), job.finish_reason,
+                              usage_dict(job.prompt_tokens or 0, job.completion_tokens or 0))
 
 
 async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
@@ -163,7 +142,7 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
     try:
         async for ev in follow_job(state.redis, job_id,
                                    timeout_s=settings.api.request_timeout_seconds,
-                                   settled=_row_reader(state, job_id)):
+                                   settled=row_reader(state, job_id)):
             if isinstance(ev, NewText):
                 obs.first_token()
                 yield sse(builder.chunk(ev.text, first=role_pending,
@@ -182,11 +161,11 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
                 done = True
             elif isinstance(ev, Failure):
                 obs.finished(ok=False)
-                yield sse(_job_error(ev).body())
+                yield sse(job_error(ev).body())
                 done = True
             elif isinstance(ev, Interrupted):  # the job goes on: don't cancel it
                 obs.finished(ok=False)
-                yield sse(_interrupted(ev, job_id).body())
+                yield sse(interrupted_error(ev, job_id).body())
                 done = True
             else:  # timeout
                 obs.finished(ok=False)
@@ -194,7 +173,7 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
     except Exception:  # never end a stream silently: say so, and let the job finish
         log.exception("relaying the job's stream failed", extra={"job_id": str(job_id)})
         obs.finished(ok=False)
-        yield sse(_interrupted(Interrupted("The relay failed."), job_id).body())
+        yield sse(interrupted_error(Interrupted("The relay failed."), job_id).body())
         done = True
     else:
         yield sse("[DONE]")
@@ -202,27 +181,9 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
         if not done:
             # The client went away (or we timed out): free the engine slot. Run detached,
             # because this generator is being cancelled and may not await any more.
-            task = asyncio.create_task(_cancel(state, job_id))
+            task = asyncio.create_task(cancel_for_client(state, job_id))
             _background.add(task)
             task.add_done_callback(_background.discard)
-
-
-def _row_reader(state: Any, job_id: uuid.UUID) -> Callable[[], Awaitable[Settled | None]]:
-    """The relay's fallback: the job's end as its row says, when the stream does not say it."""
-    async def read() -> Settled | None:
-        async with state.sessionmaker() as session:
-            job = await session.get(Job, job_id)
-        return job_outcome(job) if job is not None else None
-    return read
-
-
-async def _cancel(state: Any, job_id: uuid.UUID) -> None:
-    try:
-        async with state.sessionmaker() as session:
-            if await cancel_job(session, state.redis, job_id=job_id):
-                log.info("job cancelled: client disconnected", extra={"job_id": str(job_id)})
-    except Exception:  # never let cleanup crash the server; the lease expiry is the backstop
-        log.exception("cancelling job failed", extra={"job_id": str(job_id)})
 
 
 async def _check_response_format(request: Request,
@@ -267,18 +228,3 @@ async def _admit_by_slo(request: Request, admission: Any, model: str,
                         f"{target:g} s time-to-first-token target; retry in {retry} s.",
                    code="slo_unattainable", headers={"Retry-After": str(retry)},
                    reason="slo_unattainable")
-
-
-def _interrupted(ev: Interrupted, job_id: uuid.UUID) -> APIError:
-    return APIError(503, f"{ev.reason} The request is still being processed: fetch its result "
-                         f"with GET /v1/jobs/job_{job_id.hex}.", code="stream_interrupted",
-                    headers={"Retry-After": "2"})
-
-
-def _job_error(failure: Failure) -> APIError:
-    headers = ({"Retry-After": str(failure.retry_after)} if failure.retry_after is not None
-               else None)
-    return APIError(failure.status, failure.message, code=failure.code, param=failure.param,
-                    headers=headers)
-
-

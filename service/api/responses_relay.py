@@ -17,55 +17,26 @@ from typing import Any
 
 from fastapi import Request
 
-from service.api.openai_routes import _cancel, _interrupted, _job_error, _row_reader
-from service.api.relay import ClientGone, Interrupted, NewText, follow_job
+from service.api.job_waiting import (
+    cancel_for_client,
+    final_row,
+    interrupted_error,
+    row_reader,
+    wait_for_job,
+)
+from service.api.relay import Interrupted, NewText, follow_job
 from service.jobs.response_view import EventStream, render
 from service.store.job_stream import Failure, Final
-from service.store.models.jobs import Job
 from service.store.settings import Settings
-from service.web.errors import APIError
 
 log = logging.getLogger("fairway.api")
 _background: set[asyncio.Task[Any]] = set()
 
 
-async def _final_row(state: Any, job_id: uuid.UUID) -> Job:
-    async with state.sessionmaker() as session:
-        job: Job | None = await session.get(Job, job_id)
-    assert job is not None  # the worker writes the row before the final event
-    return job
-
-
 async def wait_response(request: Request, job_id: uuid.UUID, settings: Settings,
                         obs: Any) -> dict[str, Any]:
     """The completed Response object; the job's failure as its HTTP error."""
-    state = request.app.state
-    try:
-        async for ev in follow_job(state.redis, job_id,
-                                   timeout_s=settings.api.request_timeout_seconds,
-                                   is_disconnected=request.is_disconnected,
-                                   settled=_row_reader(state, job_id)):
-            if isinstance(ev, NewText):
-                obs.first_token()
-            elif isinstance(ev, Final):
-                job = await _final_row(state, job_id)
-                obs.finished(ok=True, completion_tokens=job.completion_tokens or 0)
-                return render(job)
-            elif isinstance(ev, Failure):
-                obs.finished(ok=False)
-                raise _job_error(ev)
-            elif isinstance(ev, Interrupted):  # the job goes on; its result stays fetchable
-                obs.finished(ok=False)
-                raise _interrupted(ev, job_id)
-            else:
-                obs.finished(ok=False)
-                await _cancel(state, job_id)
-                raise APIError(504, "The request timed out before the response was complete.",
-                               code="timeout")
-    except ClientGone:
-        await _cancel(state, job_id)
-        raise
-    raise APIError(500, "The job's event stream ended unexpectedly.", code="internal_error")
+    return render(await wait_for_job(request, job_id, settings, obs))
 
 
 async def stream_response(request: Request, job_id: uuid.UUID, events: EventStream,
@@ -80,13 +51,13 @@ async def stream_response(request: Request, job_id: uuid.UUID, events: EventStre
     try:
         async for ev in follow_job(state.redis, job_id,
                                    timeout_s=settings.api.request_timeout_seconds,
-                                   settled=_row_reader(state, job_id)):
+                                   settled=row_reader(state, job_id)):
             if isinstance(ev, NewText):
                 obs.first_token()
                 for event in events.delta(ev.text):
                     yield event
             elif isinstance(ev, Final):
-                job = await _final_row(state, job_id)
+                job = await final_row(state, job_id)
                 obs.finished(ok=True, completion_tokens=job.completion_tokens or 0)
                 for event in events.finish(render(job)):
                     yield event
@@ -98,7 +69,7 @@ async def stream_response(request: Request, job_id: uuid.UUID, events: EventStre
                 done = True
             elif isinstance(ev, Interrupted):  # the job goes on: don't cancel it
                 obs.finished(ok=False)
-                yield events.error("stream_interrupted", _interrupted(ev, job_id).message)
+                yield events.error("stream_interrupted", interrupted_error(ev, job_id).message)
                 done = True
             else:  # timeout
                 obs.finished(ok=False)
@@ -106,13 +77,13 @@ async def stream_response(request: Request, job_id: uuid.UUID, events: EventStre
     except Exception:  # never end a stream silently: say so, and let the job finish
         log.exception("relaying the response's stream failed", extra={"job_id": str(job_id)})
         obs.finished(ok=False)
-        yield events.error("stream_interrupted", _interrupted(
+        yield events.error("stream_interrupted", interrupted_error(
             Interrupted("The relay failed."), job_id).message)
         done = True
     finally:
         if not done and not background:
             # The client went away (or we timed out): free the engine slot. Detached, because
             # this generator is being cancelled and may not await any more.
-            task = asyncio.create_task(_cancel(state, job_id))
+            task = asyncio.create_task(cancel_for_client(state, job_id))
             _background.add(task)
             task.add_done_callback(_background.discard)
