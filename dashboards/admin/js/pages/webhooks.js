@@ -142,14 +142,14 @@ export function Webhooks({ tenant }) {
           <td>${ep.event_types.join(", ")}</td>
           <td><span class=${`badge ${ep.enabled ? "good" : "bad"}`}>${ep.enabled ? "enabled" : "disabled"}</span></td>
           <td><${LastDelivery} d=${ep.last} /></td>
-          <td class="row-actions">
+          <td><div class="row-actions">
             <button type="button" class="small" aria-pressed=${open === ep.id}
               onClick=${() => setOpen(open === ep.id ? null : ep.id)}>Deliveries</button>
             <button type="button" class=${`small${ep.enabled ? " danger" : ""}`}
               onClick=${() => setEnabled(ep, !ep.enabled)}>${ep.enabled ? "Disable" : "Enable"}</button>
             <button type="button" class="small" onClick=${() => rotate(ep)}>Rotate secret</button>
             <button type="button" class="small danger" onClick=${() => remove(ep)}>Delete</button>
-          </td></tr>`)}</tbody></table></div>`)}</${Loaded}>
+          </div></td></tr>`)}</tbody></table></div>`)}</${Loaded}>
     ${open && res.data && res.data.some((ep) => ep.id === open) && html`<${Deliveries}
       key=${open} tenantId=${tenant.id} ep=${res.data.find((ep) => ep.id === open)}
       onChange=${res.reload} />`}
