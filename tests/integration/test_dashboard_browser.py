@@ -24,8 +24,10 @@ import httpx
 import openai
 import pytest
 
+from tests.integration.test_batches import client, jsonl, request_line, submit, wait_status
 from tests.support.admin import Admin
 from tests.support.stack import Stack
+from tests.support.webhook_receiver import Receiver
 
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
@@ -329,13 +331,22 @@ def test_quota_form_validates_and_shows_server_errors(
     page.fill("#f-monthly_alert_percent", "")
     page.fill("#f-tokens_per_minute", "5")
     page.click("#save-quotas")
+    confirm(page, accept=True)
     expect(page.locator("#err-tokens_per_minute")).to_have_text(
         "tokens_per_minute: too low for a tier")
     expect(page.locator(".notice.error")).to_have_count(0)  # shown at the field, not twice
     page.unroute("**/quotas")
 
+    # Saving changes the tenant's service: confirmed, the change listed; nothing sent on cancel.
     page.fill("#f-tokens_per_minute", "")
+    sent = len(puts)
     page.click("#save-quotas")
+    expect(page.get_by_role("dialog")).to_contain_text("Requests per minute: inherit → 1")
+    s.shot("confirm-quotas")
+    confirm(page, accept=False)
+    assert len(puts) == sent and admin.quotas(tid)["overrides"] == {}
+    page.click("#save-quotas")
+    confirm(page, accept=True)
     expect(page.locator(".notice")).to_contain_text("Quotas saved")
     assert admin.quotas(tid)["overrides"] == {"requests_per_minute": 1}
     first, second = chat(sim_stack, key), chat(sim_stack, key)
@@ -472,3 +483,167 @@ def test_batch_progress_and_cancel_confirmation(session: Callable[..., Session],
     confirm(page, accept=True)
     expect(page.locator(".notice")).to_contain_text("Batch cancelling")
     assert posts == [f"{world['base']}/admin/batches/{bid}/cancel"]
+
+
+def hooks(tenant_id: str) -> str:
+    return f"/admin/tenants/{tenant_id}/webhooks"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_webhook_added_with_its_secret_shown_once(session: Callable[..., Session],
+                                                  world: dict[str, Any], width: int):
+    admin = world["admin"]
+    tid, _ = admin.create_tenant(f"hook-{uuid.uuid4().hex[:6]}")
+    s = session(width)
+    page = s.go(f"tenants/{tid}")
+    expect(page.locator("#webhooks-section")).to_contain_text("No webhook endpoints")
+    # Every event type the server knows, from its schema, all checked to start with.
+    boxes = page.locator('#webhook-events input[type="checkbox"]')
+    expect(boxes).to_have_count(8)
+    for t in ("batch.completed", "batch.cancelled", "response.incomplete", "response.failed"):
+        expect(page.locator(f'#webhook-events input[value="{t}"]')).to_be_checked()
+
+    for box in boxes.all():
+        box.uncheck()
+    page.fill("#f-webhook-url", "")
+    page.click("#add-webhook button[type=submit]")
+    expect(page.locator("#err-webhook-url")).to_be_visible()
+    expect(page.locator("#err-webhook-events")).to_contain_text("at least one")
+
+    # The server judges the URL: its error lands next to the URL field.
+    page.check('#webhook-events input[value="batch.completed"]')
+    page.check('#webhook-events input[value="response.failed"]')
+    page.fill("#f-webhook-url", "ftp://example.test/hook")
+    s.allow(r"status of 400")
+    page.click("#add-webhook button[type=submit]")
+    expect(page.locator("#err-webhook-url")).to_contain_text("http:// or https://")
+    expect(page.locator(".notice.error")).to_have_count(0)  # at the field, not twice
+    assert admin.ok("GET", hooks(tid))["data"] == []
+    s.shot("webhook-invalid")
+
+    page.fill("#f-webhook-url", "https://example.test/hook")
+    page.click("#add-webhook button[type=submit]")
+    secret = page.locator("#new-webhook-secret")
+    expect(secret).to_have_value(re.compile(r"^whsec_"))
+    shown = secret.input_value()
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.click("#copy-webhook-secret")
+    expect(page.locator(".newkey")).to_contain_text("Copied.")
+    assert page.evaluate("navigator.clipboard.readText()") == shown
+    row = page.locator('#webhooks tr[data-webhook="https://example.test/hook"]')
+    expect(row).to_contain_text("batch.completed, response.failed")
+    expect(row).to_contain_text("enabled")
+    expect(row).to_contain_text("none yet")
+    expect(row).to_contain_text(shown[:10])  # the hint the API keeps showing
+    s.fits()
+    s.shot("webhook-secret")
+    [made] = admin.ok("GET", hooks(tid))["data"]
+    assert made["event_types"] == ["batch.completed", "response.failed"] and made["enabled"]
+
+    page.reload()  # shown once: not after a reload
+    expect(row).to_be_visible()
+    expect(page.locator("#new-webhook-secret")).to_have_count(0)
+    assert shown not in page.content()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_webhook_disable_rotate_delete_confirmed(session: Callable[..., Session],
+                                                 world: dict[str, Any], width: int):
+    admin = world["admin"]
+    tid, _ = admin.create_tenant(f"hookc-{uuid.uuid4().hex[:6]}")
+    url = "https://example.test/confirm"
+    made = admin.ok("POST", hooks(tid), json={"url": url, "event_types": ["batch.failed"]})
+    path = f"{hooks(tid)}/{made['id']}"
+    s = session(width)
+    page = s.go(f"tenants/{tid}")
+    row = page.locator(f'#webhooks tr[data-webhook="{url}"]')
+
+    row.get_by_role("button", name="Disable").click()
+    confirm(page, accept=False)
+    assert admin.ok("GET", path)["enabled"] is True
+    row.get_by_role("button", name="Disable").click()
+    confirm(page, accept=True)
+    expect(row).to_contain_text("disabled")
+    assert admin.ok("GET", path)["enabled"] is False
+    row.get_by_role("button", name="Enable").click()
+    confirm(page, accept=True)
+    expect(row.locator(".badge").first).to_have_text("enabled")
+
+    row.get_by_role("button", name="Rotate secret").click()
+    s.shot("webhook-confirm-rotate")
+    confirm(page, accept=False)
+    assert admin.ok("GET", path)["previous_secret_expires_at"] is None
+    row.get_by_role("button", name="Rotate secret").click()
+    confirm(page, accept=True)
+    secret = page.locator("#new-webhook-secret")
+    expect(secret).to_have_value(re.compile(r"^whsec_"))
+    assert secret.input_value() != made["secret"]
+    assert admin.ok("GET", path)["secret_hint"] == secret.input_value()[:10] + "..."
+
+    row.get_by_role("button", name="Delete").click()
+    confirm(page, accept=False)
+    assert admin.http.get(path).status_code == 200
+    row.get_by_role("button", name="Delete").click()
+    confirm(page, accept=True)
+    expect(row).to_have_count(0)
+    expect(page.locator("#webhooks-section")).to_contain_text("No webhook endpoints")
+    assert admin.http.get(path).status_code == 404
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_webhook_delivery_log_and_redeliver(session: Callable[..., Session],
+                                            world: dict[str, Any], sim_stack: Stack,
+                                            width: int):
+    """A real batch's batch.completed: delivered, signed, to a receiver that verifies it, and
+    retried (error and next retry shown) for an endpoint nobody listens at."""
+    admin = world["admin"]
+    tid, key = admin.create_tenant(f"hookd-{uuid.uuid4().hex[:6]}")
+    receiver = Receiver().start()
+    dead = Receiver()  # a free port with nothing listening: connection refused
+    try:
+        made = admin.ok("POST", hooks(tid), json={"url": receiver.url,
+                                                  "event_types": ["batch.completed"]})
+        receiver.secrets.append(made["secret"])
+        admin.ok("POST", hooks(tid), json={"url": dead.url, "event_types": ["batch.completed"]})
+        api = client(sim_stack, key)
+        batch = submit(api, jsonl([request_line("r0")]))
+        assert wait_status(api, batch.id, {"completed", "failed"}).status == "completed"
+
+        s = session(width)
+        page = s.go(f"tenants/{tid}")
+        row = page.locator(f'#webhooks tr[data-webhook="{receiver.url}"]')
+        expect(row).to_be_visible()
+        row.get_by_role("button", name="Deliveries").click()
+        log = page.locator("#webhook-deliveries")
+        first = log.locator("#deliveries tbody tr").first
+        expect(first).to_contain_text("batch.completed", timeout=30000)
+        expect(first).to_contain_text(batch.id)
+        expect(first.locator(".badge")).to_have_text("delivered", timeout=30000)
+        expect(first.locator("td").nth(3)).to_have_text("1")
+        expect(first).to_contain_text("HTTP 200")
+        s.fits()
+        s.shot("webhook-deliveries")
+
+        first.get_by_role("button", name="Redeliver").click()
+        expect(page.locator(".notice")).to_contain_text("queued again")
+        expect(first.locator("td").nth(3)).to_have_text("2", timeout=30000)
+        expect(first.locator(".badge")).to_have_text("delivered")
+        assert len(receiver.received) == 2 and receiver.refused == 0
+        assert receiver.received[0].event["id"] == receiver.received[1].event["id"]
+        page.select_option("#delivery-status", "failed")
+        expect(log).to_contain_text("No failed deliveries.")
+
+        # Nobody listens at the other one: pending, its error and its next retry shown.
+        other = page.locator(f'#webhooks tr[data-webhook="{dead.url}"]')
+        other.get_by_role("button", name="Deliveries").click()
+        pending = page.locator("#deliveries tbody tr").first
+        expect(pending.locator(".badge")).to_have_text("pending", timeout=30000)
+        expect(pending.locator("td").nth(4)).not_to_have_text("—", timeout=30000)
+        expect(pending.locator("td").nth(5)).not_to_have_text("—")
+        expect(pending.get_by_role("button", name="Redeliver")).to_have_count(0)
+        page.reload()
+        expect(other).to_contain_text("pending")
+        expect(row).to_contain_text("delivered")
+        s.shot("webhook-list")
+    finally:
+        receiver.stop()

@@ -1,11 +1,13 @@
 // One tenant: status and tier (confirmed), quotas as a form, keys (issue with name and expiry,
-// the secret shown once with a copy button, revoke, per-key usage), usage charts, delete.
+// the secret shown once with a copy button, revoke, per-key usage), webhooks (pages/webhooks.js),
+// usage charts, delete.
 import { html, useState } from "../lib.js";
 import { ApiError, api, qs } from "../api.js";
 import { href, navigate, useResource } from "../hooks.js";
 import { Chart, dayRange, daySeconds } from "../chart.js";
 import { Empty, Field, Loaded, attempt, confirmAction, fmt, serverErrors, when } from "../ui.js";
 import { QUOTA_FIELDS, checkQuota, showQuota } from "../quotas.js";
+import { Webhooks } from "./webhooks.js";
 
 // A tenant created from the list arrives with its first key: shown here once, then dropped.
 const newKeys = new Map();
@@ -85,6 +87,13 @@ function QuotaForm({ q, tenantId, reload }) {
     }
     setErrors(found);
     if (Object.keys(found).length) return;
+    // It changes what the tenant may do from its next request: confirmed, with what changes.
+    const changed = QUOTA_FIELDS.filter(([f]) => values[f] !== initial[f]);
+    if (!await confirmAction({ title: "Save these quotas?", action: "Save quotas",
+      body: html`<p>The tenant's limits change at once, for its next requests.</p>${changed.length
+        ? html`<ul>${changed.map(([f, label]) => html`<li key=${f}>${
+          `${label}: ${initial[f] || "inherit"} → ${values[f].trim() || "inherit"}`}</li>`)}</ul>`
+        : html`<p>No field changed.</p>`}` })) return;
     const r = await attempt(() => api("PUT", `/admin/tenants/${tenantId}/quotas`, { overrides }),
       "Quotas saved", { inForm: true });
     if (r.ok) reload();
@@ -233,6 +242,7 @@ export function Tenant({ id, tiers }) {
       <${Header} key=${`${t.tier}-${t.suspended}`} tenant=${t} tiers=${tiers} reload=${res.reload} />
       <${Keys} tenant=${t} />
       <${Quotas} tenantId=${t.id} />
+      <${Webhooks} tenant=${t} />
       <${UsageCharts} tenantId=${t.id} />`}</${Loaded}>
   </div>`;
 }
