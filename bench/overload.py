@@ -119,7 +119,10 @@ def capacity_tenant(base: str, settings: Settings) -> str:
     admin = {"authorization": f"Bearer {settings.admin_token}"}
     httpx.put(base + "/admin/tiers/bench-capacity", headers=admin, timeout=30, json={
         "weight": 1.0, "allowed_service_tiers": ["auto", "default"], "ttft_slo_ms": 3_600_000,
-        "tpot_slo_ms": 60_000, "quotas": {}}).raise_for_status()
+        "tpot_slo_ms": 60_000,
+        "quotas": dict.fromkeys(("requests_per_minute", "tokens_per_minute",
+                                 "concurrent_requests", "batch_enqueued_tokens",
+                                 "monthly_tokens"), "unlimited")}).raise_for_status()
     return create_tenant_with_key(settings, f"capacity-{uuid.uuid4().hex[:6]}",
                                   tier="bench-capacity")[1]
 
