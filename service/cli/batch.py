@@ -8,7 +8,6 @@ OPENAI_API_KEY, else the stack `fairway up` runs (`service.cli.target`).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import re
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from service.cli.errors import CLIError
+from service.cli.table import print_table, when
 from service.cli.target import openai_client
 
 TERMINAL = {"completed", "failed", "expired", "cancelled"}
@@ -179,38 +179,16 @@ def _download(client: Any, file_id: str | None, path: Path, what: str) -> int:
     return 1
 
 
-def _when(epoch: int | None, now: float) -> str:
-    """A time a person reads at a glance: local clock time and how long ago."""
-    if not epoch:
-        return "-"
-    ago = max(0, int(now - epoch))
-    if ago < 60:
-        rel = f"{ago}s ago"
-    elif ago < 3600:
-        rel = f"{ago // 60}m ago"
-    elif ago < 86400:
-        rel = f"{ago // 3600}h ago"
-    else:
-        rel = f"{ago // 86400}d ago"
-    stamp = dt.datetime.fromtimestamp(epoch).astimezone()
-    return f"{stamp:%Y-%m-%d %H:%M} ({rel})"
-
-
 def cmd_list(args: argparse.Namespace) -> int:
     page = openai_client(args).batches.list(limit=args.limit)
     now = time.time()
-    header = ("ID", "STATUS", "DONE", "FAILED", "CREATED", "ENDPOINT")
-    rows = [header]
+    rows = []
     for b in page.data:
         c = b.request_counts
         rows.append((b.id, b.status, f"{c.completed if c else 0}/{c.total if c else 0}",
-                     str(c.failed if c else 0), _when(b.created_at, now), b.endpoint))
-    if len(rows) == 1:
-        print("no batches yet (submit one with: fairway batch submit FILE.jsonl)")
-        return 0
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+                     str(c.failed if c else 0), when(b.created_at, now), b.endpoint))
+    print_table(("ID", "STATUS", "DONE", "FAILED", "CREATED", "ENDPOINT"), rows,
+                empty="no batches yet (submit one with: fairway batch submit FILE.jsonl)")
     return 0
 
 

@@ -8,13 +8,14 @@ as for `fairway batch`.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
+import time
 from typing import Any
 
 import httpx
 
 from service.cli.errors import CLIError
+from service.cli.table import print_table, when
 from service.cli.target import api_key, api_root
 
 
@@ -69,16 +70,11 @@ def _run(args: argparse.Namespace, work: Any) -> int:
     return 0
 
 
-def _when(ts: int | None) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
-
-
-def _line(job: dict[str, Any]) -> str:
+def _row(job: dict[str, Any], now: float) -> tuple[str, ...]:
     usage = job.get("usage") or {}
-    return (f"{job['id']}  {job['status']:<9} {job['kind']:<8} {job['service_tier']:<8} "
-            f"{job['model']}  {_when(job.get('created_at'))}  "
-            f"{usage.get('completion_tokens', '-')} tokens"
-            + (f"  {job['batch_id']}" if job.get("batch_id") else ""))
+    return (job["id"], job["status"], job["kind"], job["service_tier"], job["model"],
+            when(job.get("created_at"), now), str(usage.get("completion_tokens", "-")),
+            job.get("batch_id") or "-")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -89,13 +85,19 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     def work(client: httpx.Client) -> None:
         query = {k: v for k, v in params.items() if v is not None}
+        rows, now = [], time.time()
         while True:
             page = _call(client, "GET", "jobs", params=query)
             for job in page["data"]:
-                print(json.dumps(job) if args.json else _line(job))
+                if args.json:
+                    print(json.dumps(job))
+                rows.append(_row(job, now))
             if not (args.all and page["has_more"]):
-                return
+                break
             query["after"] = page["last_id"]
+        if not args.json:
+            print_table(("ID", "STATUS", "CLASS", "TIER", "MODEL", "CREATED", "OUT TOKENS",
+                         "BATCH"), rows, empty="no jobs match")
 
     return _run(args, work)
 

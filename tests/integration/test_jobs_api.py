@@ -209,7 +209,8 @@ def test_cli_lists_gets_and_cancels(population: dict[str, Any], idle_stack: Stac
     base = ["jobs", "--base-url", idle_stack.base_url + "/v1", "--api-key", a.key]
     assert cli_main([*base, "list", "--tier", "flex", "--limit", "1", "--all"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == a.ids(tier="flex")
+    assert lines[0].split()[:3] == ["ID", "STATUS", "CLASS"]  # a table under its header
+    assert [line.split()[0] for line in lines[1:]] == a.ids(tier="flex")
     assert cli_main([*base, "list", "--batch-id", population["batch_id"], "--json"]) == 0
     listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert {j["custom_id"] for j in listed} == {"l0", "l1", "l2"}
