@@ -198,6 +198,10 @@ def test_every_page_with_data(session: Callable[..., Session], world: dict[str, 
     box = name.bounding_box()
     assert box is not None and box["y"] < 300  # Manage opens the view at its top
     expect(page.locator("#quota-table")).to_contain_text("Requests per minute")
+    # Rate-limit status: each limited row gauges its live use against the effective limit.
+    rpm = page.locator("#quota-table tbody tr").first
+    effective = rpm.locator("td").nth(3).inner_text()
+    expect(rpm.locator(".quota-now em")).to_have_text(re.compile(rf"^\d[\d,]* / {effective}$"))
     keys = page.locator("#keys")
     expect(keys.locator('tr[data-key="reporting"]')).to_contain_text("1")
     expect(keys.locator('tr[data-key="default"] td').nth(6)).to_have_text("2")

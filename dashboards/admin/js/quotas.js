@@ -26,3 +26,20 @@ export function checkQuota(field, raw) {
 
 export const showQuota = (v) => (v === null || v === undefined ? "—"
   : typeof v === "number" ? v.toLocaleString("en-US") : String(v));
+
+// What the tenant uses of a limit right now, from the quota store's live state (the buckets
+// refill continuously, so a per-minute limit's use is its capacity minus what is left);
+// limit null: unlimited, the use alone is shown where it is counted.
+export function usageNow(field, q) {
+  const live = q.live || {};
+  const limit = typeof q.effective[field] === "number" ? q.effective[field] : null;
+  const left = (available) => (limit === null ? null : limit - (available ?? limit));
+  const used = {
+    requests_per_minute: left(live.requests_per_minute_available),
+    tokens_per_minute: left(live.tokens_per_minute_available),
+    concurrent_requests: live.concurrent_requests_open,
+    batch_enqueued_tokens: live.batch_enqueued_tokens,
+    monthly_tokens: live.monthly_tokens_used,
+  }[field];
+  return used === undefined || used === null ? null : { used: Math.max(0, Math.round(used)), limit };
+}

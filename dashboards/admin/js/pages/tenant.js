@@ -6,7 +6,7 @@ import { ApiError, api, qs } from "../api.js";
 import { href, navigate, useResource } from "../hooks.js";
 import { Chart, dayRange, daySeconds } from "../chart.js";
 import { Empty, Field, Loaded, attempt, confirmAction, fmt, serverErrors, when } from "../ui.js";
-import { QUOTA_FIELDS, checkQuota, showQuota } from "../quotas.js";
+import { QUOTA_FIELDS, checkQuota, showQuota, usageNow } from "../quotas.js";
 import { Webhooks } from "./webhooks.js";
 
 // A tenant created from the list arrives with its first key: shown here once, then dropped.
@@ -65,7 +65,9 @@ function Header({ tenant, tiers, reload }) {
 }
 
 function Quotas({ tenantId }) {
-  const res = useResource(() => api("GET", `/admin/tenants/${tenantId}/quotas`), [tenantId]);
+  // Polled: the "Now" column shows the rate limits' live state.
+  const res = useResource(() => api("GET", `/admin/tenants/${tenantId}/quotas`), [tenantId],
+    { pollMs: 5000 });
   return html`<section class="card" aria-labelledby="quotas-h"><h2 id="quotas-h">Quotas</h2>
     <${Loaded} res=${res} what="quotas">${(q) => html`<${QuotaForm} key=${JSON.stringify(q.overrides)}
       q=${q} tenantId=${tenantId} reload=${res.reload} />`}</${Loaded}></section>`;
@@ -102,7 +104,7 @@ function QuotaForm({ q, tenantId, reload }) {
   return html`<form id="quota-form" onSubmit=${save} noValidate>
     <p class="hint">Empty inherits the tier default; <code>unlimited</code> lifts the limit.</p>
     <div class="table-wrap"><table id="quota-table">
-      <thead><tr><th>Limit</th><th>Tier default</th><th>Override</th><th>Effective</th></tr></thead>
+      <thead><tr><th>Limit</th><th>Tier default</th><th>Override</th><th>Effective</th><th>Now</th></tr></thead>
       <tbody>${QUOTA_FIELDS.map(([f, label]) => html`<tr key=${f}>
         <td>${label}</td><td>${showQuota(q.tier_defaults[f])}</td>
         <td><${Field} label="" name=${f} error=${errors[f]}>
@@ -112,10 +114,21 @@ function QuotaForm({ q, tenantId, reload }) {
             onInput=${(e) => { setValues({ ...values, [f]: e.target.value }); setErrors({ ...errors, [f]: undefined }); }} />
         </${Field}></td>
         <td>${showQuota(q.effective[f])}</td>
+        <td><${UsageGauge} now=${usageNow(f, q)} alert=${f === "monthly_alert_percent" && q.live?.monthly_alert} /></td>
       </tr>`)}</tbody></table></div>
     ${errors._form && html`<p class="field-error" role="alert">${errors._form}</p>`}
     <button type="submit" id="save-quotas" class="primary">Save quotas</button>
   </form>`;
+}
+
+function UsageGauge({ now, alert }) {
+  if (alert) return html`<span class="badge warn">alert reached</span>`;
+  if (!now) return "—";
+  if (now.limit === null) return html`<span class="hint">${now.used.toLocaleString("en-US")} used</span>`;
+  const p = now.limit > 0 ? Math.min(100, (100 * now.used) / now.limit) : 100;
+  return html`<span class="meter quota-now" title=${`${now.used} of ${now.limit}`}>
+    <span class=${p >= 90 ? "hot" : ""} style=${{ width: `${p}%` }}></span>
+    <em>${now.used.toLocaleString("en-US")} / ${now.limit.toLocaleString("en-US")}</em></span>`;
 }
 
 function NewKey({ secret, onDone }) {
