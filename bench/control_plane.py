@@ -12,7 +12,8 @@ millisecond measured is the control plane's (and the load generator's). A closed
 1-4) after another, is ramped until jobs/s stops rising by `--min-gain`. Per level: jobs/s end
 to end (completed streams, median of `--rounds` windows), latency p50/p99 (request to
 [DONE]), each process group's CPU (psutil, in cores), and Postgres work per job
-(pg_stat_database commits and rows written, WAL bytes) over the same windows.
+(pg_stat_database commits and rows written, WAL bytes) and Redis commands per job (INFO
+commandstats) over the same windows.
 
 The box is shared: "other" is whatever else ran on it during the windows (not ours).
 """
@@ -37,7 +38,15 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from cp_probe import CpuMeter, PgSnapshot, pg_delta, pg_settings, pg_snapshot, postmaster_pid  # noqa: E402
+from cp_probe import (  # noqa: E402
+    CpuMeter,
+    PgSnapshot,
+    pg_delta,
+    pg_settings,
+    pg_snapshot,
+    postmaster_pid,
+    redis_calls,
+)
 from harness import pct  # noqa: E402
 from overload import capacity_tenant  # noqa: E402
 
@@ -110,6 +119,7 @@ class LevelResult:
     wall_s: float
     jobs: int
     pg: PgSnapshot
+    redis_calls: dict[str, int]
     failed: int
     errors: dict[str, int]
 
@@ -119,7 +129,7 @@ class LevelResult:
 
 
 async def run_level(base: str, key: str, concurrency: int, rounds: int, round_s: float,
-                    meter: CpuMeter, database_url: str) -> LevelResult:
+                    meter: CpuMeter, database_url: str, redis_url: str) -> LevelResult:
     load, stop = Load(), asyncio.Event()
     pool = concurrency + 8
     limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
@@ -128,6 +138,7 @@ async def run_level(base: str, key: str, concurrency: int, rounds: int, round_s:
                  for i in range(concurrency)]
         await asyncio.sleep(1.5)  # warm: connections, pools, the first flush of pg stats
         pg0 = await asyncio.to_thread(pg_snapshot, database_url)
+        redis0 = await asyncio.to_thread(redis_calls, redis_url)
         meter.start()
         done0, windows = load.done, []
         for _ in range(rounds):
@@ -139,10 +150,13 @@ async def run_level(base: str, key: str, concurrency: int, rounds: int, round_s:
         jobs = load.done - done0
         meter.stop()
         pg1 = await asyncio.to_thread(pg_snapshot, database_url)
+        redis1 = await asyncio.to_thread(redis_calls, redis_url)
         stop.set()
         await asyncio.gather(*tasks)
     return LevelResult(concurrency, windows, meter.seconds(), meter.box_busy_s(), meter.wall_s,
-                       jobs, pg_delta(pg0, pg1), load.failed, load.errors)
+                       jobs, pg_delta(pg0, pg1),
+                       {k: n - redis0.get(k, 0) for k, n in redis1.items() if n > redis0.get(k, 0)},
+                       load.failed, load.errors)
 
 
 def idle_cores(meter: CpuMeter, seconds: float) -> dict[str, float]:
@@ -182,6 +196,9 @@ def print_level(r: LevelResult, idle: dict[str, float]) -> None:
         tables = sorted(((n, w / r.jobs) for n, w in r.pg.tables.items() if w), key=lambda x: -x[1])
         print("  rows written per job by table: "
               + ", ".join(f"{n} {w:.2f}" for n, w in tables))
+        calls = sorted(r.redis_calls.items(), key=lambda kv: -kv[1])
+        print(f"  Redis per job: {sum(r.redis_calls.values()) / r.jobs:.1f} commands ("
+              + ", ".join(f"{k} {n / r.jobs:.1f}" for k, n in calls[:10]) + ")")
 
 
 def main() -> None:
@@ -232,7 +249,8 @@ def main() -> None:
         results: list[LevelResult] = []
         for level in (int(x) for x in args.levels.split(",")):
             r = asyncio.run(run_level(stack.base_url, key, level, args.rounds, args.round_s,
-                                      CpuMeter(groups), servers.database_url))
+                                      CpuMeter(groups), servers.database_url,
+                                      servers.redis_url))
             print_level(r, idle)
             results.append(r)
             best = max(x.jobs_s for x in results[:-1]) if len(results) > 1 else 0.0

@@ -139,6 +139,18 @@ def pg_delta(a: PgSnapshot, b: PgSnapshot) -> PgSnapshot:
                       {k: v - a.tables.get(k, 0) for k, v in b.tables.items()})
 
 
+def redis_calls(redis_url: str) -> dict[str, int]:
+    """Cumulative calls per Redis command (INFO commandstats), e.g. {"xadd": 120, ...}."""
+    from redis import Redis
+
+    client = Redis.from_url(redis_url)
+    try:
+        stats = client.info("commandstats")
+    finally:
+        client.close()
+    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+
+
 def pg_settings(database_url: str) -> dict[str, str]:
     names = ("server_version", "synchronous_commit", "fsync", "shared_buffers", "max_connections")
     with psycopg.connect(database_url, autocommit=True) as conn:
