@@ -160,7 +160,9 @@ class EngineSettings(SettingsGroup):
     max_model_len: int = Field(default=2048,
                                description="prompt plus output tokens of one request")
     sim_speed: float = Field(
-        default=1.0, description="sim engine: >1 runs steps faster than the cost model says")
+        default=1.0,
+        description="sim engine: >1 runs steps faster than the cost model says; `inf`: steps "
+                    "cost nothing (the zero-cost engine of `bench/control_plane.py`)")
     cost_profile: str = Field(
         default="",
         description="the scheduler's cost model for this worker (`scheduler/cost_profiles.py`); "
