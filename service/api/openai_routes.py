@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
 import time
 import uuid
@@ -13,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
+from service.api.door import admit
 from service.api.job_waiting import (
     cancel_for_client,
     interrupted_error,
@@ -21,22 +21,17 @@ from service.api.job_waiting import (
     wait_for_job,
 )
 from service.api.relay import Interrupted, NewText, follow_job
-from service.api.slo_gate import check_deadline
 from service.jobs.response_format import ResponseFormat
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 from service.jobs.service import create_job
 from service.jobs.shapes import ShapeBuilder, sse, usage_dict
-from service.jobs.tiers import Classification, classify
-from service.observability.requests import NULL_OBSERVER, observe_request, record_refusal
-from service.quotas.admission import admit_request, estimate_prompt_tokens, quota_store
+from service.observability.requests import NULL_OBSERVER, observe_request
 from service.store.heartbeats import STRUCTURED_OUTPUTS
 from service.store.job_stream import Failure, Final
-from service.store.models.jobs import JobKind
 from service.store.models.tenants import Tenant
 from service.store.nul_codec import result_text
 from service.store.settings import Settings
 from service.store.telemetry.slo_rules import SloTargets
-from service.store.telemetry.state import record_rejection
 from service.web.deps import CurrentTenant, SessionDep, SettingsDep
 from service.web.errors import APIError, error_body
 from service.web.responses import RATE_LIMIT_HEADERS, TENANT_ROUTES, WITH_BODY, errors
@@ -83,23 +78,9 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
         raise APIError(400, f"max_tokens must be at most {settings.limits.max_tokens_limit}.",
                        code="invalid_value", param="max_tokens")
     payload = body.model_dump(mode="json", exclude_none=True)
-    if body.deadline_ms is not None:  # one no load can help: a 400, before any quota is taken
-        await check_deadline(request.app.state.slo_gate, body.model,
-                             deadline_ms=body.deadline_ms,
-                             prompt_tokens=estimate_prompt_tokens(payload))
-    try:
-        admission = await admit_request(session, quota_store(request.app.state), tenant=tenant,
-                                        body=payload, max_tokens=max_tokens,
-                                        slot_ttl_s=settings.api.request_timeout_seconds + 60)
-    except APIError as exc:
-        record_refusal(tenant.id, exc)
-        raise
-    now = dt.datetime.now(dt.UTC)
-    classification = classify(admission.service_tier, body.deadline_ms, now=now,
-                              realtime_deadline_s=settings.api.realtime_deadline_seconds,
-                              flex_deadline_s=settings.api.flex_deadline_seconds)
-    if classification.kind == JobKind.REALTIME and settings.api.slo_admission:
-        await _admit_by_slo(request, admission, body.model, classification, now, tenant.id)
+    door = await admit(request, session, settings, tenant, model=body.model, payload=payload,
+                       max_tokens=max_tokens, deadline_ms=body.deadline_ms)
+    admission, classification, now = door.admission, door.classification, door.now
     job = await admission.guard(create_job(
         session, tenant_id=tenant.id, endpoint="chat.completions" if chat else "completions",
         model=body.model, request=payload,
@@ -202,29 +183,3 @@ def _unsupported_format(fmt: ResponseFormat, model: str) -> APIError:
                          f"'{model}': its engine has no structured-output decoding. Omit "
                          f"response_format, or send {{\"type\": \"text\"}}.",
                     code="unsupported_value", param="response_format")
-
-
-def _slo_s(classification: Classification, ttft_target_s: float, now: dt.datetime) -> float:
-    """What the request is judged by: realtime, its time to first token against its tier's
-    target (or its deadline if sooner); flex, the whole answer against its deadline."""
-    deadline_s = (classification.deadline_at - now).total_seconds()
-    if classification.kind == JobKind.REALTIME:
-        return min(ttft_target_s, deadline_s)
-    return deadline_s
-
-
-async def _admit_by_slo(request: Request, admission: Any, model: str,
-                        classification: Classification, now: dt.datetime,
-                        tenant_id: uuid.UUID) -> None:
-    """Refuse now what cannot start within its target (service.api.slo_gate)."""
-    target = _slo_s(classification, admission.ttft_target_s, now)
-    retry = await request.app.state.slo_gate.check(
-        model, prompt_tokens=admission.prompt_estimate, target_s=target)
-    if retry is None:
-        return
-    await admission.release()
-    record_rejection(tenant_id, "slo_unattainable")
-    raise APIError(429, f"The service is too busy to start this request within its "
-                        f"{target:g} s time-to-first-token target; retry in {retry} s.",
-                   code="slo_unattainable", headers={"Retry-After": str(retry)},
-                   reason="slo_unattainable")

@@ -9,7 +9,6 @@ queued Response, and the client polls ``GET /v1/responses/{id}``.
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 import uuid
 from typing import Any
@@ -17,16 +16,15 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from service.api.openai_routes import SSE_EVENT, _admit_by_slo
+from service.api.door import admit
+from service.api.openai_routes import SSE_EVENT
 from service.api.responses_relay import stream_response, wait_response
 from service.jobs.cancel import cancel_own_job
 from service.jobs.response_schemas import ResponseCreate
 from service.jobs.response_view import EventStream, ResponseShape, render
 from service.jobs.service import create_job, get_job, parse_public_id
-from service.jobs.tiers import classify, classify_background
-from service.observability.requests import NULL_OBSERVER, observe_request, record_refusal
-from service.quotas.admission import admit_request, quota_store
-from service.store.models.jobs import Job, JobKind
+from service.observability.requests import NULL_OBSERVER, observe_request
+from service.store.models.jobs import Job
 from service.store.response_status import RESPONSES_ENDPOINT
 from service.store.telemetry.slo_rules import SloTargets
 from service.web.deps import CurrentTenant, RedisDep, SessionDep, SettingsDep
@@ -59,23 +57,10 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
         raise APIError(400, f"max_output_tokens must be at most "
                             f"{settings.limits.max_tokens_limit}.",
                        code="invalid_value", param="max_output_tokens")
-    try:
-        admission = await admit_request(session, quota_store(request.app.state), tenant=tenant,
-                                        body=payload, max_tokens=max_tokens,
-                                        slot_ttl_s=settings.api.request_timeout_seconds + 60)
-    except APIError as exc:
-        record_refusal(tenant.id, exc)
-        raise
-    now = dt.datetime.now(dt.UTC)
-    if body.background:
-        classification = classify_background(body.deadline_ms, now=now,
-                                             flex_deadline_s=settings.api.flex_deadline_seconds)
-    else:
-        classification = classify(admission.service_tier, body.deadline_ms, now=now,
-                                  realtime_deadline_s=settings.api.realtime_deadline_seconds,
-                                  flex_deadline_s=settings.api.flex_deadline_seconds)
-        if classification.kind == JobKind.REALTIME and settings.api.slo_admission:
-            await _admit_by_slo(request, admission, body.model, classification, now, tenant.id)
+    door = await admit(request, session, settings, tenant, model=body.model, payload=payload,
+                       max_tokens=max_tokens, deadline_ms=body.deadline_ms,
+                       background=body.background)
+    admission, classification, now = door.admission, door.classification, door.now
     job = await admission.guard(create_job(
         session, tenant_id=tenant.id, endpoint=RESPONSES_ENDPOINT, model=body.model,
         request=payload, stream=body.stream, max_tokens=max_tokens,

@@ -12,10 +12,12 @@ import uuid
 import httpx
 import openai
 import pytest
+from redis import Redis
 
+from service.store.keys import outlook_key
 from tests.support.admin import Admin
 from tests.support.services import PATIENT_TIER
-from tests.support.stack import Stack
+from tests.support.stack import Stack, wait_until
 
 MODEL = "sim-model"
 MESSAGES = [{"role": "user", "content": "hello"}]
@@ -153,9 +155,16 @@ def test_a_suspended_tenant_is_told_so_with_403(sim_stack: Stack, admin: Admin):
         client(sim_stack, "fw-" + "x" * 40).models.list()
 
 
+def wait_for_outlook(stack: Stack) -> None:
+    """The door judges deadlines by the dispatcher's outlook; a fresh stack has none yet."""
+    redis = Redis.from_url(stack.redis_url)
+    wait_until(lambda: redis.get(outlook_key(MODEL)) is not None, 30, "an outlook", stack)
+
+
 def test_an_unattainable_deadline_is_a_400_that_says_the_shortest(sim_stack: Stack,
                                                                   admin: Admin):
     _, key = new_key(admin)
+    wait_for_outlook(sim_stack)
     api = client(sim_stack, key)
     with pytest.raises(openai.BadRequestError) as info:
         api.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=4,  # type: ignore[arg-type]
@@ -186,3 +195,13 @@ def test_unknown_routes_answer_in_openai_shape(sim_stack: Stack, admin: Admin, m
     assert set(error) == {"message", "type", "param", "code"}
     assert error["type"] == "invalid_request_error"
     assert error["message"].endswith(f"({method} {path}).")
+
+
+def test_responses_refuse_an_unattainable_deadline_too(sim_stack: Stack, admin: Admin):
+    # The same door as completions (service/api/door.py): a 400 before any quota is taken.
+    _, key = new_key(admin)
+    wait_for_outlook(sim_stack)
+    with pytest.raises(openai.BadRequestError) as info:
+        client(sim_stack, key).responses.create(model=MODEL, input="hi", max_output_tokens=4,
+                                                extra_body={"deadline_ms": 1})
+    assert (info.value.param, info.value.code) == ("deadline_ms", "deadline_unattainable")
