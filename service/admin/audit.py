@@ -62,14 +62,20 @@ async def count(session: AsyncSession, *, target_id: str | None = None,
     return int(await session.scalar(query) or 0)
 
 
-async def _tenant_names(session: AsyncSession, ids: set[str]) -> dict[str, str]:
-    """Live tenants from their row; a deleted one by the name its create/delete entry kept."""
-    uuids = []
+def _uuids(ids: set[str]) -> list[uuid.UUID]:
+    """The ids that are UUIDs (audit targets also name tiers, which are not)."""
+    out = []
     for raw in ids:
         try:
-            uuids.append(uuid.UUID(raw))
+            out.append(uuid.UUID(raw))
         except ValueError:
             continue
+    return out
+
+
+async def _tenant_names(session: AsyncSession, ids: set[str]) -> dict[str, str]:
+    """Live tenants from their row; a deleted one by the name its create/delete entry kept."""
+    uuids = _uuids(ids)
     names = {str(i): n for i, n in (await session.execute(
         select(Tenant.id, Tenant.name).where(Tenant.id.in_(uuids)))).all()} if uuids else {}
     gone = ids - names.keys()
@@ -83,12 +89,7 @@ async def _tenant_names(session: AsyncSession, ids: set[str]) -> dict[str, str]:
 
 
 async def _key_names(session: AsyncSession, ids: set[str]) -> dict[str, str]:
-    uuids = []
-    for raw in ids:
-        try:
-            uuids.append(uuid.UUID(raw))
-        except ValueError:
-            continue
+    uuids = _uuids(ids)
     if not uuids:
         return {}
     rows = await session.execute(select(ApiKey.id, ApiKey.name).where(ApiKey.id.in_(uuids)))

@@ -58,11 +58,11 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
-def _ms(seconds: float | None) -> float | None:
+def ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1000
 
 
-class _Tally:
+class SloTally:
     """Judged requests of one group (the fleet, or one tenant)."""
 
     def __init__(self) -> None:
@@ -106,8 +106,8 @@ async def slo_attainment(session: AsyncSession, *, window_s: float) -> dict[str,
     targets = await slo_targets(session)
     by_tier = {t["tier"]: SloTargets.from_ms(t["ttft_slo_ms"], t["tpot_slo_ms"])
                for t in targets}
-    fleet = _Tally()
-    tenants: dict[tuple[str, str, str], _Tally] = defaultdict(_Tally)
+    fleet = SloTally()
+    tenants: dict[tuple[str, str, str], SloTally] = defaultdict(SloTally)
     for r in (await session.execute(_FINISHED, {"window": window_s})).mappings():
         ttft_s = None if r["ttft_s"] is None else float(r["ttft_s"])
         e2e_s = None if r["e2e_s"] is None else float(r["e2e_s"])
@@ -125,8 +125,8 @@ async def slo_attainment(session: AsyncSession, *, window_s: float) -> dict[str,
             "tenant_id": tenant_id, "tenant": name, "tier": tier, **tally.view(),
             "ttft_slo_ms": tier_targets and tier_targets["ttft_slo_ms"],
             "tpot_slo_ms": tier_targets and tier_targets["tpot_slo_ms"],
-            "ttft_p50_ms": _ms(percentile(tally.ttft_s, 0.5)),
-            "ttft_p99_ms": _ms(percentile(tally.ttft_s, 0.99)),
-            "tpot_p50_ms": _ms(percentile(tally.tpot_s, 0.5)),
-            "tpot_p99_ms": _ms(percentile(tally.tpot_s, 0.99))})
+            "ttft_p50_ms": ms(percentile(tally.ttft_s, 0.5)),
+            "ttft_p99_ms": ms(percentile(tally.ttft_s, 0.99)),
+            "tpot_p50_ms": ms(percentile(tally.tpot_s, 0.5)),
+            "tpot_p99_ms": ms(percentile(tally.tpot_s, 0.99))})
     return {"window_s": window_s, **fleet.view(), "targets": targets, "by_tenant": by_tenant}

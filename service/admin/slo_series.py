@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.admin.live import percentile, slo_targets
+from service.admin.live import SloTally, ms, percentile, slo_targets
 from service.store.telemetry.slo_rules import REALTIME_KINDS, SloTargets, judge, tpot_seconds
 
 # As service.admin.live reads them, plus each job's bucket (by when it finished).
@@ -33,25 +33,14 @@ FROM jobs WHERE preempted_at >= now() - make_interval(secs => :window)
 """)
 
 
-class _Bucket:
-    def __init__(self) -> None:
-        self.requests = 0
-        self.met = dict.fromkeys(REALTIME_KINDS, 0)
-        self.ttft_s: list[float] = []
-        self.tpot_s: list[float] = []
-
-    def view(self, t: int) -> dict[str, Any]:
-        def ms(v: float | None) -> float | None:
-            return None if v is None else v * 1000
-
-        return {"t": t, "requests": self.requests,
-                **{f"{k}_met": self.met[k] for k in REALTIME_KINDS},
-                **{f"{k}_attainment": _ratio(self.met[k], self.requests)
-                   for k in REALTIME_KINDS},
-                "ttft_p50_ms": ms(percentile(self.ttft_s, 0.5)),
-                "ttft_p99_ms": ms(percentile(self.ttft_s, 0.99)),
-                "tpot_p50_ms": ms(percentile(self.tpot_s, 0.5)),
-                "tpot_p99_ms": ms(percentile(self.tpot_s, 0.99))}
+def _bucket_view(t: int, b: SloTally) -> dict[str, Any]:
+    return {"t": t, "requests": b.requests,
+            **{f"{k}_met": b.met[k] for k in REALTIME_KINDS},
+            **{f"{k}_attainment": _ratio(b.met[k], b.requests) for k in REALTIME_KINDS},
+            "ttft_p50_ms": ms(percentile(b.ttft_s, 0.5)),
+            "ttft_p99_ms": ms(percentile(b.ttft_s, 0.99)),
+            "tpot_p50_ms": ms(percentile(b.tpot_s, 0.5)),
+            "tpot_p99_ms": ms(percentile(b.tpot_s, 0.99))}
 
 
 def _ratio(met: int, n: int) -> float | None:
@@ -67,7 +56,7 @@ async def slo_series(session: AsyncSession, *, window_s: float, bucket_s: float
     targets = await slo_targets(session)
     by_tier = {t["tier"]: SloTargets.from_ms(t["ttft_slo_ms"], t["tpot_slo_ms"])
                for t in targets}
-    buckets: dict[int, _Bucket] = defaultdict(_Bucket)
+    buckets: dict[int, SloTally] = defaultdict(SloTally)
     seen_tiers: set[str] = set()
     rows = await session.execute(_FINISHED, {"window": window_s, "bucket": bucket_s})
     for r in rows.mappings():
@@ -77,16 +66,10 @@ async def slo_series(session: AsyncSession, *, window_s: float, bucket_s: float
                         completion_tokens=r["completion_tokens"],
                         targets=by_tier.get(r["tier"], SloTargets(None, None)))
         b = buckets[int(r["bucket"])]
-        b.requests += 1
-        for kind, met in verdict.items():
-            b.met[kind] += int(met)
-        if succeeded and ttft_s is not None:
-            b.ttft_s.append(ttft_s)
-        tpot = tpot_seconds(e2e_s=e2e_s, ttft_s=ttft_s, completion_tokens=r["completion_tokens"])
-        if succeeded and tpot is not None:
-            b.tpot_s.append(tpot)
+        b.add(verdict, ttft_s, tpot_seconds(e2e_s=e2e_s, ttft_s=ttft_s,
+                                            completion_tokens=r["completion_tokens"]), succeeded)
         seen_tiers.add(r["tier"])
-    views = [buckets[t].view(t) for t in sorted(buckets)]
+    views = [_bucket_view(t, buckets[t]) for t in sorted(buckets)]
     total = sum(b.requests for b in buckets.values())
     return {"window_s": window_s, "bucket_s": bucket_s, "requests": total,
             **{f"{k}_attainment": _ratio(sum(b.met[k] for b in buckets.values()), total)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.admin.live import _Tally, percentile
+from service.admin.live import SloTally, percentile
 
 
 @pytest.mark.parametrize("q", [0.0, 0.5, 0.9, 0.99, 1.0])
@@ -16,7 +16,7 @@ def test_percentile_interpolates_like_percentile_cont(q):
 
 
 def test_tally_reports_each_kind_and_the_combined_figure_under_the_old_names():
-    tally = _Tally()
+    tally = SloTally()
     tally.add({"ttft": True, "tpot": False, "both": False}, 0.2, 0.3, True)
     tally.add({"ttft": True, "tpot": True, "both": True}, 0.1, 0.01, True)
     tally.add({"ttft": False, "tpot": False, "both": False}, None, None, False)
