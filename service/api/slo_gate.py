@@ -36,9 +36,10 @@ class SloGate:
         self._outlooks: dict[str, tuple[float, RealtimeOutlook | None]] = {}
         self._admitted: dict[str, deque[float]] = defaultdict(deque)  # model -> epoch times
 
-    async def check(self, model: str, *, prompt_tokens: int, target_s: float) -> int | None:
-        """None: admitted (and counted against the next request). Else the seconds after which
-        a retry may be admitted."""
+    async def check(self, model: str, *, prompt_tokens: int, target_s: float,
+                    count: bool = True) -> int | None:
+        """None: admitted (and, with ``count``, counted against the next request). Else the
+        seconds after which a retry may be admitted."""
         outlook = await self._outlook(model)
         if outlook is None:
             return None
@@ -47,10 +48,14 @@ class SloGate:
             admitted.popleft()
         retry = door_refusal(outlook, prompt_tokens=prompt_tokens, target_s=target_s,
                              extra_jobs=len(admitted))
-        if retry is not None:
-            return retry
-        admitted.append(time.time())
-        return None
+        if retry is None and count:
+            admitted.append(time.time())
+        return retry
+
+    def forget(self, model: str) -> None:
+        """Un-count the last request ``check`` admitted (something after the gate refused it)."""
+        if self._admitted[model]:
+            self._admitted[model].pop()
 
     async def idle_ttft_s(self, model: str, *, prompt_tokens: int) -> float | None:
         """The request's predicted time to first token on an idle pool; None without an

@@ -170,30 +170,55 @@ def quota_store(state: Any) -> QuotaStore:
     return store
 
 
+@dataclass(frozen=True, slots=True)
+class DoorPolicy:
+    """What the door knows of a request before it takes any quota: the tenant's limits and
+    targets, the service tier it runs with, and its prompt estimate."""
+    policy: TenantPolicy
+    service_tier: str
+    prompt_estimate: int
+
+    @property
+    def ttft_target_s(self) -> float:
+        return self.policy.ttft_slo_ms / 1000
+
+
+async def door_policy(session: AsyncSession, *, tenant: Any, body: dict[str, Any]) -> DoorPolicy:
+    """The tenant's policy and the request's service tier, or the 403 for a tier it may not
+    use. Reads Postgres only: a request refused after this (by its SLO) cost no quota."""
+    policy = await load_policy(session, tenant_id=tenant.id, tier=tenant.tier)
+    service_tier = resolve_service_tier(body.get("service_tier"), policy.allowed_service_tiers)
+    if service_tier is None:
+        raise APIError(403, f"service_tier '{body.get('service_tier')}' is not available "
+                       f"on the '{policy.tier}' tier.", code="service_tier_not_allowed",
+                       param="service_tier", reason="service_tier_not_allowed")
+    return DoorPolicy(policy, service_tier, estimate_prompt_tokens(body))
+
+
+async def reserve_request(session: AsyncSession, store: QuotaStore, *, tenant: Any,
+                          door: DoorPolicy, max_tokens: int, slot_ttl_s: float) -> Admission:
+    """Take the request's quota (tokens, a concurrency slot) or raise its 429/503."""
+    policy, requested = door.policy, door.prompt_estimate + max_tokens
+    try:
+        decision = await reserve(store, session, tenant_id=tenant.id, policy=policy,
+                                 tokens=requested, ticket=(ticket := uuid.uuid4()),
+                                 batch=False, hold_slot=True, slot_ttl_s=slot_ttl_s)
+    except RedisError as exc:
+        raise unavailable() from exc
+    if not decision.admitted:
+        raise refusal(decision, policy.limits, requested=requested)
+    return Admission(store, tenant.id, ticket, door.prompt_estimate, door.service_tier,
+                     door.ttft_target_s, rate_limit_headers(policy.limits, decision),
+                     slot_ttl_s=slot_ttl_s, tpot_target_s=policy.tpot_slo_ms / 1000)
+
+
 async def admit_request(session: AsyncSession, store: QuotaStore, *, tenant: Any,
                         body: dict[str, Any], max_tokens: int, slot_ttl_s: float
                         ) -> Admission:
     """Admit one realtime-API request or raise the APIError the client should see."""
-    try:
-        policy = await load_policy(session, tenant_id=tenant.id, tier=tenant.tier)
-        service_tier = resolve_service_tier(body.get("service_tier"),
-                                            policy.allowed_service_tiers)
-        if service_tier is None:
-            raise APIError(403, f"service_tier '{body.get('service_tier')}' is not available "
-                           f"on the '{policy.tier}' tier.", code="service_tier_not_allowed",
-                           param="service_tier", reason="service_tier_not_allowed")
-        prompt = estimate_prompt_tokens(body)
-        ticket = uuid.uuid4()
-        decision = await reserve(store, session, tenant_id=tenant.id, policy=policy,
-                                 tokens=prompt + max_tokens, ticket=ticket, batch=False,
-                                 hold_slot=True, slot_ttl_s=slot_ttl_s)
-    except RedisError as exc:
-        raise unavailable() from exc
-    if not decision.admitted:
-        raise refusal(decision, policy.limits, requested=prompt + max_tokens)
-    return Admission(store, tenant.id, ticket, prompt, service_tier,
-                     policy.ttft_slo_ms / 1000, rate_limit_headers(policy.limits, decision),
-                     slot_ttl_s=slot_ttl_s, tpot_target_s=policy.tpot_slo_ms / 1000)
+    door = await door_policy(session, tenant=tenant, body=body)
+    return await reserve_request(session, store, tenant=tenant, door=door,
+                                 max_tokens=max_tokens, slot_ttl_s=slot_ttl_s)
 
 
 def install_redis_unavailable_handler(app: Any) -> None:

@@ -1,0 +1,109 @@
+"""The door's order (service/api/door.py): a realtime request its SLO cannot admit is refused
+before the quota script runs (so the refusal takes no quota and costs no Redis round trip),
+and a request the gate admitted but the quota refused is un-counted at the gate."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from service.api import door
+from service.quotas.admission import DoorPolicy
+from service.quotas.policy import TenantPolicy
+from service.store.quota_limits import QuotaLimits
+from service.store.settings import Settings
+from service.web.errors import APIError
+
+
+class FakeGate:
+    def __init__(self, retry: int | None) -> None:
+        self.retry = retry
+        self.admitted = 0
+        self.prompts: list[int] = []
+
+    async def check(self, model: str, *, prompt_tokens: int, target_s: float,
+                    count: bool = True) -> int | None:
+        self.prompts.append(prompt_tokens)
+        if self.retry is None and count:
+            self.admitted += 1
+        return self.retry
+
+    def forget(self, model: str) -> None:
+        self.admitted -= 1
+
+
+def _door(monkeypatch: pytest.MonkeyPatch, gate: FakeGate, quota_error: APIError | None
+          ) -> list[str]:
+    calls: list[str] = []
+    policy = TenantPolicy("premium", QuotaLimits(0, 0, 0, 0, 0), ("default",), 500, 50)
+
+    async def fake_policy(session: Any, *, tenant: Any, body: Any) -> DoorPolicy:
+        calls.append("policy")
+        return DoorPolicy(policy, "default", 10)
+
+    async def fake_reserve(session: Any, store: Any, **kwargs: Any) -> Any:
+        calls.append("reserve")
+        if quota_error is not None:
+            raise quota_error
+        return SimpleNamespace()
+
+    monkeypatch.setattr(door, "door_policy", fake_policy)
+    monkeypatch.setattr(door, "reserve_request", fake_reserve)
+    monkeypatch.setattr(door, "quota_store", lambda state: None)
+    return calls
+
+
+TENANT = SimpleNamespace(id=uuid.uuid4(), tier="premium")
+
+
+def _admit(gate: FakeGate, state: Any = None, content: str = "") -> Any:
+    state = state or SimpleNamespace(slo_gate=gate)
+    request = SimpleNamespace(app=SimpleNamespace(state=state))
+    payload = {"messages": [{"role": "user", "content": content}]}
+    return door.admit(request, None, Settings(), TENANT, model="m",  # type: ignore[arg-type]
+                      payload=payload, max_tokens=16, deadline_ms=None)
+
+
+def test_an_slo_refusal_takes_no_quota(monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = FakeGate(retry=2)
+    calls = _door(monkeypatch, gate, quota_error=None)
+    with pytest.raises(APIError) as refused:
+        asyncio.run(_admit(gate))
+    assert refused.value.status == 429 and refused.value.code == "slo_unattainable"
+    assert calls == ["policy"]  # the quota script never ran
+
+
+def test_a_quota_refusal_after_the_gate_is_uncounted(monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = FakeGate(retry=None)
+    calls = _door(monkeypatch, gate, quota_error=APIError(429, "over", code="rate_limit"))
+    with pytest.raises(APIError):
+        asyncio.run(_admit(gate))
+    assert calls == ["policy", "reserve"] and gate.admitted == 0
+
+
+def test_an_admitted_request_passes_both(monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = FakeGate(retry=None)
+    calls = _door(monkeypatch, gate, quota_error=None)
+    admitted = asyncio.run(_admit(gate))
+    assert calls == ["policy", "reserve"] and gate.admitted == 1
+    assert admitted.classification.kind.value == "realtime"
+
+
+def test_a_refusal_within_the_hint_ttl_reads_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = FakeGate(retry=None)
+    calls = _door(monkeypatch, gate, quota_error=None)
+    state = SimpleNamespace(slo_gate=gate)
+    asyncio.run(_admit(gate, state))  # admitted: the tenant's policy is now a hint
+    gate.retry = 3  # the pool is now overloaded
+    with pytest.raises(APIError) as refused:
+        asyncio.run(_admit(gate, state, content="x" * 400))
+    assert refused.value.code == "slo_unattainable"
+    assert calls == ["policy", "reserve"]  # the refusal read no policy, took no quota
+    assert gate.prompts[-1] > 100  # judged with this request's prompt, not the hint's
+    gate.retry = None  # an admission always re-reads the policy
+    asyncio.run(_admit(gate, state))
+    assert calls == ["policy", "reserve", "policy", "reserve"]
