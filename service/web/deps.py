@@ -17,7 +17,9 @@ from service.tenants.service import TenantSuspended, authenticate_key
 from service.web.errors import APIError
 
 
-def get_app_settings(request: Request) -> Settings:
+# Every dependency here is ``async def``, though none awaits: FastAPI runs a plain ``def``
+# dependency in a worker thread, a thread hop per dependency per request (issue #16).
+async def get_app_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
@@ -27,12 +29,12 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
         yield session
 
 
-def get_redis(request: Request) -> Redis:
+async def get_redis(request: Request) -> Redis:
     redis: Redis = request.app.state.redis
     return redis
 
 
-def storable_params(request: Request) -> None:
+async def storable_params(request: Request) -> None:
     """Path and query parameters reach SQL as text, so one Postgres cannot store (U+0000) is
     refused with a 400 that names it, as the same text in a body is (service.store.storable).
     The app runs this before every route."""
@@ -74,7 +76,7 @@ async def current_tenant(request: Request, session: SessionDep, settings: Settin
 CurrentTenant = Annotated[Tenant, Depends(current_tenant)]
 
 
-def require_admin(request: Request, settings: SettingsDep) -> str:
+async def require_admin(request: Request, settings: SettingsDep) -> str:
     """The admin credential is its own secret, never a tenant key. Returns the actor name for
     the audit log (X-Fairway-Actor if the caller names itself, else "admin")."""
     token = _bearer(request)
