@@ -84,6 +84,18 @@ def claim_job(session: Session, *, job_id: uuid.UUID, worker_id: str,
     return attempt
 
 
+def claim_jobs(session: Session, *, placements: list[tuple[uuid.UUID, str]],
+               lease_s: float) -> dict[uuid.UUID, int]:
+    """Several (job, worker) claims in one statement and one commit: job -> its new attempt,
+    for those still queued (a job cancelled or claimed meanwhile is left out)."""
+    if not placements:
+        return {}
+    now = dt.datetime.now(dt.UTC)
+    rows = session.execute(lifecycle.claim_many(placements, lease_s=lease_s, now=now)).all()
+    session.commit()
+    return {r.id: r.attempt for r in rows}
+
+
 def requeue_worker_jobs(session: Session, *, worker_id: str) -> list[uuid.UUID]:
     """Jobs of a worker that missed its heartbeats, back to the queue."""
     ids = list(session.scalars(lifecycle.requeue_worker(worker_id, dt.datetime.now(dt.UTC))))
