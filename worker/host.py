@@ -176,9 +176,12 @@ class EngineHost:
                                                count=HANDOFF_READ_COUNT, block=HANDOFF_BLOCK_MS)
                 failures = 0
             except Exception as exc:
-                if not is_outage(exc):
-                    raise
-                self.deps.failed(exc)
+                # Never stop reading while the heartbeat goes on: jobs would be placed here
+                # and sit until their leases end.
+                if is_outage(exc):
+                    self.deps.failed(exc)
+                else:
+                    log.exception("hand-off read failed")
                 failures += 1
                 await asyncio.sleep(min(5.0, 0.2 * 2 ** failures))
                 continue
