@@ -197,7 +197,8 @@ class EngineHost:
         assert self.runner is not None
         # A duplicate of an attempt running here is dropped at once; any other duplicate or
         # stale entry finds the row no longer assigned to that attempt and starts nothing.
-        if message.job_id in self.runner.active:
+        if self.runner.active.get(message.job_id) == engine_request_id(message.job_id,
+                                                                       message.attempt):
             return
         task = asyncio.create_task(self.runner.run(message.job_id, message.attempt,
                                                    trace=message.trace))
