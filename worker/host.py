@@ -80,6 +80,7 @@ class EngineHost:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name="engine-loop", daemon=True)
         self._tasks: list[asyncio.Task[None]] = []
+        self._reader: asyncio.Task[None] | None = None  # the hand-off reader
         self._jobs: set[asyncio.Task[str]] = set()  # realtime jobs taken from the hand-off
         self._handoff_from = "0-0"  # the hand-off stream's entries after this id are ours
         self.runner: JobRunner | None = None
@@ -132,17 +133,21 @@ class EngineHost:
         # re-queued from their rows when that process was found dead).
         self._handoff_from = await self._handoff_tail()
         await self._heartbeat_once()
-        self._tasks = [asyncio.create_task(self._heartbeat_forever()),
-                       asyncio.create_task(self._take_handoffs_forever()),
+        self._reader = asyncio.create_task(self._take_handoffs_forever())
+        self._tasks = [asyncio.create_task(self._heartbeat_forever()), self._reader,
                        asyncio.create_task(self._listen_for_commands()),
                        asyncio.create_task(self._publish_step_clock_forever()),
                        asyncio.create_task(self.outbox.deliver_forever())]
 
     async def _stop(self) -> None:
+        # Hand-offs are read until here (through Celery's warm shutdown: realtime placed here
+        # meanwhile still runs); a job placed after is re-queued once this worker is gone.
+        if self._reader is not None:
+            self._reader.cancel()
+        if self._jobs:  # realtime jobs under way finish, still heartbeating (leases renewed)
+            await asyncio.wait(self._jobs, timeout=STOP_PATIENCE_S)
         for task in self._tasks:
             task.cancel()
-        if self._jobs:  # realtime jobs under way finish (those unread are re-queued)
-            await asyncio.wait(self._jobs, timeout=STOP_PATIENCE_S)
         if self.redis is not None:
             await self.redis.delete(worker_key(self.worker_id), step_clock_key(self.worker_id))
             if self.phase_slot is not None:
