@@ -164,8 +164,16 @@ class EngineHost:
 
     # -- the realtime hand-off -----------------------------------------------------------------
     async def _handoff_tail(self) -> str:
+        """The id of the stream's last entry. With Redis away at start, from the beginning:
+        a stale entry finds its row moved on and starts nothing (``lifecycle.start``)."""
         assert self.redis is not None
-        last: Any = await self.redis.xrevrange(handoff_stream(self.worker_id), count=1)
+        try:
+            last: Any = await self.redis.xrevrange(handoff_stream(self.worker_id), count=1)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            self.deps.failed(exc)
+            return "0-0"
         return str(last[0][0].decode()) if last else "0-0"
 
     async def _take_handoffs_forever(self) -> None:
