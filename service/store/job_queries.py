@@ -74,16 +74,6 @@ def fetch_queued(session: Session, *, job_ids: Iterable[uuid.UUID] | None = None
     return [_to_queued(r) for r in session.execute(query)]
 
 
-def claim_job(session: Session, *, job_id: uuid.UUID, worker_id: str,
-              lease_s: float) -> int | None:
-    """queued -> assigned with attempt+1 and a lease; None if someone else changed it first."""
-    now = dt.datetime.now(dt.UTC)
-    attempt: int | None = session.scalar(lifecycle.claim(job_id, worker_id=worker_id,
-                                                          lease_s=lease_s, now=now))
-    session.commit()
-    return attempt
-
-
 def claim_jobs(session: Session, *, placements: list[tuple[uuid.UUID, str]],
                lease_s: float) -> dict[uuid.UUID, int]:
     """Several (job, worker) claims in one statement and one commit: job -> its new attempt,
