@@ -1,5 +1,7 @@
-"""The engine host: one event loop thread that owns the engine, the job runner, heartbeats and
-the abort listener. Celery's pool threads hand it coroutines and wait for their results.
+"""The engine host: one event loop thread that owns the engine, the job runner, heartbeats,
+the abort listener and the realtime hand-off reader. Realtime jobs arrive on this worker's
+hand-off stream (service.store.handoff) and run as tasks on this loop; batch jobs arrive by
+Celery, whose pool threads hand this loop coroutines and wait for their results.
 """
 
 from __future__ import annotations
@@ -18,10 +20,16 @@ from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 
-from service.store import lifecycle, wakeups
+from service.store import handoff, lifecycle, wakeups
 from service.store.db import async_engine, async_sessionmaker_for
 from service.store.heartbeats import STRUCTURED_OUTPUTS, encode_step_clock
-from service.store.keys import control_channel, step_clock_key, worker_key, worker_queue
+from service.store.keys import (
+    control_channel,
+    handoff_stream,
+    step_clock_key,
+    worker_key,
+    worker_queue,
+)
 from service.store.outages import POSTGRES, REDIS, Dependencies, is_outage
 from service.store.settings import EngineSettings, Settings, WorkerSettings
 from service.store.telemetry.endpoint import start_metrics_endpoint
@@ -34,6 +42,10 @@ from worker.stream_outbox import StreamOutbox
 
 log = logging.getLogger("fairway.worker")
 T = TypeVar("T")
+
+HANDOFF_BLOCK_MS = 5_000  # one blocking read's wait; a new read follows at once
+HANDOFF_READ_COUNT = 256  # entries taken per read
+STOP_PATIENCE_S = 30.0  # how long a stopping worker lets its realtime jobs finish
 
 
 def default_cost_profile(engine: EngineSettings) -> str:
@@ -68,6 +80,9 @@ class EngineHost:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name="engine-loop", daemon=True)
         self._tasks: list[asyncio.Task[None]] = []
+        self._reader: asyncio.Task[None] | None = None  # the hand-off reader
+        self._jobs: set[asyncio.Task[str]] = set()  # realtime jobs taken from the hand-off
+        self._handoff_from = "0-0"  # the hand-off stream's entries after this id are ours
         self.runner: JobRunner | None = None
         self.deps = Dependencies(log)
         self.incarnation = f"{os.getpid()}-{time.time():.3f}"
@@ -113,13 +128,24 @@ class EngineHost:
                                 worker_id=self.worker_id,
                                 sessionmaker=async_sessionmaker_for(self.settings.database_url),
                                 redis=self.redis, outbox=self.outbox, deps=self.deps)
+        # Before the first beat (the dispatcher places nothing here before it): entries a
+        # previous process under this id left unread are not this one's (their jobs were
+        # re-queued from their rows when that process was found dead).
+        self._handoff_from = await self._handoff_tail()
         await self._heartbeat_once()
-        self._tasks = [asyncio.create_task(self._heartbeat_forever()),
+        self._reader = asyncio.create_task(self._take_handoffs_forever())
+        self._tasks = [asyncio.create_task(self._heartbeat_forever()), self._reader,
                        asyncio.create_task(self._listen_for_commands()),
                        asyncio.create_task(self._publish_step_clock_forever()),
                        asyncio.create_task(self.outbox.deliver_forever())]
 
     async def _stop(self) -> None:
+        # Hand-offs are read until here (through Celery's warm shutdown: realtime placed here
+        # meanwhile still runs); a job placed after is re-queued once this worker is gone.
+        if self._reader is not None:
+            self._reader.cancel()
+        if self._jobs:  # realtime jobs under way finish, still heartbeating (leases renewed)
+            await asyncio.wait(self._jobs, timeout=STOP_PATIENCE_S)
         for task in self._tasks:
             task.cancel()
         if self.redis is not None:
@@ -135,6 +161,67 @@ class EngineHost:
     def run_job(self, job_id: str, attempt: int) -> str:
         assert self.runner is not None, "engine host not started"
         return self.call(self.runner.run(job_id, attempt))
+
+    # -- the realtime hand-off -----------------------------------------------------------------
+    async def _handoff_tail(self) -> str:
+        """The id of the stream's last entry. With Redis away at start, from the beginning:
+        a stale entry finds its row moved on and starts nothing (``lifecycle.start``)."""
+        assert self.redis is not None
+        try:
+            last: Any = await self.redis.xrevrange(handoff_stream(self.worker_id), count=1)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            self.deps.failed(exc)
+            return "0-0"
+        return str(last[0][0].decode()) if last else "0-0"
+
+    async def _take_handoffs_forever(self) -> None:
+        """Read this worker's hand-off stream (one blocking read takes every entry waiting)
+        and start each job as a task on this loop; reads again after a Redis outage from
+        where it stopped (a job whose entry is lost meanwhile is re-queued at its lease end)."""
+        assert self.redis is not None
+        key = handoff_stream(self.worker_id)
+        failures = 0
+        while True:
+            try:
+                reply: Any = await self.redis.xread({key: self._handoff_from},
+                                               count=HANDOFF_READ_COUNT, block=HANDOFF_BLOCK_MS)
+                failures = 0
+            except Exception as exc:
+                # Never stop reading while the heartbeat goes on: jobs would be placed here
+                # and sit until their leases end.
+                if is_outage(exc):
+                    self.deps.failed(exc)
+                else:
+                    log.exception("hand-off read failed")
+                failures += 1
+                await asyncio.sleep(min(5.0, 0.2 * 2 ** failures))
+                continue
+            for _stream, entries in reply or ():
+                for entry_id, fields in entries:
+                    self._handoff_from = entry_id.decode()
+                    self._take(handoff.decode(fields))
+
+    def _take(self, message: handoff.Handoff | None) -> None:
+        if message is None:
+            log.warning("unreadable hand-off ignored")
+            return
+        assert self.runner is not None
+        # A duplicate of an attempt running here is dropped at once; any other duplicate or
+        # stale entry finds the row no longer assigned to that attempt and starts nothing.
+        if self.runner.active.get(message.job_id) == engine_request_id(message.job_id,
+                                                                       message.attempt):
+            return
+        task = asyncio.create_task(self.runner.run(message.job_id, message.attempt,
+                                                   trace=message.trace))
+        self._jobs.add(task)
+        task.add_done_callback(self._job_done)
+
+    def _job_done(self, task: asyncio.Task[str]) -> None:
+        self._jobs.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("realtime job task failed", exc_info=task.exception())
 
     # -- step clock ----------------------------------------------------------------------------
     async def _publish_step_clock_forever(self) -> None:

@@ -54,6 +54,7 @@ class ClaimedJob:
     resume_logged: bool = False
     saved_tokens: int = 0  # tokens in the job row's checkpoint (worker heartbeats update it)
     cache_salt: str | None = None  # the tenant's prefix-cache namespace (None: shared)
+    trace: dict[str, str] | None = None  # W3C trace context from the hand-off (None: none)
 
 
 @dataclass(slots=True)
@@ -103,13 +104,16 @@ class JobRunner:
         self.progress: dict[str, tuple[ClaimedJob, Progress]] = {}  # what each has made
         self.preempting: set[str] = set()  # job ids being taken back (park, don't drop)
 
-    async def run(self, job_id: str, attempt: int) -> str:
-        """Returns the outcome: skipped | succeeded | failed | aborted."""
+    async def run(self, job_id: str, attempt: int,
+                  trace: dict[str, str] | None = None) -> str:
+        """Returns the outcome: skipped | succeeded | failed | aborted. ``trace``: the job's W3C
+        trace context, as the hand-off carried it (kept on the claimed job for tracing)."""
         claimed = await self._claim(uuid.UUID(job_id), attempt)
         if claimed is None:
             log.info("stale or duplicate delivery ignored",
                      extra={"job_id": job_id, "attempt": attempt})
             return "skipped"
+        claimed.trace = trace
         rid = engine_request_id(claimed.job_id, attempt)
         self.active[job_id] = rid
         try:

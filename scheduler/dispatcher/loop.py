@@ -16,6 +16,7 @@ import psycopg
 from redis import Redis
 from sqlalchemy.orm import Session
 
+from scheduler.dispatcher import handout
 from scheduler.dispatcher import metrics as sched_obs
 from scheduler.dispatcher.leader import acquire_leadership, connect, still_leader
 from scheduler.dispatcher.refusals import refusal_message
@@ -24,16 +25,18 @@ from scheduler.dispatcher.views import job_view, live_beats, worker_view
 from scheduler.interface import SchedulingPolicy
 from scheduler.policies import FairwayConfig, make_policy
 from scheduler.types import Assign, Decision, JobClass, Preempt, Reject
+from service.store import handoff, job_stream, wakeups
 from service.store import job_queries as store
-from service.store import job_stream, wakeups
 from service.store.db import sync_session
 from service.store.heartbeats import LeaderBeat, decode_step_clock, encode_outlook
 from service.store.keys import (
+    HANDOFF_MAXLEN,
     LEADER_KEY,
     LEADER_TTL_S,
     OUTLOOK_TTL_S,
     WORKER_KEY_PATTERN,
     control_channel,
+    handoff_stream,
     outlook_key,
     step_clock_key,
     stream_key,
@@ -244,6 +247,9 @@ class Dispatcher:
         with sync_session(self.settings.database_url) as session:
             requeued = store.requeue_worker_jobs(session, worker_id=worker_id)
         log.warning("worker %s %s; re-queued %d job(s)", worker_id, why, len(requeued))
+        # Hand-offs it never read are among the re-queued (by their rows, not the stream):
+        # the entries are stale now.
+        self.redis.delete(handoff_stream(worker_id))
         for requeued_id in requeued:
             self._release(str(requeued_id))
         for placed_id, (owner, _) in list(self.placed.items()):
@@ -280,39 +286,72 @@ class Dispatcher:
     def _act(self, decisions: list[Decision]) -> None:
         if not decisions:
             return
+        assigns = [d for d in decisions if isinstance(d, Assign)]
+        preempts = [d for d in decisions if isinstance(d, Preempt)]
         with sync_session(self.settings.database_url) as session:
+            self._assign_all(session, assigns, preempts)
             for decision in decisions:
-                if isinstance(decision, Assign):
-                    self._assign(session, decision)
-                elif isinstance(decision, Reject):
+                if isinstance(decision, Reject):
                     self._reject(session, decision)
-                elif isinstance(decision, Preempt):
-                    self._preempt(decision)
 
-    def _assign(self, session: Session, decision: Assign) -> None:
-        attempt = store.claim_job(session, job_id=uuid.UUID(decision.job_id),
-                                  worker_id=decision.worker_id,
-                                  lease_s=self.settings.jobs.lease_seconds)
-        job_class = self.classes.pop(decision.job_id, JobClass.REALTIME)
-        if attempt is None:  # cancelled (or claimed) since the policy saw it
-            self.policy.on_job_finished(decision.job_id, decision.worker_id, 0, 0)
+    def _assign_all(self, session: Session, assigns: list[Assign],
+                    preempts: list[Preempt]) -> None:
+        """Every assignment of the pass claimed in one statement (committed before anything is
+        sent), then the realtime hand-offs and the preemptions in one Redis pipeline, then the
+        batch tasks over one Celery producer."""
+        classes = {a.job_id: self.classes.pop(a.job_id, JobClass.REALTIME) for a in assigns}
+        attempts = store.claim_jobs(session, placements=handout.placements(assigns),
+                                    lease_s=self.settings.jobs.lease_seconds) if assigns else {}
+        plan = handout.plan_sends(assigns, attempts, classes)
+        for lost in plan.lost:  # cancelled (or claimed) since the policy saw it
+            self.policy.on_job_finished(lost.job_id, lost.worker_id, 0, 0)
+        self._send_realtime(session, plan.realtime, preempts)
+        self._send_batch(session, plan.batch)
+
+    def _send_realtime(self, session: Session, placed: list[handout.Placed],
+                       preempts: list[Preempt]) -> None:
+        if not placed and not preempts:
             return
+        for decision in preempts:
+            log.info("preempting %s on %s: %s", decision.job_id, decision.worker_id,
+                     decision.reason)
         try:
-            self.celery.send_task(RUN_JOB_TASK, args=[decision.job_id, attempt],
-                                  queue=worker_queue(decision.worker_id))
+            with self.redis.pipeline(transaction=False) as pipe:
+                for job in placed:
+                    pipe.xadd(handoff_stream(job.worker_id), handoff.encode(handoff.Handoff(
+                        job.job_id, job.attempt, job.trace)),  # type: ignore[arg-type]
+                        maxlen=HANDOFF_MAXLEN, approximate=True)
+                for decision in preempts:  # the victim's room is already free to the policy
+                    pipe.publish(control_channel(decision.worker_id),
+                                 wakeups.encode_command(wakeups.PreemptJob(decision.job_id)))
+                pipe.execute()
         except Exception as exc:
-            if is_outage(exc):  # the broker is away: give the claim back now, not at lease end
-                store.unclaim_job(session, job_id=uuid.UUID(decision.job_id), attempt=attempt,
-                                  worker_id=decision.worker_id)
+            if is_outage(exc):  # Redis is away: give the claims back now, not at lease end
+                self._unclaim(session, placed)
             raise
-        self.placed[decision.job_id] = (decision.worker_id, job_class)
+        for job in placed:
+            self.placed[job.job_id] = (job.worker_id, job.job_class)
 
-    def _preempt(self, decision: Preempt) -> None:
-        """Ask the worker to take the job back; it parks a checkpoint and notifies requeue.
-        The policy already counts the victim's room as free."""
-        log.info("preempting %s on %s: %s", decision.job_id, decision.worker_id, decision.reason)
-        self.redis.publish(control_channel(decision.worker_id),
-                           wakeups.encode_command(wakeups.PreemptJob(decision.job_id)))
+    def _send_batch(self, session: Session, placed: list[handout.Placed]) -> None:
+        if not placed:
+            return
+        sent = 0
+        try:
+            with self.celery.producer_or_acquire() as producer:
+                for job in placed:
+                    self.celery.send_task(RUN_JOB_TASK, args=[job.job_id, job.attempt],
+                                          queue=worker_queue(job.worker_id), producer=producer)
+                    self.placed[job.job_id] = (job.worker_id, job.job_class)
+                    sent += 1
+        except Exception as exc:
+            if is_outage(exc):  # the broker is away: give the claims back now
+                self._unclaim(session, placed[sent:])
+            raise
+
+    def _unclaim(self, session: Session, placed: list[handout.Placed]) -> None:
+        for job in placed:
+            store.unclaim_job(session, job_id=uuid.UUID(job.job_id), attempt=job.attempt,
+                              worker_id=job.worker_id)
 
     def _reject(self, session: Session, decision: Reject) -> None:
         retry = max(1, round(decision.retry_after_s))

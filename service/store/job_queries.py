@@ -74,14 +74,16 @@ def fetch_queued(session: Session, *, job_ids: Iterable[uuid.UUID] | None = None
     return [_to_queued(r) for r in session.execute(query)]
 
 
-def claim_job(session: Session, *, job_id: uuid.UUID, worker_id: str,
-              lease_s: float) -> int | None:
-    """queued -> assigned with attempt+1 and a lease; None if someone else changed it first."""
+def claim_jobs(session: Session, *, placements: list[tuple[uuid.UUID, str]],
+               lease_s: float) -> dict[uuid.UUID, int]:
+    """Several (job, worker) claims in one statement and one commit: job -> its new attempt,
+    for those still queued (a job cancelled or claimed meanwhile is left out)."""
+    if not placements:
+        return {}
     now = dt.datetime.now(dt.UTC)
-    attempt: int | None = session.scalar(lifecycle.claim(job_id, worker_id=worker_id,
-                                                          lease_s=lease_s, now=now))
+    rows = session.execute(lifecycle.claim_many(placements, lease_s=lease_s, now=now)).all()
     session.commit()
-    return attempt
+    return {r.id: r.attempt for r in rows}
 
 
 def requeue_worker_jobs(session: Session, *, worker_id: str) -> list[uuid.UUID]:

@@ -49,3 +49,12 @@ OUTLOOK_TTL_S = 3  # an outlook older than this is gone: the API then admits wit
 def worker_queue(worker_id: str) -> str:
     """Each worker consumes its own Celery queue, so the dispatcher decides placement."""
     return f"fairway.worker.{worker_id}"
+
+
+def handoff_stream(worker_id: str) -> str:
+    """A worker's realtime hand-off stream (service.store.handoff): the dispatcher adds the
+    realtime jobs it placed there, the worker's engine loop reads them (batch goes by Celery)."""
+    return f"fairway:handoff:{worker_id}"
+
+
+HANDOFF_MAXLEN = 1000  # approximate cap per stream; an entry trimmed unread waits for its lease

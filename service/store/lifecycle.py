@@ -38,9 +38,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     ColumnElement,
     String,
     Update,
+    Uuid,
     cast,
     func,
     literal,
@@ -150,6 +152,24 @@ def claim(job_id: uuid.UUID, *, worker_id: str, lease_s: float, now: dt.datetime
     return guarded(JobEvent.CLAIM, Job.id == job_id, now=now, values={
         "attempt": Job.attempt + 1, "worker_id": worker_id, "assigned_at": now,
         "lease_expires_at": now + dt.timedelta(seconds=lease_s)}).returning(Job.attempt)
+
+
+def claim_many(placements: Iterable[tuple[uuid.UUID, str]], *, lease_s: float,
+               now: dt.datetime) -> Update:
+    """``claim`` for several jobs in one statement: each (job, worker) pair queued -> assigned
+    to its worker, attempt+1, with a lease. A job no longer queued is left out. RETURNING
+    (id, attempt, worker_id) for each job claimed."""
+    pairs = list(placements)
+    if not pairs:
+        raise ValueError("claim_many: no placements")
+    # unnest(ids, workers): one statement text whatever the count (bound as two arrays).
+    wanted = func.unnest(literal([p[0] for p in pairs], ARRAY(Uuid())),
+                         literal([p[1] for p in pairs], ARRAY(String()))).table_valued(
+        "job_id", "worker_id").render_derived(name="placed")
+    return guarded(JobEvent.CLAIM, Job.id == wanted.c.job_id, now=now, values={
+        "attempt": Job.attempt + 1, "worker_id": wanted.c.worker_id, "assigned_at": now,
+        "lease_expires_at": now + dt.timedelta(seconds=lease_s)}).returning(
+        Job.id, Job.attempt, Job.worker_id)
 
 
 def requeue_expired(now: dt.datetime) -> Update:

@@ -108,8 +108,8 @@ class DispatcherSettings(SettingsGroup):
 
     policy: str = Field(default="fairway", validation_alias="FAIRWAY_SCHEDULER_POLICY",
                         description="`fairway`, or the baselines `fcfs` and `priority`")
-    # From a placement decision to the job reaching the engine (claim, Celery delivery, the
-    # runner's setup: ~10 ms at idle in bench/realtime_vs_vllm.py's breakdown).
+    # From a placement decision to the job reaching the engine (claim, hand-off, the runner's
+    # setup: ~10 ms at idle with Celery delivery in bench/realtime_vs_vllm.py's breakdown).
     dispatch_lead_s: float = Field(
         default=0.01,
         description="the decision-to-engine time realtime placement predicts for: it predicts "
@@ -134,9 +134,8 @@ class WorkerSettings(SettingsGroup):
                     description="the worker's id (its queue and heartbeat); empty: hostname-pid")
     realtime_headroom_slots: int = Field(
         default=4,
-        description="worker threads beyond the engine's `FAIRWAY_MAX_NUM_SEQS`, so realtime "
-                    "taken from batch reaches the engine while the victims are still draining "
-                    "(docs/preemption.md)")
+        description="Celery pool threads beyond the engine's `FAIRWAY_MAX_NUM_SEQS` (batch "
+                    "tasks; realtime jobs come by the hand-off stream and take no thread)")
     heartbeat_seconds: float = Field(
         default=2.0,
         description="how often a worker publishes its heartbeat and renews its jobs' leases; "

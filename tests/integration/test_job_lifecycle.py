@@ -29,7 +29,8 @@ class Step:
     event: JobEvent
     worker: str  # the actor's worker id (claim: the worker chosen)
     attempt_offset: int  # the actor's attempt relative to the row's: 0 current, else stale
-    narrow: bool = False  # cancel: only what is still queued (batch cancel, suspension)
+    narrow: bool = False  # cancel: only what is still queued (batch cancel, suspension);
+    # claim: the batched statement (claim_many)
 
 
 # The happy path's events come more often, so that sequences get far enough to be interesting.
@@ -42,6 +43,8 @@ steps = st.builds(Step, st.sampled_from(EVENTS), st.sampled_from(WORKERS),
 def _statement(step: Step, jid: uuid.UUID, row_attempt: int, now: dt.datetime) -> Update:
     attempt, worker = row_attempt + step.attempt_offset, step.worker
     match step.event:
+        case JobEvent.CLAIM if step.narrow:  # the dispatcher's batched claim, for one job
+            return lifecycle.claim_many([(jid, worker)], lease_s=30, now=now)
         case JobEvent.CLAIM:
             return lifecycle.claim(jid, worker_id=worker, lease_s=30, now=now)
         case JobEvent.START:

@@ -1,0 +1,44 @@
+"""The realtime hand-off message: one codec, round trips, and junk decodes to None."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.store import handoff
+from service.store.handoff import Handoff
+
+JOB = "0b6f1f3e-5d0c-4f5e-9a43-3c2d1e0f9a11"
+
+
+@pytest.mark.parametrize("message", [
+    Handoff(JOB, 1),
+    Handoff(JOB, 7, {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}),
+    Handoff(JOB, 2, {"traceparent": "00-x-y-01", "tracestate": "fw=1,other=a:b"}),
+])
+def test_round_trip_through_the_fields_redis_returns(message: Handoff) -> None:
+    fields = handoff.encode(message)
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in fields.items())
+    as_redis_returns = {k.encode(): v.encode() for k, v in fields.items()}
+    assert handoff.decode(as_redis_returns) == message
+    assert handoff.decode(fields) == message
+
+
+def test_no_trace_field_when_there_is_no_trace() -> None:
+    assert "trace" not in handoff.encode(Handoff(JOB, 1))
+    assert "trace" not in handoff.encode(Handoff(JOB, 1, {}))
+
+
+@pytest.mark.parametrize("fields", [
+    {},
+    {b"job": JOB.encode()},
+    {b"attempt": b"1"},
+    {b"job": JOB.encode(), b"attempt": b"one"},
+    {b"job": JOB.encode(), b"attempt": b"0"},
+    {b"job": b"", b"attempt": b"1"},
+    {b"job": JOB.encode(), b"attempt": b"1", b"trace": b"{not json"},
+    {b"job": JOB.encode(), b"attempt": b"1", b"trace": b"[1, 2]"},
+    {b"job": JOB.encode(), b"attempt": b"1", b"trace": b'{"traceparent": 5}'},
+    {b"job": b"\xff\xfe", b"attempt": b"1"},
+])
+def test_junk_decodes_to_none(fields: dict[bytes, bytes]) -> None:
+    assert handoff.decode(fields) is None

@@ -1,0 +1,56 @@
+"""What the engine host does with each hand-off entry it reads: a job task on its loop, the
+trace context passed along; a duplicate of the attempt running here dropped at once, a newer
+attempt of the same job started; an unreadable entry skipped."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from service.store.handoff import Handoff
+from service.store.settings import EngineSettings, Settings
+from worker.engine.config import SimEngineConfig
+from worker.engine.sim import SimEngine
+from worker.host import EngineHost
+
+JOB = "0b6f1f3e-5d0c-4f5e-9a43-3c2d1e0f9a11"
+
+
+class Runner:
+    def __init__(self) -> None:
+        self.active: dict[str, str] = {}
+        self.runs: list[tuple[str, int, Any]] = []
+
+    async def run(self, job_id: str, attempt: int, trace: dict[str, str] | None = None) -> str:
+        self.runs.append((job_id, attempt, trace))
+        return "succeeded"
+
+
+def _taken(*messages: Handoff | None, active: dict[str, str] | None = None
+           ) -> list[tuple[str, int, Any]]:
+    host = EngineHost(SimEngine(SimEngineConfig()),
+                      Settings(engine=EngineSettings(kind="sim")), "w1")
+    runner = Runner()
+    runner.active = dict(active or {})
+    host.runner = runner  # type: ignore[assignment]
+
+    async def take() -> None:
+        for message in messages:
+            host._take(message)
+        await asyncio.gather(*host._jobs)
+
+    asyncio.run(take())
+    host.loop.close()  # the host's own loop, never started here
+    assert not host._jobs  # finished tasks are let go
+    return runner.runs
+
+
+def test_each_entry_runs_as_a_task_with_its_trace() -> None:
+    trace = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+    assert _taken(Handoff(JOB, 1, trace), None) == [(JOB, 1, trace)]
+
+
+def test_the_attempt_running_here_is_not_started_again_but_a_newer_one_is() -> None:
+    running = {JOB: f"{JOB}:1"}
+    assert _taken(Handoff(JOB, 1), active=running) == []
+    assert _taken(Handoff(JOB, 2), active=running) == [(JOB, 2, None)]
