@@ -18,7 +18,7 @@ from sqlalchemy import Row, String, Update, literal_column
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from service.store import job_stream, lifecycle, nul_codec, wakeups
+from service.store import job_stream, lifecycle, nul_codec, tracing, wakeups
 from service.store.lifecycle import job_event
 from service.store.models.jobs import Job, JobStatus
 from service.store.outages import Dependencies, is_outage, through_outages
@@ -105,7 +105,8 @@ class JobRunner:
 
     async def run(self, job_id: str, attempt: int) -> str:
         """Returns the outcome: skipped | succeeded | failed | aborted."""
-        claimed = await self._claim(uuid.UUID(job_id), attempt)
+        with tracing.span("fairway.worker.receive"):  # the claim: this attempt is ours
+            claimed = await self._claim(uuid.UUID(job_id), attempt)
         if claimed is None:
             log.info("stale or duplicate delivery ignored",
                      extra={"job_id": job_id, "attempt": attempt})
@@ -224,6 +225,8 @@ class JobRunner:
         progress = Progress(prompt_tokens=len(request.prompt_token_ids))
         job.saved_tokens = len(job.checkpoint)
         self.progress[str(job.job_id)] = (job, progress)
+        # Hops: from the engine enqueue to the first token on its way to Redis, then the rest.
+        waiting, decoding = tracing.start_span("fairway.worker.first_token"), None
         async for delta in self.engine.generate(request):
             if delta.token_ids or delta.text:
                 if job.obs is not None:
@@ -235,7 +238,11 @@ class JobRunner:
                 progress.pieces.append(delta.text)
                 if job.streamed:
                     await self.outbox.put(job.job_id, job_stream.Delta(
-                        job.attempt, delta.text, len(delta.token_ids), offset))
+                        job.attempt, delta.text, len(delta.token_ids), offset,
+                        tracing.traceparent(waiting) if waiting is not None else None))
+                if waiting is not None:
+                    tracing.end(waiting)
+                    waiting, decoding = None, tracing.start_span("fairway.worker.decode")
                 if first:  # after the token is on its way: the stamp is not on the hot path
                     await self._mark_first_token(job)
                 offset += len(delta.text)
@@ -243,6 +250,7 @@ class JobRunner:
                 progress.finish_reason = delta.finish_reason
                 progress.prompt_tokens = delta.num_prompt_tokens or progress.prompt_tokens
                 progress.cached = delta.num_cached_tokens
+        tracing.end(waiting or decoding)
         if progress.finish_reason in (None, "abort"):
             if str(job.job_id) in self.preempting:
                 generated = job.checkpoint + progress.new_ids
@@ -338,6 +346,7 @@ class JobRunner:
             await self._publish_end(job, job_stream.Failure(job.attempt, status, code, message,
                                                             param=param))
 
+    @tracing.traced("fairway.worker.finish")
     async def _finish_row(self, job: ClaimedJob, now: dt.datetime, values: dict[str, Any], *,
                           succeeded: bool) -> bool:
         """Final write, only if this attempt still owns the job (not cancelled, not re-leased)."""

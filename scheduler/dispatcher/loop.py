@@ -17,6 +17,7 @@ from redis import Redis
 from sqlalchemy.orm import Session
 
 from scheduler.dispatcher import metrics as sched_obs
+from scheduler.dispatcher.hops import HopTraces
 from scheduler.dispatcher.leader import acquire_leadership, connect, still_leader
 from scheduler.dispatcher.refusals import refusal_message
 from scheduler.dispatcher.terms import run_terms
@@ -25,7 +26,7 @@ from scheduler.interface import SchedulingPolicy
 from scheduler.policies import FairwayConfig, make_policy
 from scheduler.types import Assign, Decision, JobClass, Preempt, Reject
 from service.store import job_queries as store
-from service.store import job_stream, wakeups
+from service.store import job_stream, tracing, wakeups
 from service.store.db import sync_session
 from service.store.heartbeats import LeaderBeat, decode_step_clock, encode_outlook
 from service.store.keys import (
@@ -83,6 +84,7 @@ class Dispatcher:
         self._next_scan = 0.0
         self._next_outlook = 0.0
         self._realtime_arrived = False
+        self.hops = HopTraces()  # traced jobs' hops (none while tracing is off)
 
     # -- process -------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -90,6 +92,7 @@ class Dispatcher:
         again; nothing a dependency does ends the process (scheduler.dispatcher.terms)."""
         start_metrics_endpoint(self.settings, role="scheduler",
                                port=self.settings.metrics.scheduler_port)
+        tracing.configure(self.settings.tracing, "fairway-dispatcher")
         run_terms(self.lead, stop, self.deps, log)
 
     def lead(self, stop: threading.Event) -> None:
@@ -160,10 +163,12 @@ class Dispatcher:
 
     def _handle(self, payloads: list[str]) -> None:
         new_ids: list[uuid.UUID] = []
+        heard_ns = time.time_ns()
         for payload in payloads:
             match wakeups.decode(payload):
-                case wakeups.JobQueued(job_id):
+                case wakeups.JobQueued(job_id, traceparent):
                     new_ids.append(job_id)
+                    self.hops.heard(job_id, traceparent, heard_ns)
                 case wakeups.JobEnded(job_id, _worker, prompt, completion):
                     self._release(str(job_id), prompt, completion)
                 case wakeups.JobParked(job_id, _worker, generated):
@@ -172,6 +177,7 @@ class Dispatcher:
                     new_ids.append(job_id)
                 case wakeups.JobCancelled(job_id):
                     self.policy.on_job_cancelled(str(job_id))
+                    self.hops.forget(str(job_id))
                     self.classes.pop(str(job_id), None)
                     self._release(str(job_id))
                 case wakeups.Rescan():
@@ -182,6 +188,7 @@ class Dispatcher:
             with sync_session(self.settings.database_url) as session:
                 for job in store.fetch_queued(session, job_ids=new_ids):
                     self._arrived(job)
+            self.hops.arrived()
 
     def _arrived(self, job: store.QueuedJob) -> None:
         view = job_view(job)
@@ -283,7 +290,8 @@ class Dispatcher:
         with sync_session(self.settings.database_url) as session:
             for decision in decisions:
                 if isinstance(decision, Assign):
-                    self._assign(session, decision)
+                    with self.hops.sending(decision.job_id, decision.worker_id):
+                        self._assign(session, decision)
                 elif isinstance(decision, Reject):
                     self._reject(session, decision)
                 elif isinstance(decision, Preempt):
@@ -298,8 +306,12 @@ class Dispatcher:
             self.policy.on_job_finished(decision.job_id, decision.worker_id, 0, 0)
             return
         try:
+            # The send hop's W3C headers ride in the message (the worker's Celery
+            # instrumentation continues them); Celery's own sender-side instrumentation is not
+            # used: for a task sent by name it never ends its span.
             self.celery.send_task(RUN_JOB_TASK, args=[decision.job_id, attempt],
-                                  queue=worker_queue(decision.worker_id))
+                                  queue=worker_queue(decision.worker_id),
+                                  headers=tracing.inject() or None)
         except Exception as exc:
             if is_outage(exc):  # the broker is away: give the claim back now, not at lease end
                 store.unclaim_job(session, job_id=uuid.UUID(decision.job_id), attempt=attempt,
@@ -317,6 +329,7 @@ class Dispatcher:
     def _reject(self, session: Session, decision: Reject) -> None:
         retry = max(1, round(decision.retry_after_s))
         self.classes.pop(decision.job_id, None)
+        self.hops.forget(decision.job_id)
         record_rejection(None, "slo_unattainable")
         message = refusal_message(decision.reason, retry)
         log.info("job refused by the policy", extra={"job_id": decision.job_id,

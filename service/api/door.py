@@ -17,6 +17,7 @@ from service.api.slo_gate import check_deadline
 from service.jobs.tiers import Classification, classify, classify_background
 from service.observability.requests import record_refusal
 from service.quotas.admission import Admission, admit_request, estimate_prompt_tokens, quota_store
+from service.store import tracing
 from service.store.models.jobs import JobKind
 from service.store.models.tenants import Tenant
 from service.store.settings import Settings
@@ -31,6 +32,7 @@ class Admitted:
     now: dt.datetime
 
 
+@tracing.traced("fairway.api.door")
 async def admit(request: Request, session: AsyncSession, settings: Settings, tenant: Tenant, *,
                 model: str, payload: dict[str, Any], max_tokens: int, deadline_ms: int | None,
                 background: bool = False) -> Admitted:

@@ -26,6 +26,7 @@ from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 from service.jobs.service import create_job
 from service.jobs.shapes import ShapeBuilder, sse, usage_dict
 from service.observability.requests import NULL_OBSERVER, observe_request
+from service.store import tracing
 from service.store.heartbeats import STRUCTURED_OUTPUTS
 from service.store.job_stream import Failure, Final
 from service.store.models.tenants import Tenant
@@ -49,6 +50,7 @@ COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
     **errors(403, 404, 429, 504), **WITH_BODY,
 }
 _background: set[asyncio.Task[Any]] = set()
+RELAY_SPAN = "fairway.api.relay"
 
 
 @router.post("/chat/completions", response_model=None, responses=COMPLETION_RESPONSES)
@@ -126,8 +128,13 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
                                    settled=row_reader(state, job_id)):
             if isinstance(ev, NewText):
                 obs.first_token()
+                # The relay hop (traced jobs' first text): from its stream entry to the SSE
+                # chunk written (this generator resumes once the chunk is sent).
+                relay = tracing.start_span(RELAY_SPAN, parent=tracing.extract_traceparent(
+                    ev.traceparent)) if ev.traceparent else None
                 yield sse(builder.chunk(ev.text, first=role_pending,
                                         with_usage_field=include_usage))
+                tracing.end(relay)
                 role_pending = False
             elif isinstance(ev, Final):
                 obs.finished(ok=True, completion_tokens=ev.completion_tokens)

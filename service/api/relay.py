@@ -18,9 +18,11 @@ from service.store.outages import is_outage
 
 @dataclass(frozen=True, slots=True)
 class NewText:
-    """Text the client has not seen yet (a resumed or re-run attempt's repeat is cut off)."""
+    """Text the client has not seen yet (a resumed or re-run attempt's repeat is cut off);
+    the job's first carries the worker's traceparent when tracing is on."""
 
     text: str
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +196,7 @@ class _Splice:
             return None
         text = delta.text[max(0, self.sent - start):]
         self.sent = end
-        return NewText(text)
+        return NewText(text, delta.traceparent)
 
 
 def _from_row(outcome: Settled, sent: int) -> list[RelayEvent]:
