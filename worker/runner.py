@@ -236,13 +236,14 @@ class JobRunner:
                     await self._mark_resumed(job, request, delta.num_cached_tokens)
                 progress.new_ids.extend(delta.token_ids)
                 progress.pieces.append(delta.text)
-                if job.streamed:
-                    await self.outbox.put(job.job_id, job_stream.Delta(
-                        job.attempt, delta.text, len(delta.token_ids), offset,
-                        tracing.traceparent(waiting) if waiting is not None else None))
-                if waiting is not None:
+                traceparent = None
+                if waiting is not None:  # the first token, as it is handed to Redis
+                    traceparent = tracing.traceparent(waiting)
                     tracing.end(waiting)
                     waiting, decoding = None, tracing.start_span("fairway.worker.decode")
+                if job.streamed:
+                    await self.outbox.put(job.job_id, job_stream.Delta(
+                        job.attempt, delta.text, len(delta.token_ids), offset, traceparent))
                 if first:  # after the token is on its way: the stamp is not on the hot path
                     await self._mark_first_token(job)
                 offset += len(delta.text)
