@@ -193,8 +193,9 @@ def main() -> None:
            "FAIRWAY_METRICS_ENABLED": "false", "FAIRWAY_OTEL_SPANS_DIR": str(spans_dir)}
     if args.engine == "sim":
         env |= {"FAIRWAY_SERVED_MODEL_NAME": MODEL, "FAIRWAY_SIM_SPEED": args.sim_speed}
-    else:
+    else:  # the default model (SmolLM2-135M), a small KV cache as the e2e tests use
         MODEL = Settings().engine.served_model_name
+        env |= {"FAIRWAY_KV_CACHE_GIB": "1"}
     stack = Stack(servers.database_url, servers.redis_url, env_overrides=env)
     settings = Settings(database_url=servers.database_url)
     try:

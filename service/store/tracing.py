@@ -18,13 +18,12 @@ import atexit
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from functools import wraps
 from pathlib import Path
 from typing import IO, Any, ParamSpec, TypeVar
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
@@ -44,6 +43,7 @@ log = logging.getLogger("fairway.tracing")
 TRACEPARENT = "traceparent"
 _PROPAGATOR = TraceContextTextMapPropagator()
 _tracer: trace.Tracer | None = None  # set by configure(): None means tracing is off
+_OFF: AbstractContextManager[None] = nullcontext()  # every span while off (reusable)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -130,16 +130,14 @@ def extract_traceparent(value: str | None) -> Context | None:
 
 
 # -- spans ----------------------------------------------------------------------------------------
-@contextmanager
 def span(name: str, *, parent: Context | None = None, start_ns: int | None = None,
-         attributes: Mapping[str, str | int | float] | None = None) -> Iterator[Span | None]:
-    """A span around the block, current inside it (None, and nothing done, when off)."""
+         attributes: Mapping[str, str | int | float] | None = None
+         ) -> AbstractContextManager[Span | None]:
+    """A span around the block, current inside it (while off: None, and nothing done)."""
     if _tracer is None:
-        yield None
-        return
-    with _tracer.start_as_current_span(name, context=parent, start_time=start_ns,
-                                       attributes=attributes) as current:
-        yield current
+        return _OFF
+    return _tracer.start_as_current_span(name, context=parent, start_time=start_ns,
+                                         attributes=attributes)
 
 
 def start_span(name: str, *, parent: Context | None = None, start_ns: int | None = None,
@@ -158,20 +156,6 @@ def end(span_: Span | None, end_ns: int | None = None) -> None:
 
 def context_of(span_: Span | None) -> Context | None:
     return trace.set_span_in_context(span_) if span_ is not None else None
-
-
-@contextmanager
-def within(parent: Context | None) -> Iterator[None]:
-    """Make ``parent`` current for the block (Celery's instrumentation injects the current
-    context into the messages sent inside it)."""
-    if parent is None:
-        yield
-        return
-    token = otel_context.attach(parent)
-    try:
-        yield
-    finally:
-        otel_context.detach(token)
 
 
 def traced(name: str) -> Callable[[Callable[P, Awaitable[T]]], Callable[P, Awaitable[T]]]:
