@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 
 from opentelemetry.context import Context
 
@@ -18,6 +17,7 @@ from service.store import tracing
 
 RECEIVE, DECIDE, SEND = "fairway.dispatcher.receive", "fairway.dispatcher.decide", \
     "fairway.dispatcher.send"
+_UNTRACED: AbstractContextManager[None] = nullcontext()
 MAX_FOLLOWED = 10_000  # jobs the policy never decides on (its own expiry) must not pile up
 
 
@@ -47,20 +47,17 @@ class HopTraces:
         while len(self._queued) > MAX_FOLLOWED:
             self._queued.pop(next(iter(self._queued)))
 
-    @contextmanager
-    def sending(self, job_id: str, worker_id: str) -> Iterator[None]:
+    def sending(self, job_id: str, worker_id: str) -> AbstractContextManager[object]:
         """Around an Assign's claim and send: the decision hop ends here, the send hop is the
         block (current inside it, so the task message carries it)."""
         followed = self._queued.pop(job_id, None)
         if followed is None:
-            yield
-            return
+            return _UNTRACED
         parent, since = followed
         decided = tracing.start_span(DECIDE, parent=parent, start_ns=since,
                                      attributes={"worker.id": worker_id})
         tracing.end(decided)
-        with tracing.span(SEND, parent=tracing.context_of(decided)):
-            yield
+        return tracing.span(SEND, parent=tracing.context_of(decided))
 
     def forget(self, job_id: str) -> None:
         """The job left the queue without a send (refused, cancelled)."""

@@ -198,6 +198,7 @@ class Dispatcher:
 
     def _release(self, job_id: str, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
         """0/0 usage means unknown: the policy keeps what it charged at assignment."""
+        self.hops.forget(job_id)  # e.g. found by a rescan and sent before its NOTIFY was read
         placed = self.placed.pop(job_id, None)
         if placed is not None:
             self.policy.on_job_finished(job_id, placed[0], prompt_tokens, completion_tokens)
