@@ -53,20 +53,29 @@ def enabled() -> bool:
     return _tracer is not None
 
 
-def configure(settings: TracingSettings, service: str, *,
-              exporter: SpanExporter | None = None) -> bool:
-    """Install this process's tracer provider when tracing is configured (or ``exporter`` is
-    given, for tests); False, and nothing installed, when it is off. Call once per process,
-    before the first span."""
+def configure(settings: TracingSettings, service: str) -> bool:
+    """Install this process's tracer provider when tracing is configured; False, and nothing
+    installed, when it is off. Call once per process, before the first span."""
     global _tracer
     if _tracer is not None:  # once per process (a test may build several apps)
         return True
-    if not settings.on and exporter is None:
+    provider = build_provider(settings, service)
+    if provider is None:
         return False
+    trace.set_tracer_provider(provider)
+    atexit.register(provider.shutdown)  # flush what is buffered when the process ends
+    _tracer = provider.get_tracer("fairway")
+    return True
+
+
+def build_provider(settings: TracingSettings, service: str) -> TracerProvider | None:
+    """The tracer provider ``settings`` ask for (batches to each exporter), or None when off."""
+    if not settings.on:
+        return None
     provider = TracerProvider(
         resource=Resource.create({"service.name": service}),
         sampler=ParentBased(TraceIdRatioBased(settings.sample_ratio)))
-    exporters: list[SpanExporter] = [exporter] if exporter is not None else []
+    exporters: list[SpanExporter] = []
     if settings.endpoint:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -75,11 +84,8 @@ def configure(settings: TracingSettings, service: str, *,
         exporters.append(JsonLinesExporter(settings.spans_dir, service))
     for each in exporters:
         provider.add_span_processor(BatchSpanProcessor(each, schedule_delay_millis=500))
-    trace.set_tracer_provider(provider)
-    atexit.register(provider.shutdown)  # flush what is buffered when the process ends
-    _tracer = provider.get_tracer("fairway")
     log.info("tracing on: %s", ", ".join(type(e).__name__ for e in exporters))
-    return True
+    return provider
 
 
 def instrument_celery() -> None:

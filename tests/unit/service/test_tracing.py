@@ -3,7 +3,10 @@ and comes back as the same trace and parent; with tracing off every helper is in
 
 from __future__ import annotations
 
+import json
+import threading
 import uuid
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -94,3 +97,39 @@ def test_settings_switch_it_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert env_var(TracingSettings, "endpoint") == "FAIRWAY_OTEL_ENDPOINT"
     assert tracing.otlp_traces_url("http://jaeger:4318/") == "http://jaeger:4318/v1/traces"
     assert tracing.otlp_traces_url("http://c/v1/traces") == "http://c/v1/traces"
+
+
+def test_spans_reach_an_otlp_http_collector_and_the_files(tmp_path: Path) -> None:
+    """The exporters ``build_provider`` sets up from the settings deliver: a stand-in collector
+    receives an OTLP/HTTP POST on /v1/traces, and the spans directory gets a JSON line."""
+    received: list[tuple[str, str, int]] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            size = int(self.headers["Content-Length"])
+            received.append((self.path, self.headers["Content-Type"], len(self.rfile.read(size))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        provider = tracing.build_provider(TracingSettings(
+            endpoint=f"http://127.0.0.1:{server.server_port}", spans_dir=tmp_path), "test-svc")
+        assert provider is not None
+        with provider.get_tracer("t").start_as_current_span("hop"):
+            pass
+        assert provider.force_flush(10_000)
+        provider.shutdown()
+    finally:
+        server.shutdown()
+    assert len(received) == 1
+    path, content_type, size = received[0]
+    assert path == "/v1/traces" and content_type == "application/x-protobuf" and size > 0
+    [line] = [ln for f in tmp_path.glob("test-svc-*.jsonl") for ln in f.read_text().splitlines()]
+    record = json.loads(line)
+    assert record["name"] == "hop" and record["service"] == "test-svc"
+    assert tracing.build_provider(TracingSettings(endpoint="", spans_dir=None), "x") is None
