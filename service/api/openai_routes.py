@@ -20,7 +20,7 @@ from service.api.job_waiting import (
     row_reader,
     wait_for_job,
 )
-from service.api.relay import Interrupted, NewText, follow_job
+from service.api.relay import Interrupted, NewText, follow_job, relay_span
 from service.jobs.response_format import ResponseFormat
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 from service.jobs.service import create_job
@@ -50,7 +50,6 @@ COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
     **errors(403, 404, 429, 504), **WITH_BODY,
 }
 _background: set[asyncio.Task[Any]] = set()
-RELAY_SPAN = "fairway.api.relay"
 
 
 @router.post("/chat/completions", response_model=None, responses=COMPLETION_RESPONSES)
@@ -128,10 +127,7 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
                                    settled=row_reader(state, job_id)):
             if isinstance(ev, NewText):
                 obs.first_token()
-                # The relay hop (traced jobs' first text): from its stream entry to the SSE
-                # chunk written (this generator resumes once the chunk is sent).
-                relay = tracing.start_span(RELAY_SPAN, parent=tracing.extract_traceparent(
-                    ev.traceparent)) if ev.traceparent else None
+                relay = relay_span(ev)  # ended once the chunk is sent (this generator resumes)
                 yield sse(builder.chunk(ev.text, first=role_pending,
                                         with_usage_field=include_usage))
                 tracing.end(relay)

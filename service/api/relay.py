@@ -9,8 +9,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import cast
 
+from opentelemetry.trace import Span
 from redis.asyncio import Redis
 
+from service.store import tracing
 from service.store.job_stream import Delta, Entry, Failure, Final, parse
 from service.store.keys import stream_key
 from service.store.outages import is_outage
@@ -40,6 +42,16 @@ class Interrupted:
 
 
 RelayEvent = NewText | Final | Failure | TimedOut | Interrupted
+RELAY_SPAN = "fairway.api.relay"
+
+
+def relay_span(event: NewText) -> Span | None:
+    """The relay hop of a traced job (its first text carries the worker's traceparent): from
+    the stream entry to its text written to the client; the caller ends it once written
+    (``tracing.end``). None for every other text, and while tracing is off."""
+    if event.traceparent is None:
+        return None
+    return tracing.start_span(RELAY_SPAN, parent=tracing.extract_traceparent(event.traceparent))
 
 # A final job as its row in Postgres says: its whole text, and its end as the stream's last
 # entry would have said it (service.jobs.service.job_outcome).

@@ -49,6 +49,12 @@ def traced() -> Iterator[tuple[Stack, Path]]:
         shutil.rmtree(spans, ignore_errors=True)
 
 
+def _whole(spans: list[Span]) -> bool:
+    """Every span's parent is in: each process has exported its part of the trace."""
+    ids = {s["span_id"] for s in spans}
+    return all(s["parent_id"] is None or s["parent_id"] in ids for s in spans)
+
+
 def _ancestors(span: Span, by_id: dict[str, Span]) -> list[str]:
     names = []
     while span.get("parent_id") in by_id:
@@ -69,12 +75,12 @@ def test_one_request_is_one_trace_across_every_process(traced: tuple[Stack, Path
         assert "data: [DONE]" in list(resp.iter_lines())
 
     def complete() -> bool:  # the processes export in batches, every half second
-        return any(named(t, "fairway.api.relay") and named(t, "fairway.worker.finish")
+        return any(_whole(t) and all(named(t, name) for name, _ in CHAIN)
                    for t in by_trace(read_spans(directory)).values())
 
     wait_until(complete, 20, "the request's spans", stack)
     traces = [t for t in by_trace(read_spans(directory)).values()
-              if named(t, "fairway.api.relay")]
+              if named(t, "fairway.api.relay") and named(t, "POST /v1/chat/completions")]
     assert len(traces) == 1
     spans = traces[0]
     by_id = {s["span_id"]: s for s in spans}
@@ -93,7 +99,38 @@ def test_one_request_is_one_trace_across_every_process(traced: tuple[Stack, Path
                            ("fairway.worker.receive", "fairway.dispatcher.send"),
                            ("fairway.api.relay", "fairway.worker.first_token")]:
         assert earlier in _ancestors(named(spans, later), by_id), (later, earlier)
-    # And the hops follow one another in time, as the job went.
-    ends = [s["end_ns"] for s in chain if s["name"] not in ("fairway.worker.decode",
-                                                             "fairway.worker.finish")]
-    assert ends == sorted(ends)
+    # A span starts no earlier than its parent: each hop began after the one it continues.
+    for span in spans:
+        parent = by_id.get(span["parent_id"])
+        assert parent is None or span["start_ns"] >= parent["start_ns"], span["name"]
+
+
+def test_a_streamed_response_is_traced_to_its_relay(traced: tuple[Stack, Path]) -> None:
+    """The Responses API's stream has the same hops: its relay continues the worker's span."""
+    stack, directory = traced
+    settings = Settings(database_url=stack.database_url, redis_url=stack.redis_url)
+    _, key = create_tenant_with_key(settings, f"trace-{uuid.uuid4().hex[:6]}", tier=PATIENT_TIER)
+    with httpx.stream("POST", stack.base_url + "/v1/responses", timeout=60,
+                      headers={"authorization": f"Bearer {key}"},
+                      json={"model": MODEL, "input": "hi", "stream": True,
+                            "max_output_tokens": 4}) as resp:
+        assert resp.status_code == 200
+        list(resp.iter_lines())
+
+    def response_trace() -> list[Span] | None:
+        for spans in by_trace(read_spans(directory)).values():
+            root = [s for s in spans if s["parent_id"] is None]
+            if (root and root[0]["name"].startswith("POST /v1/responses") and _whole(spans)
+                    and named(spans, "fairway.api.relay")
+                    and named(spans, "fairway.worker.finish")):
+                return spans
+        return None
+
+    wait_until(lambda: response_trace() is not None, 20, "the response's spans", stack)
+    spans = response_trace()
+    assert spans is not None
+    by_id = {s["span_id"]: s for s in spans}
+    relay = named(spans, "fairway.api.relay")
+    assert relay is not None
+    assert "fairway.worker.first_token" in _ancestors(relay, by_id)
+    assert "fairway.dispatcher.send" in _ancestors(relay, by_id)
