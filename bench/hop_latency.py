@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -182,6 +183,8 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=64, help="engine slots per worker")
     parser.add_argument("--max-tokens", type=int, default=4)
     parser.add_argument("--sim-speed", default="inf", help="FAIRWAY_SIM_SPEED of sim workers")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the data directory (spans, per-trace hops) afterwards")
     args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="fairway-hopbench-"))
     spans_dir = data_dir / "spans"
@@ -220,12 +223,15 @@ def main() -> None:
         time.sleep(2.0)  # the processes export every 0.5 s
         results = [(p, *phase_hops(spans_dir, p)) for p, _, _ in phases]
         print_table(results)
-        raw = data_dir / "hops.json"
-        raw.write_text(json.dumps({p.name: t for p, t, _ in results}))
-        print(f"\nper-trace hops: {raw}")
+        if args.keep:
+            raw = data_dir / "hops.json"
+            raw.write_text(json.dumps({p.name: t for p, t, _ in results}))
+            print(f"\nper-trace hops: {raw}; spans: {spans_dir}")
     finally:
         stack.stop()
         servers.stop()
+        if not args.keep:
+            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
