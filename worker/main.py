@@ -10,6 +10,7 @@ from redis import Redis
 
 from scheduler.cost_profiles import profile
 from scheduler.step_phase import PhaseGrid
+from service.store import tracing
 from service.store.keys import worker_queue
 from service.store.settings import EngineSettings, Settings
 from service.store.task_queue import make_celery
@@ -90,6 +91,8 @@ def run_worker(settings: Settings) -> None:
         log.info("step phase slot %d for %s", slot, settings.engine.served_model_name)
     host = EngineHost(engine_from_settings(settings, slot), settings, worker_id, phase_slot=slot)
     host.start()
+    if tracing.configure(settings.tracing, "fairway-worker"):
+        tracing.instrument_celery()  # a task's span continues the dispatcher's send hop
     app = make_celery(settings)
     app.conf.worker_consumer = CONSUMER  # reconnects to Redis within 2 s of its return
     register_tasks(app, host)

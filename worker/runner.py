@@ -18,7 +18,7 @@ from sqlalchemy import Row, String, Update, literal_column
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from service.store import job_stream, lifecycle, nul_codec, wakeups
+from service.store import job_stream, lifecycle, nul_codec, tracing, wakeups
 from service.store.lifecycle import job_event
 from service.store.models.jobs import Job, JobStatus
 from service.store.outages import Dependencies, is_outage, through_outages
@@ -107,8 +107,14 @@ class JobRunner:
     async def run(self, job_id: str, attempt: int,
                   trace: dict[str, str] | None = None) -> str:
         """Returns the outcome: skipped | succeeded | failed | aborted. ``trace``: the job's W3C
-        trace context, as the hand-off carried it (kept on the claimed job for tracing)."""
-        claimed = await self._claim(uuid.UUID(job_id), attempt)
+        trace context, as the hand-off carried it (a Celery delivery's comes in its headers,
+        made current by Celery's instrumentation)."""
+        with tracing.continued(trace):  # this task's spans continue the dispatcher's send
+            return await self._run(job_id, attempt, trace)
+
+    async def _run(self, job_id: str, attempt: int, trace: dict[str, str] | None) -> str:
+        with tracing.span("fairway.worker.receive"):  # the claim: this attempt is ours
+            claimed = await self._claim(uuid.UUID(job_id), attempt)
         if claimed is None:
             log.info("stale or duplicate delivery ignored",
                      extra={"job_id": job_id, "attempt": attempt})
@@ -228,6 +234,8 @@ class JobRunner:
         progress = Progress(prompt_tokens=len(request.prompt_token_ids))
         job.saved_tokens = len(job.checkpoint)
         self.progress[str(job.job_id)] = (job, progress)
+        # Hops: from the engine enqueue to the first token on its way to Redis, then the rest.
+        waiting, decoding = tracing.start_span("fairway.worker.first_token"), None
         async for delta in self.engine.generate(request):
             if delta.token_ids or delta.text:
                 if job.obs is not None:
@@ -237,9 +245,14 @@ class JobRunner:
                     await self._mark_resumed(job, request, delta.num_cached_tokens)
                 progress.new_ids.extend(delta.token_ids)
                 progress.pieces.append(delta.text)
+                traceparent = None
+                if waiting is not None:  # the first token, as it is handed to Redis
+                    traceparent = tracing.traceparent(waiting)
+                    tracing.end(waiting)
+                    waiting, decoding = None, tracing.start_span("fairway.worker.decode")
                 if job.streamed:
                     await self.outbox.put(job.job_id, job_stream.Delta(
-                        job.attempt, delta.text, len(delta.token_ids), offset))
+                        job.attempt, delta.text, len(delta.token_ids), offset, traceparent))
                 if first:  # after the token is on its way: the stamp is not on the hot path
                     await self._mark_first_token(job)
                 offset += len(delta.text)
@@ -247,6 +260,7 @@ class JobRunner:
                 progress.finish_reason = delta.finish_reason
                 progress.prompt_tokens = delta.num_prompt_tokens or progress.prompt_tokens
                 progress.cached = delta.num_cached_tokens
+        tracing.end(waiting or decoding)
         if progress.finish_reason in (None, "abort"):
             if str(job.job_id) in self.preempting:
                 generated = job.checkpoint + progress.new_ids
@@ -342,6 +356,7 @@ class JobRunner:
             await self._publish_end(job, job_stream.Failure(job.attempt, status, code, message,
                                                             param=param))
 
+    @tracing.traced("fairway.worker.finish")
     async def _finish_row(self, job: ClaimedJob, now: dt.datetime, values: dict[str, Any], *,
                           succeeded: bool) -> bool:
         """Final write, only if this attempt still owns the job (not cancelled, not re-leased)."""

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from scheduler.dispatcher import handout
 from scheduler.dispatcher import metrics as sched_obs
+from scheduler.dispatcher.hops import HopTraces
 from scheduler.dispatcher.leader import acquire_leadership, connect, still_leader
 from scheduler.dispatcher.refusals import refusal_message
 from scheduler.dispatcher.terms import run_terms
@@ -25,7 +26,7 @@ from scheduler.dispatcher.views import job_view, live_beats, worker_view
 from scheduler.interface import SchedulingPolicy
 from scheduler.policies import FairwayConfig, make_policy
 from scheduler.types import Assign, Decision, JobClass, Preempt, Reject
-from service.store import handoff, job_stream, wakeups
+from service.store import handoff, job_stream, tracing, wakeups
 from service.store import job_queries as store
 from service.store.db import sync_session
 from service.store.heartbeats import LeaderBeat, decode_step_clock, encode_outlook
@@ -86,6 +87,7 @@ class Dispatcher:
         self._next_scan = 0.0
         self._next_outlook = 0.0
         self._realtime_arrived = False
+        self.hops = HopTraces()  # traced jobs' hops (none while tracing is off)
 
     # -- process -------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -93,6 +95,7 @@ class Dispatcher:
         again; nothing a dependency does ends the process (scheduler.dispatcher.terms)."""
         start_metrics_endpoint(self.settings, role="scheduler",
                                port=self.settings.metrics.scheduler_port)
+        tracing.configure(self.settings.tracing, "fairway-dispatcher")
         run_terms(self.lead, stop, self.deps, log)
 
     def lead(self, stop: threading.Event) -> None:
@@ -163,10 +166,12 @@ class Dispatcher:
 
     def _handle(self, payloads: list[str]) -> None:
         new_ids: list[uuid.UUID] = []
+        heard_ns = time.time_ns()
         for payload in payloads:
             match wakeups.decode(payload):
-                case wakeups.JobQueued(job_id):
+                case wakeups.JobQueued(job_id, traceparent):
                     new_ids.append(job_id)
+                    self.hops.heard(job_id, traceparent, heard_ns)
                 case wakeups.JobEnded(job_id, _worker, prompt, completion):
                     self._release(str(job_id), prompt, completion)
                 case wakeups.JobParked(job_id, _worker, generated):
@@ -175,6 +180,7 @@ class Dispatcher:
                     new_ids.append(job_id)
                 case wakeups.JobCancelled(job_id):
                     self.policy.on_job_cancelled(str(job_id))
+                    self.hops.forget(str(job_id))
                     self.classes.pop(str(job_id), None)
                     self._release(str(job_id))
                 case wakeups.Rescan():
@@ -185,6 +191,7 @@ class Dispatcher:
             with sync_session(self.settings.database_url) as session:
                 for job in store.fetch_queued(session, job_ids=new_ids):
                     self._arrived(job)
+            self.hops.arrived()
 
     def _arrived(self, job: store.QueuedJob) -> None:
         view = job_view(job)
@@ -194,6 +201,7 @@ class Dispatcher:
 
     def _release(self, job_id: str, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
         """0/0 usage means unknown: the policy keeps what it charged at assignment."""
+        self.hops.forget(job_id)  # e.g. found by a rescan and sent before its NOTIFY was read
         placed = self.placed.pop(job_id, None)
         if placed is not None:
             self.policy.on_job_finished(job_id, placed[0], prompt_tokens, completion_tokens)
@@ -300,13 +308,14 @@ class Dispatcher:
         sent), then the realtime hand-offs and the preemptions in one Redis pipeline, then the
         batch tasks over one Celery producer."""
         classes = {a.job_id: self.classes.pop(a.job_id, JobClass.REALTIME) for a in assigns}
-        attempts = store.claim_jobs(session, placements=handout.placements(assigns),
-                                    lease_s=self.settings.jobs.lease_seconds) if assigns else {}
-        plan = handout.plan_sends(assigns, attempts, classes)
-        for lost in plan.lost:  # cancelled (or claimed) since the policy saw it
-            self.policy.on_job_finished(lost.job_id, lost.worker_id, 0, 0)
-        self._send_realtime(session, plan.realtime, preempts)
-        self._send_batch(session, plan.batch)
+        with self.hops.sending(assigns) as traces:  # the send hops: claim and message
+            attempts = store.claim_jobs(session, placements=handout.placements(assigns),
+                                        lease_s=self.settings.jobs.lease_seconds) if assigns else {}
+            plan = handout.plan_sends(assigns, attempts, classes, traces)
+            for lost in plan.lost:  # cancelled (or claimed) since the policy saw it
+                self.policy.on_job_finished(lost.job_id, lost.worker_id, 0, 0)
+            self._send_realtime(session, plan.realtime, preempts)
+            self._send_batch(session, plan.batch)
 
     def _send_realtime(self, session: Session, placed: list[handout.Placed],
                        preempts: list[Preempt]) -> None:
@@ -339,8 +348,12 @@ class Dispatcher:
         try:
             with self.celery.producer_or_acquire() as producer:
                 for job in placed:
+                    # The send hop's W3C headers ride in the message (the worker's Celery
+                    # instrumentation continues them); Celery's sender-side instrumentation
+                    # is not used: for a task sent by name it never ends its span.
                     self.celery.send_task(RUN_JOB_TASK, args=[job.job_id, job.attempt],
-                                          queue=worker_queue(job.worker_id), producer=producer)
+                                          queue=worker_queue(job.worker_id), producer=producer,
+                                          headers=job.trace or None)
                     self.placed[job.job_id] = (job.worker_id, job.job_class)
                     sent += 1
         except Exception as exc:
@@ -356,6 +369,7 @@ class Dispatcher:
     def _reject(self, session: Session, decision: Reject) -> None:
         retry = max(1, round(decision.retry_after_s))
         self.classes.pop(decision.job_id, None)
+        self.hops.forget(decision.job_id)
         record_rejection(None, "slo_unattainable")
         message = refusal_message(decision.reason, retry)
         log.info("job refused by the policy", extra={"job_id": decision.job_id,

@@ -24,6 +24,7 @@ from service.batches.router import router as batches_router
 from service.files.router import router as files_router
 from service.observability import http as obs_http
 from service.quotas.admission import install_redis_unavailable_handler
+from service.store import tracing
 from service.store.db import async_engine, async_sessionmaker_for
 from service.store.settings import Settings, get_settings
 from service.store.telemetry.logs import configure_logging
@@ -92,4 +93,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(jobs_router)
     app.include_router(responses_router)
     app.add_middleware(RequestId)  # last added runs first: every response gets x-request-id
+    if tracing.configure(settings.tracing, "fairway-api"):
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+        # The request's server span is each trace's root; one span per body chunk sent
+        # ("send") would be one per token.
+        FastAPIInstrumentor.instrument_app(app, exclude_spans=["receive", "send"],
+                                           excluded_urls="healthz,readyz,metrics")
     return app

@@ -27,6 +27,7 @@ from service.quotas.admission import (
     quota_store,
     reserve_request,
 )
+from service.store import tracing
 from service.store.models.jobs import JobKind
 from service.store.models.tenants import Tenant
 from service.store.settings import Settings
@@ -46,6 +47,7 @@ class Admitted:
     now: dt.datetime
 
 
+@tracing.traced("fairway.api.door")
 async def admit(request: Request, session: AsyncSession, settings: Settings, tenant: Tenant, *,
                 model: str, payload: dict[str, Any], max_tokens: int, deadline_ms: int | None,
                 background: bool = False) -> Admitted:

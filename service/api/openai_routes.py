@@ -20,12 +20,13 @@ from service.api.job_waiting import (
     row_reader,
     wait_for_job,
 )
-from service.api.relay import Interrupted, NewText, follow_job
+from service.api.relay import Interrupted, NewText, follow_job, relay_span
 from service.jobs.response_format import ResponseFormat
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 from service.jobs.service import create_job
 from service.jobs.shapes import ShapeBuilder, sse, usage_dict
 from service.observability.requests import NULL_OBSERVER, observe_request
+from service.store import tracing
 from service.store.heartbeats import STRUCTURED_OUTPUTS
 from service.store.job_stream import Failure, Final
 from service.store.models.tenants import Tenant
@@ -126,8 +127,10 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
                                    settled=row_reader(state, job_id)):
             if isinstance(ev, NewText):
                 obs.first_token()
+                relay = relay_span(ev)  # ended once the chunk is sent (this generator resumes)
                 yield sse(builder.chunk(ev.text, first=role_pending,
                                         with_usage_field=include_usage))
+                tracing.end(relay)
                 role_pending = False
             elif isinstance(ev, Final):
                 obs.finished(ok=True, completion_tokens=ev.completion_tokens)

@@ -9,8 +9,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import cast
 
+from opentelemetry.trace import Span
 from redis.asyncio import Redis
 
+from service.store import tracing
 from service.store.job_stream import Delta, Entry, Failure, Final, parse
 from service.store.keys import stream_key
 from service.store.outages import is_outage
@@ -18,9 +20,11 @@ from service.store.outages import is_outage
 
 @dataclass(frozen=True, slots=True)
 class NewText:
-    """Text the client has not seen yet (a resumed or re-run attempt's repeat is cut off)."""
+    """Text the client has not seen yet (a resumed or re-run attempt's repeat is cut off);
+    the job's first carries the worker's traceparent when tracing is on."""
 
     text: str
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +42,16 @@ class Interrupted:
 
 
 RelayEvent = NewText | Final | Failure | TimedOut | Interrupted
+RELAY_SPAN = "fairway.api.relay"
+
+
+def relay_span(event: NewText) -> Span | None:
+    """The relay hop of a traced job (its first text carries the worker's traceparent): from
+    the stream entry to its text written to the client; the caller ends it once written
+    (``tracing.end``). None for every other text, and while tracing is off."""
+    if event.traceparent is None:
+        return None
+    return tracing.start_span(RELAY_SPAN, parent=tracing.extract_traceparent(event.traceparent))
 
 # A final job as its row in Postgres says: its whole text, and its end as the stream's last
 # entry would have said it (service.jobs.service.job_outcome).
@@ -194,7 +208,7 @@ class _Splice:
             return None
         text = delta.text[max(0, self.sent - start):]
         self.sent = end
-        return NewText(text)
+        return NewText(text, delta.traceparent)
 
 
 def _from_row(outcome: Settled, sent: int) -> list[RelayEvent]:

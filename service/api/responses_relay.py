@@ -24,8 +24,9 @@ from service.api.job_waiting import (
     row_reader,
     wait_for_job,
 )
-from service.api.relay import Interrupted, NewText, follow_job
+from service.api.relay import Interrupted, NewText, follow_job, relay_span
 from service.jobs.response_view import EventStream, render
+from service.store import tracing
 from service.store.job_stream import Failure, Final
 from service.store.settings import Settings
 
@@ -54,8 +55,10 @@ async def stream_response(request: Request, job_id: uuid.UUID, events: EventStre
                                    settled=row_reader(state, job_id)):
             if isinstance(ev, NewText):
                 obs.first_token()
+                relay = relay_span(ev)  # ended once the events are sent
                 for event in events.delta(ev.text):
                     yield event
+                tracing.end(relay)
             elif isinstance(ev, Final):
                 job = await final_row(state, job_id)
                 obs.finished(ok=True, completion_tokens=job.completion_tokens or 0)

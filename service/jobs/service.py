@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.jobs.tiers import Classification
-from service.store import lifecycle, nul_codec, wakeups
+from service.store import lifecycle, nul_codec, tracing, wakeups
 from service.store.job_stream import Failure, Final
 from service.store.keys import control_channel
 from service.store.models.batches import BATCH_PREFIX
@@ -52,10 +52,11 @@ async def create_job(
         deadline_at=classification.deadline_at,
         api_key_id=api_key_id,
     )
-    session.add(job)
-    await session.flush()
-    await session.execute(*wakeups.notify(wakeups.JobQueued(job.id)))
-    await session.commit()
+    with tracing.span("fairway.api.insert"):  # the dispatcher's hops continue this span
+        session.add(job)
+        await session.flush()
+        await session.execute(*wakeups.notify(wakeups.JobQueued(job.id, tracing.traceparent())))
+        await session.commit()
     # Links the request (its request_id is on the line, from the log context) to the job id
     # that every later line about the job carries, in the dispatcher and the worker too.
     log.info("job created", extra={"job_id": str(job.id), "tenant_id": str(tenant_id),

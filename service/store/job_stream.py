@@ -24,6 +24,9 @@ class Delta:
     text: str
     tokens: int = 0
     offset: int | None = None  # None: an older writer that sent no offset
+    # The worker's first delta carries its span's W3C traceparent when tracing is on, so the
+    # API's relay hop continues the job's trace (service.store.tracing).
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +54,12 @@ Fields = dict[FieldT, EncodableT]  # what redis-py's xadd takes
 def fields(entry: Entry) -> Fields:
     """The entry as stream fields (Redis takes str and int values, never None)."""
     match entry:
-        case Delta(attempt, text, tokens, offset):
+        case Delta(attempt, text, tokens, offset, traceparent):
             out: Fields = {"type": "delta", "attempt": attempt, "text": text, "tokens": tokens}
             if offset is not None:
                 out["offset"] = offset
+            if traceparent is not None:
+                out["traceparent"] = traceparent
             return out
         case Final(attempt, finish_reason, prompt, completion):
             return {"type": "final", "attempt": attempt, "finish_reason": finish_reason or "",
@@ -78,7 +83,8 @@ def parse(raw: Mapping[bytes, bytes] | Mapping[str, str]) -> Entry | None:
         kind = f.get("type")
         if kind == "delta":
             offset = int(f["offset"]) if "offset" in f else None
-            return Delta(attempt, f.get("text", ""), int(f.get("tokens", 0)), offset)
+            return Delta(attempt, f.get("text", ""), int(f.get("tokens", 0)), offset,
+                         f.get("traceparent"))
         if kind == "final":
             return Final(attempt, f.get("finish_reason") or None, int(f.get("prompt_tokens", 0)),
                          int(f.get("completion_tokens", 0)))

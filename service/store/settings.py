@@ -4,7 +4,8 @@
 directory, the secrets) and one group per process or concern: ``settings.api``,
 ``settings.dispatcher``, ``settings.worker``, ``settings.engine``, ``settings.jobs``,
 ``settings.limits``, ``settings.batches``, ``settings.webhooks``, ``settings.metrics``,
-``settings.logging``. A component that needs only one group is handed only that group.
+``settings.logging``, ``settings.tracing``. A component that needs only one group is handed
+only that group.
 
 The environment variables are flat, as they always were: a field reads ``FAIRWAY_<FIELD>``
 unless it names its variable (``validation_alias``), e.g. ``engine.kind`` reads
@@ -30,7 +31,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import AliasChoices, Field, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -287,6 +288,27 @@ class LoggingSettings(SettingsGroup):
         description="JSON lines, or one-line text; both keep prompts, outputs and keys out")
 
 
+class TracingSettings(SettingsGroup):
+    """OpenTelemetry tracing (docs/observability.md): one span per hop of a job. Off unless an
+    endpoint or a spans directory is set."""
+
+    endpoint: str = Field(
+        default="",
+        validation_alias=AliasChoices("FAIRWAY_OTEL_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        description="the OTLP/HTTP collector spans go to (e.g. `http://jaeger:4318`; "
+                    "`OTEL_EXPORTER_OTLP_ENDPOINT` is read too); empty: none")
+    spans_dir: Path | None = Field(
+        default=None, validation_alias="FAIRWAY_OTEL_SPANS_DIR",
+        description="also write spans as JSON lines here, a file per process (benches, tests)")
+    sample_ratio: float = Field(
+        default=1.0, ge=0.0, le=1.0, validation_alias="FAIRWAY_OTEL_SAMPLE_RATIO",
+        description="the share of requests traced (a trace's later hops follow its first)")
+
+    @property
+    def on(self) -> bool:
+        return bool(self.endpoint) or self.spans_dir is not None
+
+
 class _CommonEnvSource(EnvSettingsSource):
     """The environment for `Settings`' own fields; each group reads its variables itself."""
 
@@ -332,6 +354,7 @@ class Settings(BaseSettings):
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -401,6 +424,8 @@ def groups() -> dict[str, type[SettingsGroup]]:
 def env_var(model: type[BaseSettings], field_name: str) -> str:
     """The environment variable a field of `Settings` or of a group reads."""
     alias = model.model_fields[field_name].validation_alias
+    if isinstance(alias, AliasChoices):  # the first is ours; the others are standard names
+        alias = alias.choices[0]
     return alias if isinstance(alias, str) else ENV_PREFIX + field_name.upper()
 
 

@@ -27,9 +27,12 @@ CHANNEL = "fairway_jobs"  # the Postgres NOTIFY channel the dispatcher LISTENs o
 # -- the NOTIFY channel (to the dispatcher) ---------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class JobQueued:
-    """A new job is queued (the API's insert). Wire: ``new:<job>``."""
+    """A new job is queued (the API's insert). Wire: ``new:<job>``, or with tracing on
+    ``new:<job>:<traceparent>`` (the W3C header of the insert's span: the dispatcher's hops
+    continue the request's trace, service.store.tracing)."""
 
     job_id: uuid.UUID
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +73,10 @@ Wakeup = JobQueued | JobEnded | JobParked | JobCancelled | Rescan
 
 def encode(message: Wakeup) -> str:
     match message:
-        case JobQueued(job_id):
+        case JobQueued(job_id, None):
             return f"new:{job_id}"
+        case JobQueued(job_id, traceparent):
+            return f"new:{job_id}:{traceparent}"
         case JobEnded(job_id, worker_id, prompt, completion):
             return f"done:{job_id}:{worker_id}:{prompt}:{completion}"
         case JobParked(job_id, worker_id, generated):
@@ -87,8 +92,9 @@ def decode(payload: str) -> Wakeup | None:
     """The message back, or None when the payload is not one of ours."""
     op, _, rest = payload.partition(":")
     try:
-        if op == "new":
-            return JobQueued(uuid.UUID(rest))
+        if op == "new":  # a traceparent has no ':' (W3C: hex fields joined by '-')
+            job, _, traceparent = rest.partition(":")
+            return JobQueued(uuid.UUID(job), traceparent or None)
         if op == "cancel":
             return JobCancelled(uuid.UUID(rest))
         if op == "scan":

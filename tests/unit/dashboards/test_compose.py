@@ -40,6 +40,16 @@ def test_compose_file_validates():
         assert "healthcheck" in config["services"][name]
 
 
+def test_tracing_is_off_unless_asked_and_then_goes_to_jaeger():
+    services = yaml.safe_load(_config(SECRETS).stdout)["services"]
+    assert "jaeger" in services
+    assert not services["api"]["environment"]["FAIRWAY_OTEL_ENDPOINT"]
+    traced = yaml.safe_load(_config({**SECRETS, "FAIRWAY_OTEL_ENDPOINT": "http://jaeger:4318"}
+                                    ).stdout)["services"]
+    for name in ("api", "scheduler", "worker"):
+        assert traced[name]["environment"]["FAIRWAY_OTEL_ENDPOINT"] == "http://jaeger:4318"
+
+
 def test_compose_refuses_to_start_without_secrets():
     env = {k: v for k, v in os.environ.items() if k not in SECRETS}
     result = subprocess.run([_compose(), "-f", str(COMPOSE), "config", "-q"],

@@ -11,7 +11,8 @@ text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30
 ints = st.integers(min_value=0, max_value=10**6)
 reasons = st.sampled_from([None, "stop", "length"])
 entries = st.one_of(
-    st.builds(js.Delta, ints, text, ints, st.none() | ints),
+    st.builds(js.Delta, ints, text, ints, st.none() | ints,
+              st.none() | st.just("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")),
     st.builds(js.Final, ints, reasons, ints, ints),
     st.builds(js.Failure, ints, st.integers(400, 599), st.none() | st.just("slo_unattainable"),
               text, st.none() | ints, st.none() | st.just("response_format")),

@@ -14,8 +14,12 @@ ids = st.uuids()
 workers = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
                   min_size=1, max_size=40)
 counts = st.integers(min_value=0, max_value=10**7)
+# W3C traceparents, as the API's insert span writes them (service.store.tracing)
+traceparents = st.builds(lambda t, s, f: f"00-{t:032x}-{s:016x}-{f:02x}",
+                         st.integers(1, 2**128 - 1), st.integers(1, 2**64 - 1),
+                         st.integers(0, 255))
 messages = st.one_of(
-    st.builds(w.JobQueued, ids),
+    st.builds(w.JobQueued, ids, st.none() | traceparents),
     st.builds(w.JobEnded, ids, workers, counts, counts),
     st.builds(w.JobParked, ids, workers, counts),
     st.builds(w.JobCancelled, ids),
@@ -40,6 +44,8 @@ def test_the_wire_format_is_the_documented_one() -> None:
     assert w.encode(w.JobEnded(job, "gpu-0", 12, 34)) == f"done:{job}:gpu-0:12:34"
     assert w.encode(w.JobParked(job, "gpu-0", 7)) == f"requeue:{job}:gpu-0:7"
     assert w.encode(w.JobQueued(job)) == f"new:{job}"
+    traced = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    assert w.encode(w.JobQueued(job, traced)) == f"new:{job}:{traced}"
     assert w.encode(w.Rescan()) == "scan"
 
 

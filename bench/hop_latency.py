@@ -1,0 +1,238 @@
+"""Where a realtime request's time to first token goes, hop by hop, from the traces (issue #16,
+part 1). Tracing on, exported to JSON-lines files the bench reads (FAIRWAY_OTEL_SPANS_DIR): no
+collector needed.
+
+    python bench/hop_latency.py [--engine sim|vllm] [--idle 40] [--load 200]
+                                [--concurrency 16] [--workers 2] [--sim-speed inf]
+
+A private stack (embedded Postgres and Redis, as bench/control_plane.py), then streamed
+realtime chat requests: `--idle` one after another, then `--load` from `--concurrency` clients
+at once (a closed loop). Each request is one trace; its hops are the gaps between the ends of
+consecutive hop spans, so they add up to the server's time to first token:
+
+    door            the request's server span start -> fairway.api.door end (parse, auth, quotas)
+    insert+notify   -> fairway.api.insert end (the row and its NOTIFY, committed)
+    notify->disp.   -> fairway.dispatcher.receive end (NOTIFY delivered, row read, policy has it)
+    decision        -> fairway.dispatcher.decide end (waiting for, and in, the policy's pass)
+    claim+send      -> fairway.dispatcher.send end (the claim's UPDATE, the Celery publish)
+    send->worker    -> fairway.worker.receive end (broker, Celery, the worker's claim)
+    engine->1st tok -> fairway.worker.first_token end (tokenize, prefill, the first token out)
+    relay->SSE      -> fairway.api.relay end (XADD, the relay's XREAD, the first chunk written)
+
+The sim engine runs at FAIRWAY_SIM_SPEED=inf by default (as bench/control_plane.py): an engine
+step costs nothing, so the table is the control plane's. The box is shared: read medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from harness import pct  # noqa: E402
+from overload import capacity_tenant  # noqa: E402
+
+from service.cli.embedded import EmbeddedServers  # noqa: E402
+from service.store.migrate import upgrade  # noqa: E402
+from service.store.settings import Settings  # noqa: E402
+from tests.support.spans import Span, by_trace, named, read_spans  # noqa: E402
+from tests.support.stack import Stack, wait_until  # noqa: E402
+
+MODEL = "sim-model"
+HOPS = [  # (hop, the span whose end closes it)
+    ("door", "fairway.api.door"),
+    ("insert+notify", "fairway.api.insert"),
+    ("notify->dispatcher", "fairway.dispatcher.receive"),
+    ("decision", "fairway.dispatcher.decide"),
+    ("claim+send", "fairway.dispatcher.send"),
+    ("send->worker receive", "fairway.worker.receive"),
+    ("worker->engine 1st token", "fairway.worker.first_token"),
+    ("stream relay->SSE 1st byte", "fairway.api.relay"),
+]
+
+
+@dataclass
+class Phase:
+    name: str
+    started_ns: int = 0
+    ended_ns: int = 0
+    client_ttft_ms: list[float] = field(default_factory=list)
+    failed: int = 0
+
+
+async def one(client: httpx.AsyncClient, key: str, rng: random.Random, phase: Phase,
+              max_tokens: int) -> None:
+    body = {"model": MODEL, "stream": True, "max_tokens": max_tokens, "temperature": 0,
+            "messages": [{"role": "user", "content": f"hop {rng.random():.6f}"}]}
+    t0 = time.perf_counter()
+    first: float | None = None
+    done = False
+    async with client.stream("POST", "/v1/chat/completions", json=body,
+                             headers={"authorization": f"Bearer {key}"}) as resp:
+        if resp.status_code != 200:
+            await resp.aread()
+            phase.failed += 1
+            return
+        async for line in resp.aiter_lines():
+            if first is None and line.startswith("data: {") and '"content"' in line:
+                first = time.perf_counter()
+            done = done or line == "data: [DONE]"
+    if done and first is not None:
+        phase.client_ttft_ms.append((first - t0) * 1000)
+    else:
+        phase.failed += 1
+
+
+async def run_phase(base: str, key: str, phase: Phase, total: int, concurrency: int,
+                    max_tokens: int) -> None:
+    rng = random.Random(phase.name)
+    left = iter(range(total))
+    limits = httpx.Limits(max_connections=concurrency + 4)
+
+    async def client_loop(client: httpx.AsyncClient) -> None:
+        for _ in left:
+            await one(client, key, rng, phase, max_tokens)
+
+    async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client:
+        await one(client, key, rng, Phase("warm"), max_tokens)  # connections, first-use costs
+        phase.started_ns = time.time_ns()
+        await asyncio.gather(*(client_loop(client) for _ in range(concurrency)))
+        phase.ended_ns = time.time_ns()
+
+
+def hop_times(spans: list[Span]) -> dict[str, float] | None:
+    """One trace's hops (ms), or None when a hop is missing (e.g. a job found by the
+    dispatcher's rescan rather than its NOTIFY)."""
+    roots = [s for s in spans if s["parent_id"] is None and s["service"] == "fairway-api"]
+    ends = []
+    for _hop, name in HOPS:
+        span = named(spans, name)
+        if span is None or not roots:
+            return None
+        ends.append(span["end_ns"])
+    previous = roots[0]["start_ns"]
+    out = {}
+    for (hop, _name), end in zip(HOPS, ends, strict=True):
+        out[hop] = (end - previous) / 1e6
+        previous = end
+    out["total (server TTFT)"] = (ends[-1] - roots[0]["start_ns"]) / 1e6
+    return out
+
+
+def phase_hops(spans_dir: Path, phase: Phase) -> tuple[list[dict[str, float]], int]:
+    """The hops of the traces whose request started within ``phase``; and how many of those
+    traces were incomplete."""
+    found, incomplete = [], 0
+    for spans in by_trace(read_spans(spans_dir)).values():
+        root = [s for s in spans if s["parent_id"] is None and s["service"] == "fairway-api"]
+        if not root or not phase.started_ns <= root[0]["start_ns"] <= phase.ended_ns:
+            continue
+        if named(spans, "fairway.api.door") is None:  # not a completion (readyz, admin)
+            continue
+        hops = hop_times(spans)
+        if hops is None:
+            incomplete += 1
+        else:
+            found.append(hops)
+    return found, incomplete
+
+
+def print_table(results: list[tuple[Phase, list[dict[str, float]], int]]) -> None:
+    head = "| hop | " + " | ".join(f"{p.name} p50 | {p.name} p99" for p, _, _ in results) + " |"
+    print("\n" + head)
+    print("|---|" + "---:|" * (2 * len(results)))
+    for hop in [h for h, _ in HOPS] + ["total (server TTFT)"]:
+        cells = []
+        for _p, traces, _ in results:
+            values = [t[hop] for t in traces]
+            cells += [f"{pct(values, 50):.2f}", f"{pct(values, 99):.2f}"]
+        print(f"| {hop} | " + " | ".join(cells) + " |")
+    cells = []
+    for p, _, _ in results:
+        cells += [f"{pct(p.client_ttft_ms, 50):.2f}", f"{pct(p.client_ttft_ms, 99):.2f}"]
+    print("| client TTFT (first content chunk) | " + " | ".join(cells) + " |")
+    for p, traces, incomplete in results:
+        print(f"\n{p.name}: {len(traces)} complete traces, {incomplete} incomplete, {p.failed} "
+              f"failed requests; hop sum = server TTFT by construction; median share of the "
+              f"server TTFT: " + ", ".join(
+                  f"{h} {statistics.median(t[h] / t['total (server TTFT)'] for t in traces):.0%}"
+                  for h, _ in HOPS) if traces else f"\n{p.name}: no complete traces")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--engine", choices=("sim", "vllm"), default="sim")
+    parser.add_argument("--idle", type=int, default=40, help="sequential requests")
+    parser.add_argument("--load", type=int, default=200, help="requests under load")
+    parser.add_argument("--concurrency", type=int, default=16, help="clients under load")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--slots", type=int, default=64, help="engine slots per worker")
+    parser.add_argument("--max-tokens", type=int, default=4)
+    parser.add_argument("--sim-speed", default="inf", help="FAIRWAY_SIM_SPEED of sim workers")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the data directory (spans, per-trace hops) afterwards")
+    args = parser.parse_args()
+    data_dir = Path(tempfile.mkdtemp(prefix="fairway-hopbench-"))
+    spans_dir = data_dir / "spans"
+    servers = EmbeddedServers(data_dir)
+    servers.start(need_db=True, need_redis=True)
+    upgrade(servers.database_url)
+    global MODEL
+    env = {"FAIRWAY_MAX_NUM_SEQS": str(args.slots), "FAIRWAY_LOG_LEVEL": "WARNING",
+           "FAIRWAY_METRICS_ENABLED": "false", "FAIRWAY_OTEL_SPANS_DIR": str(spans_dir)}
+    if args.engine == "sim":
+        env |= {"FAIRWAY_SERVED_MODEL_NAME": MODEL, "FAIRWAY_SIM_SPEED": args.sim_speed}
+    else:  # the default model (SmolLM2-135M), a small KV cache as the e2e tests use
+        MODEL = Settings().engine.served_model_name
+        env |= {"FAIRWAY_KV_CACHE_GIB": "1"}
+    stack = Stack(servers.database_url, servers.redis_url, env_overrides=env)
+    settings = Settings(database_url=servers.database_url)
+    try:
+        stack.start_api()
+        stack.start_dispatcher()
+        for i in range(args.workers):
+            stack.start_worker(f"hop-{i}", engine=args.engine, timeout_s=900)
+        wait_until(lambda: httpx.get(stack.base_url + "/readyz").status_code == 200, 60,
+                   "ready", stack)
+        key = capacity_tenant(stack.base_url, settings)
+        engine = (f"sim engine, FAIRWAY_SIM_SPEED={args.sim_speed}" if args.engine == "sim"
+                  else f"vLLM engine ({MODEL})")
+        print(f"stack: 1 API, 1 dispatcher, {args.workers} workers x {args.slots} slots, "
+              f"{engine}; streamed chat, max_tokens {args.max_tokens}; tracing on (files)")
+        phases = [(Phase("idle"), args.idle, 1)]
+        if args.load:
+            phases.append((Phase(f"load c={args.concurrency}"), args.load, args.concurrency))
+        for phase, total, concurrency in phases:
+            asyncio.run(run_phase(stack.base_url, key, phase, total, concurrency,
+                                  args.max_tokens))
+            time.sleep(0.3)
+        time.sleep(2.0)  # the processes export every 0.5 s
+        results = [(p, *phase_hops(spans_dir, p)) for p, _, _ in phases]
+        print_table(results)
+        if args.keep:
+            raw = data_dir / "hops.json"
+            raw.write_text(json.dumps({p.name: t for p, t, _ in results}))
+            print(f"\nper-trace hops: {raw}; spans: {spans_dir}")
+    finally:
+        stack.stop()
+        servers.stop()
+        if not args.keep:
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
