@@ -387,10 +387,8 @@ class JobRunner:
                 if row is not None:
                     await session.execute(*wakeups.notify(wakeups.JobEnded(
                         job.job_id, self.worker_id, prompt, completion)))
-                    await account_job_end(session, self.redis, job_id=row.id,
-                                          tenant_id=row.tenant_id, model=row.model,
-                                          job_class=row.kind,
-                                          values={**values, "status": status})
+                    await account_job_end(self.redis, job_id=row.id,
+                                          tenant_id=row.tenant_id, values=values)
                     await record_response_end_async(session, row)
                 await session.commit()
                 return row

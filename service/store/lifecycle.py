@@ -53,6 +53,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from service.store.models.jobs import Job, JobStatus
+from service.store.usage import CURRENT_XID
 
 Q, A, R = JobStatus.QUEUED, JobStatus.ASSIGNED, JobStatus.RUNNING
 ACTIVE = frozenset({Q, A, R})
@@ -252,8 +253,10 @@ def end(job_id: uuid.UUID, *, attempt: int, worker_id: str, succeeded: bool,
     written: a short job's first token costs no write of its own). RETURNING what usage
     accounting needs."""
     event = JobEvent.FINISH if succeeded else JobEvent.FAIL
+    # usage_xid: the usage roll-up counts this job once, from this row (service.store.usage).
     return guarded(event, *owned_by(job_id, attempt, worker_id), now=now, values={
-        "finished_at": now, "lease_expires_at": None, **values}).returning(
+        "finished_at": now, "lease_expires_at": None, "usage_xid": CURRENT_XID,
+        **values}).returning(
         Job.id, Job.model, Job.kind, *ENDED)
 
 
