@@ -56,7 +56,7 @@ class ClaimedJob:
     saved_tokens: int = 0  # tokens in the job row's checkpoint (worker heartbeats update it)
     cache_salt: str | None = None  # the tenant's prefix-cache namespace (None: shared)
     # This attempt's first token (when it restarted the output: no checkpoint). Its row stamp
-    # is deferred (FirstTokenStamp): a job that ends or parks first carries it in that write.
+    # is deferred (_mark_first_token): a job that ends or parks first carries it in that write.
     first_token_at: dt.datetime | None = None
     stamp: asyncio.Task[None] | None = None
     stamp_writing: bool = False

@@ -81,6 +81,8 @@ NEW_VARIABLES: dict[str, tuple[str, str, Any]] = {
     "FAIRWAY_WEBHOOK_POLL_SECONDS": ("0.2", "webhooks.poll_seconds", 0.2),
     "FAIRWAY_WEBHOOK_CONCURRENCY": ("3", "webhooks.concurrency", 3),
     "FAIRWAY_WEBHOOK_RETENTION_DAYS": ("7", "webhooks.retention_days", 7.0),
+    "FAIRWAY_KEY_CACHE_SECONDS": ("0", "api.key_cache_seconds", 0.0),
+    "FAIRWAY_FIRST_TOKEN_STAMP_SECONDS": ("2", "jobs.first_token_stamp_seconds", 2.0),
 }
 ALL_VARIABLES = {**OLD_VARIABLES, **NEW_VARIABLES}
 
