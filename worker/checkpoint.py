@@ -56,14 +56,16 @@ def preemption_mode(requested: str, engine: object) -> PreemptionMode:
 
 async def park_job(sessionmaker: async_sessionmaker[AsyncSession], *, job_id: uuid.UUID,
                    attempt: int, worker_id: str, generated_ids: list[int],
-                   recomputed: int = 0, events: list[dict[str, Any]] | None = None) -> bool:
+                   recomputed: int = 0, events: list[dict[str, Any]] | None = None,
+                   first_token_at: dt.datetime | None = None) -> bool:
     """running -> queued with the full list of tokens generated so far, appending ``events``
     to the job's record; False if the job is no longer this attempt's (cancelled meanwhile,
     or its lease was lost)."""
     async with sessionmaker() as session:
         row = (await session.execute(lifecycle.park(
             job_id, attempt=attempt, worker_id=worker_id, generated_ids=generated_ids,
-            recomputed=recomputed, events=events or [], now=dt.datetime.now(dt.UTC)))).first()
+            recomputed=recomputed, events=events or [], now=dt.datetime.now(dt.UTC),
+            first_token_at=first_token_at))).first()
         if row is not None:
             # The dispatcher frees the victim's room and re-queues it as a resumable job.
             await session.execute(*wakeups.notify(

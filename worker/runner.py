@@ -5,6 +5,7 @@ Everything here runs on the engine host's event loop, so database and Redis call
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import hashlib
 import hmac
@@ -55,6 +56,11 @@ class ClaimedJob:
     saved_tokens: int = 0  # tokens in the job row's checkpoint (worker heartbeats update it)
     cache_salt: str | None = None  # the tenant's prefix-cache namespace (None: shared)
     trace: dict[str, str] | None = None  # W3C trace context from the hand-off (None: none)
+    # This attempt's first token (when it restarted the output: no checkpoint). Its row stamp
+    # is deferred (_mark_first_token): a job that ends or parks first carries it in that write.
+    first_token_at: dt.datetime | None = None
+    stamp: asyncio.Task[None] | None = None
+    stamp_writing: bool = False
 
 
 @dataclass(slots=True)
@@ -132,6 +138,8 @@ class JobRunner:
             await self._fail(claimed, 500, "engine_error", "The engine failed on this request.")
             return "failed"
         finally:
+            if claimed.stamp is not None and not claimed.stamp_writing:
+                claimed.stamp.cancel()  # the attempt's last write carried the time
             self.active.pop(job_id, None)
             self.progress.pop(job_id, None)
             self.preempting.discard(job_id)
@@ -271,7 +279,8 @@ class JobRunner:
                 parked = await through_outages(lambda: park_job(
                     self.sessionmaker, job_id=job.job_id, attempt=job.attempt,
                     worker_id=self.worker_id, generated_ids=generated,
-                    recomputed=_recomputed(job, progress, request), events=events),
+                    recomputed=_recomputed(job, progress, request), events=events,
+                    first_token_at=job.first_token_at),
                     self.deps, give_up_after_s=FINAL_WRITE_PATIENCE_S)
                 if parked and job.obs is not None:
                     job.obs.preempted()
@@ -305,8 +314,29 @@ class JobRunner:
             event=self._resumed_event(job, request, cached), now=dt.datetime.now(dt.UTC)))
 
     async def _mark_first_token(self, job: ClaimedJob) -> None:
+        """Remember the first token; write it to the row only if the job is still running
+        ``first_token_stamp_seconds`` later. A job that ends (or parks) sooner carries the time
+        in that write instead, so a short job's first token costs no transaction; a long one's
+        running row shows it within that delay (the live views, GET /v1/jobs/{id})."""
+        job.first_token_at = dt.datetime.now(dt.UTC)
+        delay = self.settings.jobs.first_token_stamp_seconds
+        if delay <= 0:
+            await self._write_first_token(job)
+        else:
+            job.stamp = asyncio.create_task(self._first_token_later(job, delay))
+
+    async def _first_token_later(self, job: ClaimedJob, delay: float) -> None:
+        await asyncio.sleep(delay)
+        try:
+            await self._write_first_token(job)
+        except Exception:  # a background stamp: say so, never take the job down
+            log.exception("first-token stamp failed", extra={"job_id": str(job.job_id)})
+
+    async def _write_first_token(self, job: ClaimedJob) -> None:
+        assert job.first_token_at is not None
+        job.stamp_writing = True  # from here on, let it finish (it is harmless if late)
         await self._stamp(lifecycle.first_token(job.job_id, attempt=job.attempt,
-                                                now=dt.datetime.now(dt.UTC)))
+                                                now=job.first_token_at))
 
     async def _stamp(self, stmt: Update) -> None:
         """A stamp on a running job (first token, resume) is worth one try, never a wait: in a
@@ -332,6 +362,8 @@ class JobRunner:
             "result": nul_codec.encode({"text": output}),  # JSONB cannot hold U+0000
             "finish_reason": progress.finish_reason, "prompt_tokens": prompt_tokens,
             "completion_tokens": len(generated), "cached_tokens": progress.cached}
+        if job.first_token_at is not None:
+            values["first_token_at"] = job.first_token_at
         if job.checkpoint or job.resume_of is not None:
             values["recomputed_tokens"] = Job.recomputed_tokens + _recomputed(job, progress,
                                                                               request)
@@ -351,7 +383,9 @@ class JobRunner:
         error: dict[str, Any] = {"code": code, "message": message, "status": status}
         if param is not None:
             error["param"] = param  # a batch's error file names it (service.batches.results)
-        values = {"error": error}
+        values: dict[str, Any] = {"error": error}
+        if job.first_token_at is not None:
+            values["first_token_at"] = job.first_token_at
         if await self._finish_row(job, now, values, succeeded=False):
             await self._publish_end(job, job_stream.Failure(job.attempt, status, code, message,
                                                             param=param))
@@ -372,10 +406,8 @@ class JobRunner:
                 if row is not None:
                     await session.execute(*wakeups.notify(wakeups.JobEnded(
                         job.job_id, self.worker_id, prompt, completion)))
-                    await account_job_end(session, self.redis, job_id=row.id,
-                                          tenant_id=row.tenant_id, model=row.model,
-                                          job_class=row.kind,
-                                          values={**values, "status": status})
+                    await account_job_end(self.redis, job_id=row.id,
+                                          tenant_id=row.tenant_id, values=values)
                     await record_response_end_async(session, row)
                 await session.commit()
                 return row

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Request
 from redis.exceptions import RedisError
 
 from service.admin import tenant_ops as ops
@@ -23,6 +23,7 @@ from service.admin.schemas import (
 from service.store.models.tiers import Tier
 from service.store.quota_limits import effective_limits
 from service.store.quota_store import QuotaStore
+from service.tenants.key_cache import key_cache
 from service.tiers import service as tiers
 from service.web.deps import AdminDep, RedisDep, SessionDep, SettingsDep, require_admin
 from service.web.errors import APIError
@@ -60,11 +61,12 @@ async def read_tenant(tenant_id: str, session: SessionDep) -> dict[str, Any]:
 @router.patch("/tenants/{tenant_id}", responses={**errors(404), **WITH_BODY})
 async def update_tenant(tenant_id: str, body: TenantUpdate, actor: AdminDep,
                         session: SessionDep, redis: RedisDep,
-                        settings: SettingsDep) -> dict[str, Any]:
+                        settings: SettingsDep, request: Request) -> dict[str, Any]:
     tenant, cancelled = await ops.update_tenant(
         session, actor=actor, tenant=await ops.require_tenant(session, tenant_id),
         tier=body.tier, suspended=body.suspended)
     await session.commit()
+    key_cache(request.app.state).clear()  # here at once; other API processes within its TTL
     try:
         await ops.tell_cancelled(redis, cancelled, ttl_s=settings.jobs.stream_ttl_seconds)
     except RedisError:  # the waiting requests then end at their timeout
@@ -73,10 +75,12 @@ async def update_tenant(tenant_id: str, body: TenantUpdate, actor: AdminDep,
 
 
 @router.delete("/tenants/{tenant_id}", responses=errors(404))
-async def delete_tenant(tenant_id: str, actor: AdminDep, session: SessionDep) -> dict[str, Any]:
+async def delete_tenant(tenant_id: str, actor: AdminDep, session: SessionDep,
+                        request: Request) -> dict[str, Any]:
     await ops.delete_tenant(session, actor=actor,
                             tenant=await ops.require_tenant(session, tenant_id))
     await session.commit()
+    key_cache(request.app.state).clear()
     return {"id": tenant_id, "deleted": True}
 
 
@@ -100,10 +104,11 @@ async def issue_key(tenant_id: str, body: KeyCreate, actor: AdminDep, session: S
 
 @router.delete("/tenants/{tenant_id}/keys/{key_id}", responses=errors(404))
 async def revoke_key(tenant_id: str, key_id: str, actor: AdminDep,
-                     session: SessionDep) -> dict[str, Any]:
+                     session: SessionDep, request: Request) -> dict[str, Any]:
     tenant = await ops.require_tenant(session, tenant_id)
     key = await ops.revoke_key(session, actor=actor, tenant=tenant, key_id=key_id)
     await session.commit()
+    key_cache(request.app.state).clear()
     return ops.key_view(key)
 
 

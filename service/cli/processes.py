@@ -83,6 +83,7 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     from scheduler.dispatcher.loop import Dispatcher
     from service.batches.maintenance import BatchMaintenance
     from service.store.telemetry.logs import configure_logging
+    from service.store.usage import UsageRollup
     from service.webhooks.delivery import WebhookSender
 
     settings = Settings(dispatcher=DispatcherSettings(**_given(policy=args.policy)))
@@ -93,7 +94,8 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     batches = BatchMaintenance(settings, Redis.from_url(settings.redis_url))
     webhooks = WebhookSender(settings)
     try:
-        Dispatcher(settings, upkeep=[batches.tick, webhooks.tick]).run(stop)
+        usage = UsageRollup(settings.database_url)
+        Dispatcher(settings, upkeep=[batches.tick, webhooks.tick, usage.tick]).run(stop)
     finally:
         webhooks.close()
     return 0

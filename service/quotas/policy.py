@@ -41,7 +41,8 @@ def _policy(tier: str, row: Row[Any] | None) -> TenantPolicy:
 
 async def load_policy(session: AsyncSession, *, tenant_id: uuid.UUID, tier: str) -> TenantPolicy:
     # Read per request, not cached: an admin's change must bind the tenant's very next call,
-    # on every API process. It is one primary-key lookup.
+    # on every API process. It is one primary-key lookup. (The tenant's tier itself comes from
+    # the key lookup, which other API processes may reuse for FAIRWAY_KEY_CACHE_SECONDS.)
     return _policy(tier, (await session.execute(_policy_query(tenant_id, tier))).first())
 
 

@@ -13,7 +13,9 @@ with the wake-up (service.store.wakeups) the change calls for.
     create       -                            queued      API insert, batch ingest (COPY)
     claim        queued                       assigned    dispatcher (attempt+1, lease)
     start        assigned                     running     worker, for its attempt
-    first_token  running                      running     worker (stamps first_token_at)
+    first_token  running                      running     worker (stamps first_token_at, only
+                                                          if the job is still running a while
+                                                          after it; else park/end carry it)
     resume       running                      running     worker (records the resume)
     renew        running                      running     worker heartbeat (lease)
     checkpoint   running                      running     worker heartbeat (tokens so far)
@@ -53,6 +55,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from service.store.models.jobs import Job, JobStatus
+from service.store.usage import CURRENT_XID
 
 Q, A, R = JobStatus.QUEUED, JobStatus.ASSIGNED, JobStatus.RUNNING
 ACTIVE = frozenset({Q, A, R})
@@ -246,13 +249,17 @@ def checkpoint(job_id: uuid.UUID, *, attempt: int, worker_id: str, generated_ids
 
 
 def park(job_id: uuid.UUID, *, attempt: int, worker_id: str, generated_ids: list[int],
-         recomputed: int, events: list[dict[str, Any]], now: dt.datetime) -> Update:
+         recomputed: int, events: list[dict[str, Any]], now: dt.datetime,
+         first_token_at: dt.datetime | None = None) -> Update:
     """running -> queued with every token generated so far (the checkpoint a later attempt
-    continues from). RETURNING the id: none if the attempt no longer owns the job."""
+    continues from). ``first_token_at``: the attempt's first token, if its own stamp may not
+    have been written yet. RETURNING the id: none if the attempt no longer owns the job."""
     values: dict[str, Any] = {
         "worker_id": None, "lease_expires_at": None, "queued_at": now, "preempted_at": now,
         "preemptions": Job.preemptions + 1, "checkpoint_token_ids": generated_ids,
         "recomputed_tokens": Job.recomputed_tokens + recomputed}
+    if first_token_at is not None:
+        values["first_token_at"] = first_token_at
     if events:
         values["events"] = append_events(*events)
     return guarded(JobEvent.PARK, *owned_by(job_id, attempt, worker_id), now=now,
@@ -261,11 +268,15 @@ def park(job_id: uuid.UUID, *, attempt: int, worker_id: str, generated_ids: list
 
 def end(job_id: uuid.UUID, *, attempt: int, worker_id: str, succeeded: bool,
         values: Mapping[str, Any], now: dt.datetime) -> Update:
-    """running -> succeeded | failed: the attempt's final write, only while it owns the job.
-    RETURNING what usage accounting needs."""
+    """running -> succeeded | failed: the attempt's final write, only while it owns the job
+    (``values`` carries ``first_token_at`` when the attempt's own stamp may not have been
+    written: a short job's first token costs no write of its own). RETURNING what usage
+    accounting needs."""
     event = JobEvent.FINISH if succeeded else JobEvent.FAIL
+    # usage_xid: the usage roll-up counts this job once, from this row (service.store.usage).
     return guarded(event, *owned_by(job_id, attempt, worker_id), now=now, values={
-        "finished_at": now, "lease_expires_at": None, **values}).returning(
+        "finished_at": now, "lease_expires_at": None, "usage_xid": CURRENT_XID,
+        **values}).returning(
         Job.id, Job.model, Job.kind, *ENDED)
 
 

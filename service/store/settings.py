@@ -78,6 +78,11 @@ class ApiSettings(SettingsGroup):
         default=True,
         description="refuse (429 + Retry-After) a realtime request whose predicted time to "
                     "first token exceeds its tier's target, before it is queued")
+    key_cache_seconds: float = Field(
+        default=5.0, ge=0,
+        description="how long an API process reuses a key's lookup (its tenant, tier, "
+                    "revocation, expiry, suspension): a revoked key or a suspended tenant is "
+                    "refused within this time on every API process; 0: look up every request")
 
 
 class LimitSettings(SettingsGroup):
@@ -102,6 +107,11 @@ class JobSettings(SettingsGroup):
                     "re-run (workers renew on every heartbeat)")
     stream_ttl_seconds: int = Field(
         default=3600, description="how long a job's token stream is kept in Redis")
+    first_token_stamp_seconds: float = Field(
+        default=0.5, ge=0,
+        description="a running job's `first_token_at` is written this long after its first "
+                    "token, if the job is still running then; a job that ends sooner carries it "
+                    "in its final write (one row write fewer); 0: at once")
 
 
 class DispatcherSettings(SettingsGroup):

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from service.store.models.tenants import ApiKey, Tenant
+from service.tenants.key_cache import KeyCache, KeyLookup
 from service.tenants.keys import display_prefix, generate_key, hash_key
 
 
@@ -56,26 +57,36 @@ async def authenticate(session: AsyncSession, *, clear_key: str, secret: str) ->
     return found[0] if found else None
 
 
-async def authenticate_key(session: AsyncSession, *, clear_key: str, secret: str
-                           ) -> tuple[Tenant, uuid.UUID] | None:
-    """The tenant and the key's id (jobs record it, for per-key usage), as `authenticate`."""
+async def authenticate_key(session: AsyncSession, *, clear_key: str, secret: str,
+                           cache: KeyCache | None = None) -> tuple[Tenant, uuid.UUID] | None:
+    """The tenant and the key's id (jobs record it, for per-key usage), as `authenticate`.
+    With a ``cache``, a key looked up within its TTL costs no query (service.tenants.key_cache:
+    a revocation or suspension made elsewhere binds within that TTL)."""
     now = dt.datetime.now(dt.UTC)
-    row = (await session.execute(
-        select(ApiKey, Tenant).join(Tenant, Tenant.id == ApiKey.tenant_id)
-        .where(ApiKey.key_hash == hash_key(clear_key, secret))
-    )).first()
-    if row is None:
+    key_hash = hash_key(clear_key, secret)
+    found = cache.get(key_hash) if cache is not None else None
+    if found is None:
+        row = (await session.execute(
+            select(ApiKey, Tenant).join(Tenant, Tenant.id == ApiKey.tenant_id)
+            .where(ApiKey.key_hash == key_hash)
+        )).first()
+        if row is None:
+            return None  # never cached: a new key works at once, guesses fill nothing
+        found = KeyLookup.of(*row)
+        # Coarse last-used stamp: one write a minute per key is plenty for an admin list.
+        if (found.revoked_at is None and found.suspended_at is None
+                and (found.expires_at is None or found.expires_at > now)
+                and (found.last_used_at is None
+                     or now - found.last_used_at > dt.timedelta(minutes=1))):
+            await session.execute(update(ApiKey).where(ApiKey.id == found.key_id)
+                                  .values(last_used_at=now))
+            await session.commit()
+        if cache is not None:
+            cache.put(key_hash, found)
+    if found.revoked_at is not None:
         return None
-    key, tenant = row
-    key_id = key.id  # read before a commit below can expire the row
-    if key.revoked_at is not None:
+    if found.expires_at is not None and found.expires_at <= now:
         return None
-    if key.expires_at is not None and key.expires_at <= now:
-        return None
-    if tenant.suspended_at is not None:
-        raise TenantSuspended(tenant)
-    # Coarse last-used stamp: one write a minute per key is plenty for an admin list.
-    if key.last_used_at is None or now - key.last_used_at > dt.timedelta(minutes=1):
-        await session.execute(update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=now))
-        await session.commit()
-    return tenant, key_id
+    if found.suspended_at is not None:
+        raise TenantSuspended(found.tenant())
+    return found.tenant(), found.key_id

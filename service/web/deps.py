@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.store.models.tenants import Tenant
 from service.store.settings import Settings
 from service.store.storable import first_unstorable
+from service.tenants.key_cache import key_cache
 from service.tenants.service import TenantSuspended, authenticate_key
 from service.web.errors import APIError
 
@@ -62,7 +63,8 @@ def _bearer(request: Request) -> str:
 async def current_tenant(request: Request, session: SessionDep, settings: SettingsDep) -> Tenant:
     try:
         found = await authenticate_key(session, clear_key=_bearer(request),
-                                       secret=settings.secret_key)
+                                       secret=settings.secret_key,
+                                       cache=key_cache(request.app.state))
     except TenantSuspended as exc:
         raise APIError(403, "Your account is suspended: an administrator suspended this API "
                             "key's tenant. Contact your administrator to restore access.",

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from tests.support.admin import NO_LIMITS, Admin
-from tests.support.stack import Stack
+from tests.support.stack import Stack, wait_until
 
 MODEL = "sim-model"
 
@@ -155,7 +155,13 @@ def test_quota_overrides_merge_with_tier_defaults(admin: Admin):
 def test_usage_and_live_state(sim_stack: Stack, admin: Admin):
     tid, key = admin.create_tenant(f"u-{uuid.uuid4().hex[:8]}")
     usages = [chat(sim_stack, key, max_tokens=6).json()["usage"] for _ in range(3)]
-    rows = admin.ok("GET", f"/admin/usage?tenant_id={tid}&days=2")["data"]
+
+    def usage_rows() -> list[dict[str, int]]:  # rolled up from the job rows within about a second
+        return admin.ok("GET", f"/admin/usage?tenant_id={tid}&days=2")["data"]
+
+    wait_until(lambda: sum(r["requests"] for r in usage_rows()) >= 3, 10, "usage rolled up",
+               sim_stack)
+    rows = usage_rows()
     assert len(rows) == 1 and rows[0]["model"] == MODEL and rows[0]["job_class"] == "realtime"
     assert rows[0]["requests"] == 3
     assert rows[0]["prompt_tokens"] == sum(u["prompt_tokens"] for u in usages)

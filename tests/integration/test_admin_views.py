@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from tests.support.admin import Admin
-from tests.support.stack import Stack
+from tests.support.stack import Stack, wait_until
 
 MODEL = "sim-model"
 
@@ -58,6 +58,8 @@ def test_usage_by_day_and_by_key(sim_stack: Stack, admin: Admin):
     assert chat(sim_stack, key_b["key"]).status_code == 200
     assert chat(sim_stack, key_b["key"]).status_code == 200
 
+    wait_until(lambda: admin.ok("GET", f"/admin/usage/series?tenant_id={tid}&days=7")[
+        "totals"]["requests"] >= 3, 10, "usage rolled up", sim_stack)  # within about a second
     by_model = admin.ok("GET", f"/admin/usage/series?tenant_id={tid}&days=7")
     assert len(by_model["days"]) == 7
     assert [s["key"] for s in by_model["series"]] == [MODEL]

@@ -8,10 +8,11 @@ import time
 import uuid
 
 import openai
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from service.store.db import sync_session
 from service.store.models.jobs import Job
+from service.store.models.usage import UsageDaily
 from tests.support.stack import Stack, wait_until
 
 
@@ -29,13 +30,23 @@ def _running_on(database_url: str, worker_id: str) -> bool:
                                                    Job.first_token_at.is_not(None))) is not None
 
 
+def _usage(database_url: str, tenant_id: uuid.UUID) -> tuple[int, int, int]:
+    with sync_session(database_url) as session:
+        row = session.execute(select(
+            func.coalesce(func.sum(UsageDaily.requests), 0),
+            func.coalesce(func.sum(UsageDaily.prompt_tokens), 0),
+            func.coalesce(func.sum(UsageDaily.completion_tokens), 0))
+            .where(UsageDaily.tenant_id == tenant_id)).one()
+        return int(row[0]), int(row[1]), int(row[2])
+
+
 def test_killed_worker_job_reruns_after_lease_expiry_and_finishes_once(
         sim_stack: Stack, make_tenant, database_url):
     # A model only these workers serve, so the job cannot land on the shared sim-1.
     model = "sim-crash"
     slow = {"FAIRWAY_SERVED_MODEL_NAME": model, "FAIRWAY_SIM_SPEED": "0.5"}
     sim_stack.start_worker("crash-a", **slow)
-    _, key = make_tenant()
+    tenant_id, key = make_tenant()
     api = openai.OpenAI(base_url=sim_stack.base_url + "/v1", api_key=key, max_retries=0,
                         timeout=60)
     with cf.ThreadPoolExecutor(1) as pool:
@@ -54,6 +65,12 @@ def test_killed_worker_job_reruns_after_lease_expiry_and_finishes_once(
     again = api.chat.completions.create(model=model, max_tokens=60, temperature=0,
                                         messages=[{"role": "user", "content": "survive"}])
     assert again.choices[0].message.content == resp.choices[0].message.content
+    # Usage counts each job once, from the rows that ended (the killed attempt counts nothing).
+    wait_until(lambda: _usage(database_url, tenant_id) == (2, resp.usage.prompt_tokens
+                                                          + again.usage.prompt_tokens,
+                                                          resp.usage.completion_tokens
+                                                          + again.usage.completion_tokens),
+               10, "usage rolled up", sim_stack)
     sim_stack.kill("worker-crash-b")
 
 

@@ -46,6 +46,8 @@ class Job(Base):
         Index("ix_jobs_status_seq", "status", "seq"),
         Index("ix_jobs_tenant_created_id", "tenant_id", "created_at", "id"),  # GET /v1/jobs
         Index("ix_jobs_batch_status", "batch_id", "status"),
+        # The usage roll-up's range scan (service.store.usage): only ended jobs have one.
+        Index("ix_jobs_usage_xid", "usage_xid", postgresql_where=text("usage_xid IS NOT NULL")),
         Index(
             "ix_jobs_lease_active",
             "lease_expires_at",
@@ -106,6 +108,9 @@ class Job(Base):
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     cancelled_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[dt.datetime] = utcnow_column()
+    # The transaction of the worker's final write, which the usage roll-up counts once
+    # (service.store.usage); null until then, and for jobs no worker ended.
+    usage_xid: Mapped[int | None] = mapped_column(BigInteger)
 
     @property
     def public_id(self) -> str:

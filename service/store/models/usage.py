@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
-from sqlalchemy import BigInteger, Date, ForeignKey, String
+from sqlalchemy import BigInteger, Date, DateTime, ForeignKey, SmallInteger, String, func
 from sqlalchemy.orm import Mapped, mapped_column
 
 from service.store.db import Base
@@ -24,3 +24,14 @@ class UsageDaily(Base):
     prompt_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     completion_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     cached_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class UsageRollup(Base):
+    """How far the usage roll-up has counted ended jobs (service.store.usage): one row."""
+
+    __tablename__ = "usage_rollup"
+
+    id: Mapped[int] = mapped_column(SmallInteger, primary_key=True)  # always 1
+    last_xid: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True),
+                                                    server_default=func.now())

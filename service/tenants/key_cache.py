@@ -1,0 +1,92 @@
+"""An API process's short-lived memory of API-key lookups, so a busy key costs no query per
+request (issue #16 part 3).
+
+What is kept is the row as read (key id, revocation, expiry, the tenant's id, name, tier,
+weight and suspension), keyed by the key's HMAC (never the clear key), for ``ttl_s`` seconds.
+The checks run on every request against that copy: an expiry time takes effect exactly; a
+revocation, a suspension or a tier change made elsewhere takes effect within ``ttl_s``
+(`FAIRWAY_KEY_CACHE_SECONDS`) on every API process. The admin routes of this process clear it
+at once. Unknown keys are never kept: a key issued a moment ago works on its first request,
+and guessing cannot fill the cache.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from service.store.models.tenants import ApiKey, Tenant
+
+MAX_ENTRIES = 10_000  # distinct live keys remembered at once; the oldest go first
+
+
+@dataclass(frozen=True, slots=True)
+class KeyLookup:
+    """One key's row and its tenant's, as read from the database."""
+
+    key_id: uuid.UUID
+    revoked_at: dt.datetime | None
+    expires_at: dt.datetime | None
+    last_used_at: dt.datetime | None
+    tenant_id: uuid.UUID
+    tenant_name: str
+    tier: str
+    weight: float
+    suspended_at: dt.datetime | None
+    tenant_created_at: dt.datetime
+
+    @classmethod
+    def of(cls, key: ApiKey, tenant: Tenant) -> KeyLookup:
+        return cls(key.id, key.revoked_at, key.expires_at, key.last_used_at, tenant.id,
+                   tenant.name, tenant.tier, tenant.weight, tenant.suspended_at,
+                   tenant.created_at)
+
+    def tenant(self) -> Tenant:
+        """A fresh, detached Tenant per request: no session holds it, nothing shares it."""
+        return Tenant(id=self.tenant_id, name=self.tenant_name, tier=self.tier,
+                      weight=self.weight, suspended_at=self.suspended_at,
+                      created_at=self.tenant_created_at)
+
+
+class KeyCache:
+    def __init__(self, ttl_s: float, *, clock: Callable[[], float] = time.monotonic,
+                 max_entries: int = MAX_ENTRIES) -> None:
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self.max_entries = max_entries
+        self._entries: dict[str, tuple[float, KeyLookup]] = {}
+
+    def get(self, key_hash: str) -> KeyLookup | None:
+        entry = self._entries.get(key_hash)
+        if entry is None:
+            return None
+        if self.clock() >= entry[0]:
+            del self._entries[key_hash]
+            return None
+        return entry[1]
+
+    def put(self, key_hash: str, lookup: KeyLookup) -> None:
+        if self.ttl_s <= 0:
+            return
+        self._entries.pop(key_hash, None)
+        while len(self._entries) >= self.max_entries:
+            del self._entries[next(iter(self._entries))]  # the oldest insertion
+        self._entries[key_hash] = (self.clock() + self.ttl_s, lookup)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def key_cache(state: Any) -> KeyCache:
+    """The app's cache, made on first use with the settings' TTL."""
+    cache: KeyCache | None = getattr(state, "key_cache", None)
+    if cache is None:
+        cache = state.key_cache = KeyCache(state.settings.api.key_cache_seconds)
+    return cache

@@ -1,0 +1,53 @@
+"""The key cache's own rules: TTL, no caching at 0, bounded size (oldest out first)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from service.tenants.key_cache import KeyCache, KeyLookup
+
+
+def lookup(name: str = "t") -> KeyLookup:
+    now = dt.datetime.now(dt.UTC)
+    return KeyLookup(uuid.uuid4(), None, None, None, uuid.uuid4(), name, "standard", 1.0, None,
+                     now)
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_entry_lives_for_the_ttl() -> None:
+    clock = Clock()
+    cache = KeyCache(5.0, clock=clock)
+    found = lookup()
+    cache.put("h", found)
+    clock.now = 4.99
+    assert cache.get("h") is found
+    clock.now = 5.0
+    assert cache.get("h") is None and len(cache) == 0
+
+
+def test_ttl_zero_keeps_nothing() -> None:
+    cache = KeyCache(0.0)
+    cache.put("h", lookup())
+    assert cache.get("h") is None and len(cache) == 0
+
+
+def test_the_oldest_entry_goes_first_when_full() -> None:
+    cache = KeyCache(60.0, max_entries=2)
+    for name in ("a", "b", "c"):
+        cache.put(name, lookup(name))
+    assert cache.get("a") is None
+    assert cache.get("b") is not None and cache.get("c") is not None
+
+
+def test_each_request_gets_its_own_detached_tenant() -> None:
+    found = lookup("acme")
+    one, two = found.tenant(), found.tenant()
+    assert one is not two and one.id == two.id == found.tenant_id and one.name == "acme"
+    assert one.tier == "standard"
