@@ -78,6 +78,10 @@ class Dispatcher:
         self.placed: dict[str, tuple[str, JobClass]] = {}  # job id -> (worker id, class)
         self.classes: dict[str, JobClass] = {}  # queued job id -> class, for placed
         self.workers: set[str] = set()
+        # Realtime placed whose first token we have not seen: its prefill still queues in the
+        # engine, and the policy's TTFT prediction counts it until told (on_first_token).
+        self.awaiting_first: set[str] = set()
+        self._next_first_tokens = 0.0
         self._incarnations: dict[str, object] = {}  # worker id -> the process we last heard
         self._next_maintenance = 0.0
         self._next_scan = 0.0
@@ -121,6 +125,8 @@ class Dispatcher:
         with sync_session(self.settings.database_url) as session:
             for job_id, worker_id, kind in store.active_assignments(session):
                 self.placed[str(job_id)] = (worker_id, JobClass(kind))
+                if kind == JobClass.REALTIME:
+                    self.awaiting_first.add(str(job_id))  # the next poll clears the started
         self._maintenance()
         self._scan_queued()
 
@@ -137,6 +143,7 @@ class Dispatcher:
             self._scan_queued()
         if self._realtime_arrived:
             self._refresh_step_clocks()
+        self._refresh_first_tokens()
         started = time.perf_counter()
         now = time.time()
         decisions = self.policy.schedule(now)
@@ -192,6 +199,7 @@ class Dispatcher:
     def _release(self, job_id: str, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
         """0/0 usage means unknown: the policy keeps what it charged at assignment."""
         placed = self.placed.pop(job_id, None)
+        self.awaiting_first.discard(job_id)
         if placed is not None:
             self.policy.on_job_finished(job_id, placed[0], prompt_tokens, completion_tokens)
 
@@ -266,6 +274,20 @@ class Dispatcher:
             clock = decode_step_clock(value) or (None, 0.0)
             self.policy.on_worker_step(worker_id, *clock)
 
+    def _refresh_first_tokens(self) -> None:
+        """Tell the policy which placed realtime jobs have their first token (the row's
+        ``first_token_at``, stamped by the worker): one primary-key read of the few awaiting
+        one, at the outlook's cadence, so the outlook and the next pass see the engines' queue
+        as it is."""
+        if not self.awaiting_first or time.monotonic() < self._next_first_tokens:
+            return
+        self._next_first_tokens = time.monotonic() + OUTLOOK_EVERY_S
+        with sync_session(self.settings.database_url) as session:
+            seen = store.first_tokens_seen(session, map(uuid.UUID, self.awaiting_first))
+        for job_id in map(str, seen):
+            self.awaiting_first.discard(job_id)
+            self.policy.on_first_token(job_id)
+
     def _scan_queued(self) -> None:
         """Safety net: pick up queued jobs we were not told about (bulk inserts, failover)."""
         self._next_scan = time.monotonic() + 5.0
@@ -284,6 +306,7 @@ class Dispatcher:
             for decision in decisions:
                 if isinstance(decision, Assign):
                     self._assign(session, decision)
+                    self._note_awaiting(decision.job_id)
                 elif isinstance(decision, Reject):
                     self._reject(session, decision)
                 elif isinstance(decision, Preempt):
@@ -306,6 +329,12 @@ class Dispatcher:
                                   worker_id=decision.worker_id)
             raise
         self.placed[decision.job_id] = (decision.worker_id, job_class)
+
+    def _note_awaiting(self, job_id: str) -> None:
+        """A realtime job just sent waits for its first token (``_refresh_first_tokens``)."""
+        placed = self.placed.get(job_id)
+        if placed is not None and placed[1] is JobClass.REALTIME:
+            self.awaiting_first.add(job_id)
 
     def _preempt(self, decision: Preempt) -> None:
         """Ask the worker to take the job back; it parks a checkpoint and notifies requeue.

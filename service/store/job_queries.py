@@ -114,6 +114,18 @@ def active_assignments(session: Session) -> list[tuple[uuid.UUID, str, str]]:
     return [(r.id, r.worker_id, r.kind) for r in rows]
 
 
+def first_tokens_seen(session: Session, job_ids: Iterable[uuid.UUID]) -> list[uuid.UUID]:
+    """Of these jobs, those whose first token has come (``first_token_at`` stamped by the
+    worker): the dispatcher tells the policy, whose TTFT prediction counts realtime assigned
+    and still waiting for its prefill as queued in the engines. By primary key, so only the
+    few realtime jobs awaiting one are read."""
+    ids = list(job_ids)
+    if not ids:
+        return []
+    return list(session.scalars(select(Job.id).where(Job.id.in_(ids),
+                                                     Job.first_token_at.is_not(None))))
+
+
 def reject_job(session: Session, *, job_id: uuid.UUID, status: int, code: str,
                message: str) -> bool:
     done = session.execute(lifecycle.reject(
