@@ -10,7 +10,8 @@ is in the JSON only: a trace's long decodes keep realtime-alone engines busy nea
 time at small batches, so "engine time realtime leaves" says little here.
 
 "Sustains alone" (load 100%): the largest rate scale at which realtime alone (Fairway's
-engines, no batch) keeps >= 99% of all its requests within the TTFT SLO, found by bisection.
+engines, no batch, no door) keeps >= 99% of all its requests within the TTFT SLO, found by
+bisection: the engines' capacity, so a change of admission does not move the load axis.
 Past it, Fairway's admission refuses what would miss, so the accepted keep their SLO: the
 API's door (``Scenario.door_admission``: the published outlook's prediction against 0.7 of
 the target, ``scheduler.outlook.door_refusal``; ``--no-door`` leaves it out) and the policy's
@@ -114,8 +115,9 @@ def batch_tok_s(result: SimResult) -> float:
 def capacity_scale(args: argparse.Namespace, seed: int) -> float:
     """The largest rate scale realtime alone sustains (bisection on a log scale)."""
     def ok(scale: float) -> bool:
-        r = realtime(run_variant(scenario(args, seed, scale, rt=True, batch=False), "fairway"),
-                     args.slo)
+        sc = scenario(args, seed, scale, rt=True, batch=False)
+        sc.door_admission = False  # the engines' capacity, whatever the door would refuse
+        r = realtime(run_variant(sc, "fairway"), args.slo)
         return r["slo_all"] >= CAPACITY_TARGET
 
     lo, hi = 1.0, 2.0

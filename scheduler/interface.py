@@ -47,6 +47,13 @@ class SchedulingPolicy(abc.ABC):
         engine is idle. The simulator calls it at every planned step; the dispatcher before a
         pass that has realtime to place. Policies that do not time placement ignore it."""
 
+    def on_first_token(self, job_id: str) -> None:  # noqa: B027 (optional hook, as above)
+        """Called once when an assigned job's first output token has come (the engine's
+        prefill of it is done). Admission counts the prompts of realtime assigned and still
+        without one as prefill queued in the engines; a policy never told keeps counting them
+        until the job ends. The simulator calls it at the step that samples the token; the
+        dispatcher when it sees the job row's ``first_token_at``."""
+
     @abc.abstractmethod
     def on_worker_lost(self, worker_id: str) -> None:
         """Called when a worker's heartbeat expired; its jobs come back via on_job_arrived."""

@@ -24,7 +24,9 @@ class RealtimeOutlook:
     workers: int  # in the model's pool
     slots_total: int  # engine slots in the pool
     rt_load: int  # realtime jobs in flight or queued
-    rt_queued_prefill: int  # prompt tokens of realtime jobs queued
+    # Prompt tokens of realtime jobs queued, in the policy or in the engines (assigned, no
+    # first token yet): the prefill a new request waits behind.
+    rt_queued_prefill: int
     mean_prompt_tokens: float  # of recent realtime jobs
     job_service_s: float  # one mean realtime job's time on a worker at the pool's batch size
     step_s: float  # one engine step at the pool's batch size

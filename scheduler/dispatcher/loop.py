@@ -82,6 +82,10 @@ class Dispatcher:
         self.placed: dict[str, tuple[str, JobClass]] = {}  # job id -> (worker id, class)
         self.classes: dict[str, JobClass] = {}  # queued job id -> class, for placed
         self.workers: set[str] = set()
+        # Realtime placed whose first token we have not seen: its prefill still queues in the
+        # engine, and the policy's TTFT prediction counts it until told (on_first_token).
+        self.awaiting_first: set[str] = set()
+        self._next_first_tokens = 0.0
         self._incarnations: dict[str, object] = {}  # worker id -> the process we last heard
         self._next_maintenance = 0.0
         self._next_scan = 0.0
@@ -127,6 +131,8 @@ class Dispatcher:
         with sync_session(self.settings.database_url) as session:
             for job_id, worker_id, kind in store.active_assignments(session):
                 self.placed[str(job_id)] = (worker_id, JobClass(kind))
+                if kind == JobClass.REALTIME:
+                    self.awaiting_first.add(str(job_id))  # the next poll clears the started
         self._maintenance()
         self._scan_queued()
 
@@ -143,6 +149,7 @@ class Dispatcher:
             self._scan_queued()
         if self._realtime_arrived:
             self._refresh_step_clocks()
+        self._refresh_first_tokens()
         started = time.perf_counter()
         now = time.time()
         decisions = self.policy.schedule(now)
@@ -203,6 +210,7 @@ class Dispatcher:
         """0/0 usage means unknown: the policy keeps what it charged at assignment."""
         self.hops.forget(job_id)  # e.g. found by a rescan and sent before its NOTIFY was read
         placed = self.placed.pop(job_id, None)
+        self.awaiting_first.discard(job_id)
         if placed is not None:
             self.policy.on_job_finished(job_id, placed[0], prompt_tokens, completion_tokens)
 
@@ -280,6 +288,25 @@ class Dispatcher:
             clock = decode_step_clock(value) or (None, 0.0)
             self.policy.on_worker_step(worker_id, *clock)
 
+    def _refresh_first_tokens(self) -> None:
+        """Tell the policy which placed realtime jobs have their first token: the worker
+        writes a job's token stream at its first token (its row's ``first_token_at`` may be
+        stamped only at the end, service.store.lifecycle), so one pipelined EXISTS per
+        awaiting job, at the outlook's cadence, lets the outlook and the next pass see the
+        engines' queue as it is, without a Postgres read."""
+        if not self.awaiting_first or time.monotonic() < self._next_first_tokens:
+            return
+        self._next_first_tokens = time.monotonic() + OUTLOOK_EVERY_S
+        awaiting = list(self.awaiting_first)
+        with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in awaiting:
+                pipe.exists(stream_key(job_id))
+            found = pipe.execute()
+        for job_id, exists in zip(awaiting, found, strict=True):
+            if exists:
+                self.awaiting_first.discard(job_id)
+                self.policy.on_first_token(job_id)
+
     def _scan_queued(self) -> None:
         """Safety net: pick up queued jobs we were not told about (bulk inserts, failover)."""
         self._next_scan = time.monotonic() + 5.0
@@ -340,6 +367,7 @@ class Dispatcher:
             raise
         for job in placed:
             self.placed[job.job_id] = (job.worker_id, job.job_class)
+            self._note_awaiting(job.job_id)
 
     def _send_batch(self, session: Session, placed: list[handout.Placed]) -> None:
         if not placed:
@@ -365,6 +393,12 @@ class Dispatcher:
         for job in placed:
             store.unclaim_job(session, job_id=uuid.UUID(job.job_id), attempt=job.attempt,
                               worker_id=job.worker_id)
+
+    def _note_awaiting(self, job_id: str) -> None:
+        """A realtime job just sent waits for its first token (``_refresh_first_tokens``)."""
+        placed = self.placed.get(job_id)
+        if placed is not None and placed[1] is JobClass.REALTIME:
+            self.awaiting_first.add(job_id)
 
     def _reject(self, session: Session, decision: Reject) -> None:
         retry = max(1, round(decision.retry_after_s))

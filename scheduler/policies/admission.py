@@ -3,11 +3,16 @@
 Prediction, for a job of model M arriving into M's pool of n workers:
 
     ttft = already waited
-         + realtime prefill queued ahead * prefill_per_token / n   (prefills run in parallel)
+         + realtime prefill ahead * prefill_per_token / n          (prefills run in parallel)
          + slot wait                                               (below)
          + own prefill time
          + one decode step of the running batch                    (chunked prefill shares
                                                                     the step with decode)
+
+Realtime prefill ahead is what is queued in the policy and what was assigned to the pool's
+engines without its first token yet (``Pool.rt_engine_prefill``, fed by
+``SchedulingPolicy.on_first_token``): the policy places realtime at once, so under a burst
+the queue is inside the engines, and a prediction blind to it admits the whole burst.
 
 Batch holds no slot against realtime (it can be preempted), so the slot wait is zero while
 realtime in flight plus realtime queued fits the pool's slots. Beyond that the job waits for
@@ -58,7 +63,7 @@ def predict_ttft(
 ) -> float:
     n = max(1, len(pool.workers))
     batch = max(1, math.ceil(pool.mean_used()))
-    ahead_tokens = max(0, pool.rt_queued_prefill - job.prompt_tokens)
+    ahead_tokens = max(0, rt_prefill_ahead(pool) - job.prompt_tokens)
     ahead_jobs = max(0, pool.rt_queued - 1)
     queue_s = ahead_tokens * cost.prefill_per_token_s / n
     past_capacity = pool.rt_inflight + ahead_jobs + 1 - pool.slots_total
@@ -69,6 +74,12 @@ def predict_ttft(
     step_s = cost.step_s(batch, ctx, 0)
     waited = max(0.0, now - job.arrival)
     return waited + queue_s + slot_wait_s + cost.prefill_s(job.prompt_tokens) + step_s
+
+
+def rt_prefill_ahead(pool: Pool) -> int:
+    """Realtime prompt tokens a new realtime job of the pool waits behind: queued in the
+    policy, and assigned to an engine that has not produced their first token."""
+    return pool.rt_queued_prefill + pool.rt_engine_prefill
 
 
 def retry_after_s(predicted_s: float, slo_s: float, floor_s: float) -> float:
@@ -127,7 +138,7 @@ class Admission:
             out.append(RealtimeOutlook(
                 model=model, at=now, workers=len(pool.workers), slots_total=pool.slots_total,
                 rt_load=pool.rt_inflight + pool.rt_queued,
-                rt_queued_prefill=pool.rt_queued_prefill,
+                rt_queued_prefill=rt_prefill_ahead(pool),
                 mean_prompt_tokens=mean.prompt_tokens,
                 job_service_s=mean.service_s(cost, batch), step_s=cost.step_s(batch, ctx, 0),
                 prefill_per_token_s=cost.prefill_per_token_s, prefill_step_s=cost.step_base_s,

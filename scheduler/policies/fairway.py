@@ -90,6 +90,9 @@ class FairwayPolicy(SchedulingPolicy):
     def on_worker_step(self, worker_id: str, started_at: float | None, step_s: float) -> None:
         self.fleet.step_clock(worker_id, started_at, step_s)
 
+    def on_first_token(self, job_id: str) -> None:
+        self.fleet.first_token(job_id)
+
     def on_worker_lost(self, worker_id: str) -> None:
         ws = self.fleet.workers.get(worker_id)
         if ws is None:

@@ -83,6 +83,8 @@ class Fleet:
         self._where[job.job_id] = ws.worker_id
         self._touch(ws, before, +1 if item.is_realtime else 0)
         if item.is_realtime:
+            self._awaiting(ws, +1, job.prompt_tokens)
+        if item.is_realtime:
             rt_start.note_realtime(ws, job, now, self.config.dispatch_lead_s)
         return item
 
@@ -97,7 +99,17 @@ class Fleet:
         item = ws.remove(job_id, now, self.config.headroom_tau_s)
         if item is not None:
             self._touch(ws, before, -1 if item.is_realtime else 0)
+            if item.is_realtime and not item.first_token:
+                self._awaiting(ws, -1, -item.job.prompt_tokens)
         return item
+
+    def first_token(self, job_id: str) -> None:
+        """The job's first token came: a realtime job's prefill leaves the engine's queue."""
+        worker_id = self._where.get(job_id)
+        ws = self.workers.get(worker_id) if worker_id is not None else None
+        item = ws.first_token(job_id) if ws is not None else None
+        if ws is not None and item is not None:
+            self._awaiting(ws, -1, -item.job.prompt_tokens)
 
     def left_engine(self, job_id: str, worker_id: str) -> None:
         """The last heartbeat counted this job in ``running``: it no longer does. Without
@@ -119,3 +131,9 @@ class Fleet:
             pool.used_total += delta
             pool.rt_inflight += rt_delta
             pool.push(ws)
+
+    def _awaiting(self, ws: WorkerState, jobs: int, tokens: int) -> None:
+        for model in ws.view.models:
+            pool = self.pools[model]
+            pool.rt_engine_queued += jobs
+            pool.rt_engine_prefill += tokens

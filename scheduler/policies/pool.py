@@ -45,6 +45,10 @@ class Pool:
     rt_inflight: int = 0
     rt_queued: int = 0
     rt_queued_prefill: int = 0
+    # Realtime assigned to the pool's engines whose first token has not come: its prefill
+    # still waits (or runs) inside the engines, ahead of any realtime sent there next.
+    rt_engine_queued: int = 0
+    rt_engine_prefill: int = 0
     kv_capacity_max: int = 0
     cost: CostModel | None = None
 
@@ -62,6 +66,8 @@ class Pool:
         self.cost = self.cost or ws.cost
         self.slots_total += ws.view.max_slots
         self.used_total += ws.used_slots()
+        self.rt_engine_queued += ws.rt_awaiting
+        self.rt_engine_prefill += ws.rt_awaiting_prefill
         self.kv_capacity_max = max(self.kv_capacity_max, ws.view.kv_capacity_tokens)
         self.push(ws)
 
@@ -73,6 +79,8 @@ class Pool:
         self.slots_total -= ws.view.max_slots
         self.used_total -= ws.used_slots()
         self.rt_inflight -= ws.rt_count
+        self.rt_engine_queued -= ws.rt_awaiting
+        self.rt_engine_prefill -= ws.rt_awaiting_prefill
         self.kv_capacity_max = max(
             (w.view.kv_capacity_tokens for w in self.workers.values()), default=0
         )

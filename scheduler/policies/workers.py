@@ -22,6 +22,7 @@ class AssignedJob:
     assigned_at: float
     kv_need: int
     level: int  # 0 = realtime or escalated batch, 1 = batch
+    first_token: bool = False  # reported (``SchedulingPolicy.on_first_token``)
 
     @property
     def is_realtime(self) -> bool:
@@ -39,6 +40,9 @@ class WorkerState:
     jobs: dict[str, AssignedJob] = field(default_factory=dict)
     kv_reserved: int = 0
     rt_count: int = 0
+    # Realtime held here whose first token has not been reported, and their prompt tokens.
+    rt_awaiting: int = 0
+    rt_awaiting_prefill: int = 0
     load_version: int = 0
     # Realtime load seen here, as an exponentially weighted mean over time.
     rt_ewma: float = 0.0
@@ -85,7 +89,23 @@ class WorkerState:
         self.jobs[item.job.job_id] = item
         self.kv_reserved += item.kv_need
         self.rt_count += item.is_realtime
+        if item.is_realtime and not item.first_token:
+            self.rt_awaiting += 1
+            self.rt_awaiting_prefill += item.job.prompt_tokens
         self.load_version += 1
+
+    def first_token(self, job_id: str) -> AssignedJob | None:
+        """The job's first token came: its prefill no longer waits here. Returns the job when
+        this changed what is awaited (a realtime job not reported before), else None."""
+        item = self.jobs.get(job_id)
+        if item is None or item.first_token:
+            return None
+        item.first_token = True
+        if not item.is_realtime:
+            return None
+        self.rt_awaiting -= 1
+        self.rt_awaiting_prefill -= item.job.prompt_tokens
+        return item
 
     def remove(self, job_id: str, now: float, tau_s: float) -> AssignedJob | None:
         item = self.jobs.pop(job_id, None)
@@ -93,6 +113,9 @@ class WorkerState:
             self.observe(now, tau_s)
             self.kv_reserved -= item.kv_need
             self.rt_count -= item.is_realtime
+            if item.is_realtime and not item.first_token:
+                self.rt_awaiting -= 1
+                self.rt_awaiting_prefill -= item.job.prompt_tokens
             self.load_version += 1
         self.view.progress.pop(job_id, None)
         return item

@@ -298,6 +298,8 @@ class Simulation:
             record = m.records[seq.job_id]
             if record.first_token is None:
                 record.first_token = result.end
+            if seq.is_realtime:  # its prefill no longer queues in the engine (admission)
+                self.policy.on_first_token(seq.job_id)
         for seq in result.finished:
             record = m.records[seq.job_id]
             record.finished = result.end
