@@ -61,7 +61,8 @@ def scenario(args: argparse.Namespace, seed: int, scale: float,
             "slo_tpot_s": args.tpot, "max_prompt": args.max_prompt,
             "max_output": args.max_output,
         }],
-        "workers": [{"count": args.workers, "profile": args.profile, "models": ["m"]}],
+        "workers": [{"count": args.workers, "profile": args.profile, "models": ["m"],
+                     **({"max_slots": args.max_slots} if args.max_slots else {})}],
     }
     if split is not None:
         data["disaggregation"] = {
@@ -136,7 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--p99", action="store_true", help="--attain 0.99")
     p.add_argument("--link-gbps", type=float, default=400.0)
     p.add_argument("--latency-ms", type=float, default=1.0)
-    p.add_argument("--decode-max-slots", type=int, help="default: the profile's max_slots")
+    p.add_argument("--max-slots", type=int,
+                   help="every worker's max_slots (mixed, prefill and decode); default: the "
+                        "profile's")
+    p.add_argument("--decode-max-slots", type=int, help="decode workers' max_slots only")
     p.add_argument("--max-prompt", type=int, default=16384)
     p.add_argument("--max-output", type=int, default=2048)
     p.add_argument("--drain", type=float, default=30.0, help="simulated s after the window")
@@ -156,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     cfgs = configs(args.workers, only)
     print(f"disaggregation {args.name}: N={args.workers} x {args.profile}, window "
           f"{args.window}, SLO TTFT {args.ttft} s + TPOT {args.tpot * 1000:.0f} ms for "
-          f"{100 * args.attain:.0f}%, link {args.link_gbps} Gb/s + {args.latency_ms} ms")
+          f"{100 * args.attain:.0f}%, link {args.link_gbps} Gb/s + {args.latency_ms} ms, "
+          f"max slots {args.max_slots or 'profile'}")
     good: dict[str, list[float]] = {}
     rates: dict[str, list[float]] = {}
     for label, split in cfgs:

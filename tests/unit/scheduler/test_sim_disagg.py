@@ -148,16 +148,18 @@ def test_a_decode_workers_first_token_comes_after_prefill_end_plus_transfer() ->
                                     workers=4), "fairway", _traffic())
     log = _watch(sim)
     sim.run()
-    second: dict[str, float] = {}
+    # The step (or jump of decode steps) in which a request's second token is made starts
+    # once its KV is there, and that token comes at least one step later.
+    began: dict[str, float] = {}
     for engine, result, before in log["decode"]:
         for seq in engine.running + result.finished:
             if seq.job_id in before and seq.generated > before[seq.job_id]:
-                second.setdefault(seq.job_id, result.end)
-    assert set(second) == set(sim.handoffs)
+                began.setdefault(seq.job_id, result.start)
+    assert set(began) == set(sim.handoffs)
     for job_id, handoff in sim.handoffs.items():
         first = sim.metrics.records[job_id].first_token
-        assert first is not None and handoff.end is not None
-        assert second[job_id] > first + sim.split.transfer_s(handoff.tokens)
+        assert first is not None
+        assert began[job_id] >= first + sim.split.transfer_s(handoff.tokens) - 1e-9
 
 
 def test_decode_room_is_bounded_and_a_waiting_kv_holds_its_prefill_room() -> None:
