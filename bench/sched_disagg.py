@@ -34,6 +34,7 @@ from typing import Any
 
 from sched_common import ratio
 
+from scheduler.sim.disagg import DisaggSimulation
 from scheduler.sim.metrics import percentile
 from scheduler.sim.runner import SimResult, run_variant
 from scheduler.sim.scenario import Scenario
@@ -95,7 +96,18 @@ def judge(result: SimResult, args: argparse.Namespace) -> dict[str, float]:
 def run(args: argparse.Namespace, seed: int, scale: float,
         split: tuple[int, int] | None) -> dict[str, float]:
     args.runs += 1
-    out = judge(run_variant(scenario(args, seed, scale, split), POLICY), args)
+    sc = scenario(args, seed, scale, split)
+    if split is None:
+        out = judge(run_variant(sc, POLICY), args)
+        out["kv_wait_p90"] = out["transfer_mean"] = math.nan
+    else:  # where a split's TPOT goes: waiting for decode room, and the transfer itself
+        sim = DisaggSimulation(sc, POLICY)
+        out = judge(sim.run(), args)
+        spans = [(h.ready, h.start, h.end) for h in sim.handoffs.values()
+                 if h.start is not None and h.end is not None]
+        out["kv_wait_p90"] = percentile([start - ready for ready, start, _ in spans], 90)
+        out["transfer_mean"] = (statistics.fmean(end - start for _, start, end in spans)
+                                if spans else math.nan)
     out["rate"] = out["n"] * scale / args.window[1]  # requests per simulated second
     return out
 
@@ -186,14 +198,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nload sweep (seed 0; load = multiple of the mixed pool's goodput, scale "
           f"{mixed_scale:.2f})")
     print(f"{'load':>5} {'config':<8}{'req/s':>8}{'both':>8}{'ttft':>8}{'tpot':>8}"
-          f"{'ttft p90':>10}{'tpot p90':>10}{'busy':>7}")
+          f"{'ttft p90':>10}{'tpot p90':>10}{'busy':>7}{'kv wait p90':>13}{'xfer mean':>11}")
     for load in args.loads:
         for label, split in cfgs:
             r = run(args, 0, mixed_scale * load, split)
             sweep.append({"load": load, "config": label, **r})
             print(f"{100 * load:>4.0f}% {label:<8}{r['rate']:>8.2f}{100 * r['both']:>7.1f}%"
                   f"{100 * r['ttft']:>7.1f}%{100 * r['tpot']:>7.1f}%{r['ttft_p90']:>10.3f}"
-                  f"{1000 * r['tpot_p90']:>8.1f}ms{100 * r['busy']:>6.0f}%", flush=True)
+                  f"{1000 * r['tpot_p90']:>8.1f}ms{100 * r['busy']:>6.0f}%"
+                  f"{_ms(r['kv_wait_p90'], 1):>13}{_ms(r['transfer_mean'], 2):>11}",
+                  flush=True)
     cpu = time.process_time() - cpu0
     print(f"\n{args.runs} simulations, CPU time {cpu:.0f} s")
     if args.json:
@@ -201,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
             "args": {k: str(v) for k, v in vars(args).items()}, "goodput": table,
             "per_seed": {"scale": good, "rate": rates}, "sweep": sweep}, indent=1))
     return 0
+
+
+def _ms(seconds: float, digits: int) -> str:
+    return "-" if math.isnan(seconds) else f"{1000 * seconds:.{digits}f}ms"
 
 
 def _floats(text: str) -> list[float]:
