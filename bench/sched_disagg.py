@@ -63,7 +63,8 @@ def scenario(args: argparse.Namespace, seed: int, scale: float,
             "max_output": args.max_output,
         }],
         "workers": [{"count": args.workers, "profile": args.profile, "models": ["m"],
-                     **({"max_slots": args.max_slots} if args.max_slots else {})}],
+                     **({"max_slots": args.max_slots} if args.max_slots else {}),
+                     **({"token_budget": args.token_budget} if args.token_budget else {})}],
     }
     if split is not None:
         data["disaggregation"] = {
@@ -153,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="every worker's max_slots (mixed, prefill and decode); default: the "
                         "profile's")
     p.add_argument("--decode-max-slots", type=int, help="decode workers' max_slots only")
+    p.add_argument("--token-budget", type=int,
+                   help="every worker's tokens per step (chunked prefill); default: the "
+                        "profile's (8192 on H200)")
     p.add_argument("--max-prompt", type=int, default=16384)
     p.add_argument("--max-output", type=int, default=2048)
     p.add_argument("--drain", type=float, default=30.0, help="simulated s after the window")
@@ -173,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"disaggregation {args.name}: N={args.workers} x {args.profile}, window "
           f"{args.window}, SLO TTFT {args.ttft} s + TPOT {args.tpot * 1000:.0f} ms for "
           f"{100 * args.attain:.0f}%, link {args.link_gbps} Gb/s + {args.latency_ms} ms, "
-          f"max slots {args.max_slots or 'profile'}")
+          f"max slots {args.max_slots or 'profile'}, token budget "
+          f"{args.token_budget or 'profile'}")
     good: dict[str, list[float]] = {}
     rates: dict[str, list[float]] = {}
     for label, split in cfgs:
