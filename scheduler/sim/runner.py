@@ -145,9 +145,12 @@ class Simulation:
             elif kind == SCHEDULE:
                 self._schedule_pending = False
                 self._schedule()
-            elif kind == TICK and self._busy():
-                self._schedule()
-                self._push(at + self.scenario.tick_s, TICK, "")
+            elif kind == TICK:
+                if self._busy():
+                    self._schedule()
+                    self._push(at + self.scenario.tick_s, TICK, "")
+            else:
+                self._event(kind, arg, epoch)
         m = self.metrics
         for engine in self.engines.values():
             m.recomputed_tokens += engine.recomputed_tokens
@@ -165,6 +168,10 @@ class Simulation:
             time.perf_counter() - started,
             len(self.engines),
         )
+
+    def _event(self, kind: int, arg: str, epoch: int) -> None:
+        """Event kinds a subclass adds (scheduler.sim.disagg: KV transfers, decode steps)."""
+        raise ValueError(f"unknown event kind {kind}")
 
     def _busy(self) -> bool:
         engines_busy = any(e.step_end is not None for e in self.engines.values())
@@ -246,21 +253,7 @@ class Simulation:
                 self.metrics.charge(
                     job.tenant, job.weight, job.prompt_tokens + done, job.max_tokens - done
                 )
-                seq = Seq(
-                    job.job_id,
-                    job.tenant,
-                    job.job_class is JobClass.REALTIME,
-                    job.arrival,
-                    job.prompt_tokens + done,
-                    job.output_tokens - done,
-                    job.prompt_tokens + job.max_tokens,
-                    job.prefix_key,
-                    job.prefix_tokens,
-                    resumed=job.job_id in self._preempted,
-                    computed_before=self._preempted.pop(job.job_id, 0),
-                    hash_ids=job.hash_ids,
-                    block_tokens=job.block_tokens,
-                )
+                seq = self._seq_for(job, done)
                 holder = self._swapped_on.pop(job.job_id, None)
                 if holder is not None and holder != d.worker_id:
                     self.engines[holder].forget(job.job_id)  # resumes elsewhere: recompute
@@ -278,6 +271,24 @@ class Simulation:
                 self.metrics.records[d.job_id].rejected = d.reason
                 self.metrics.note_backlog(self.by_id[d.job_id].tenant, -1)
         self.metrics.sample_gap()
+
+    def _seq_for(self, job: SimJob, done: int) -> Seq:
+        """The engine's sequence for an assigned job that has ``done`` output tokens."""
+        return Seq(
+            job.job_id,
+            job.tenant,
+            job.job_class is JobClass.REALTIME,
+            job.arrival,
+            job.prompt_tokens + done,
+            job.output_tokens - done,
+            job.prompt_tokens + job.max_tokens,
+            job.prefix_key,
+            job.prefix_tokens,
+            resumed=job.job_id in self._preempted,
+            computed_before=self._preempted.pop(job.job_id, 0),
+            hash_ids=job.hash_ids,
+            block_tokens=job.block_tokens,
+        )
 
     def _start(self, worker_id: str) -> None:
         engine = self.engines[worker_id]
@@ -301,15 +312,19 @@ class Simulation:
             if seq.is_realtime:  # its prefill no longer queues in the engine (admission)
                 self.policy.on_first_token(seq.job_id)
         for seq in result.finished:
-            record = m.records[seq.job_id]
-            record.finished = result.end
-            record.output = self._done_before.pop(seq.job_id, 0) + seq.total_output
-            m.tokens_out[record.job.job_class] += record.output
-            self._correct_charge(record.job, seq)
-            del self._where[seq.job_id]
-            self.policy.on_job_finished(seq.job_id, worker_id, seq.prompt, seq.total_output)
+            self._finished(worker_id, seq, result.end)
         for seq in result.aborted:
             self._requeue(worker_id, seq)
+
+    def _finished(self, worker_id: str, seq: Seq, at: float) -> None:
+        m = self.metrics
+        record = m.records[seq.job_id]
+        record.finished = at
+        record.output = self._done_before.pop(seq.job_id, 0) + seq.total_output
+        m.tokens_out[record.job.job_class] += record.output
+        self._correct_charge(record.job, seq)
+        del self._where[seq.job_id]
+        self.policy.on_job_finished(seq.job_id, worker_id, seq.prompt, seq.total_output)
 
     def _requeue(self, worker_id: str, seq: Seq) -> None:
         """A policy preemption took effect: report usage, come back with the checkpoint."""
@@ -372,4 +387,8 @@ class Simulation:
 
 
 def run_variant(scenario: Scenario, variant: str, jobs: list[SimJob] | None = None) -> SimResult:
+    if scenario.disaggregation is not None:
+        from scheduler.sim.disagg import DisaggSimulation  # it extends Simulation
+
+        return DisaggSimulation(scenario, variant, jobs).run()
     return Simulation(scenario, variant, jobs).run()

@@ -22,6 +22,10 @@ is assumed to still hold (0 by default: only a traffic ``prefix`` is cached). Se
 ``scheduler.outlook.door_refusal``, on the outlook the policy publishes every
 ``outlook_every_s``, plus the requests admitted since); policies without an outlook (FCFS,
 priority) admit everything. Off by default.
+
+``disaggregation`` splits the pool into prefill and decode workers
+(``scheduler.sim.kv_transfer.Disaggregation``, run by ``scheduler.sim.disagg``;
+docs/disaggregation.md). Absent by default: every worker prefills and decodes.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Any
 
 from scheduler.cost_model import CostModel
 from scheduler.cost_profiles import profile
+from scheduler.sim.kv_transfer import Disaggregation
 
 
 @dataclass(slots=True)
@@ -72,6 +77,9 @@ class Scenario:
     # before the policy sees it when the last published outlook predicts it would miss.
     door_admission: bool = False
     outlook_every_s: float = 0.1  # how often the dispatcher publishes the outlook
+    # Prefill/decode disaggregation (scheduler.sim.disagg): {"prefill_workers": P,
+    # "decode_workers": D, "link_gbps": ..., "transfer_latency_ms": ...}; None: mixed workers.
+    disaggregation: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.preemption_mode not in ("recompute", "swap"):
@@ -80,6 +88,23 @@ class Scenario:
             )
         if not 0.0 <= self.prefix_hit_fraction < 1.0:
             raise ValueError("prefix_hit_fraction must be in [0, 1)")
+        if self.disaggregation is not None:
+            split = self.split()
+            assert split is not None
+            count = sum(g.count for g in self.workers)
+            if split.workers != count:
+                raise ValueError(
+                    f"disaggregation: prefill_workers + decode_workers = {split.workers}, "
+                    f"but the scenario has {count} workers"
+                )
+            if len({(g.profile, g.models) for g in self.workers}) > 1:
+                raise ValueError("disaggregation needs one kind of worker (one profile, models)")
+
+    def split(self) -> Disaggregation | None:
+        """The disaggregation settings, validated; None for a pool of mixed workers."""
+        if self.disaggregation is None:
+            return None
+        return Disaggregation.from_dict(self.disaggregation)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Scenario:
