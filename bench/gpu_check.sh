@@ -83,11 +83,30 @@ fi
 t_rt=${GPU_CHECK_T_REALTIME:-$t_rt}; t_ep=${GPU_CHECK_T_ENGINE_PREEMPTION:-$t_ep}
 t_pv=${GPU_CHECK_T_PREEMPTION_VS_VLLM:-$t_pv}; t_pl=${GPU_CHECK_T_PHASE_LOCK:-$t_pl}
 
+# Every process a step starts carries the mark FAIRWAY_GPU_CHECK_RUN (the embedded servers,
+# started before it is set, do not): what a timed-out bench could not stop is found by it and
+# killed before the next step, so no engine is left holding the GPU.
+reap() {
+  local d pid n=0
+  for d in /proc/[0-9]*; do
+    pid=${d#/proc/}
+    [ "$pid" = $$ ] || [ "$pid" = "$BASHPID" ] && continue
+    if tr '\0' '\n' <"$d/environ" 2>/dev/null | grep -qxF "FAIRWAY_GPU_CHECK_RUN=$out"; then
+      kill -KILL "$pid" 2>/dev/null && n=$((n + 1))
+    fi
+  done
+  [ $n = 0 ] || echo "   killed $n leftover process(es) of this step"
+}
+
 # Embedded Postgres and Redis for the benches' throwaway databases and Redis dbs.
 "$py" -m bench.embedded_services "$out/services" >"$out/services.log" 2>&1 &
 services=$!
-stop_services() { kill -TERM "$services" 2>/dev/null; wait "$services" 2>/dev/null; }
-trap stop_services EXIT
+stop_services() {
+  kill -TERM "$services" 2>/dev/null
+  wait "$services" 2>/dev/null
+  rm -rf "$out/services/pgdata" "$out/services/redis"
+}
+trap 'reap; stop_services' EXIT
 for _ in $(seq 120); do
   [ -f "$out/services/services.env" ] && break
   kill -0 "$services" 2>/dev/null || break
@@ -101,6 +120,8 @@ fi
 # shellcheck disable=SC1091
 . "$out/services/services.env"
 
+export FAIRWAY_GPU_CHECK_RUN="$out"  # the mark reap() looks for (see there)
+
 echo "GPU check: platform $platform, model $model, results in $out"
 : >"$out/steps.tsv"
 step() {  # step NAME TIMEOUT_S SCRIPT ARGS...: run one bench, log it, record its status
@@ -108,8 +129,9 @@ step() {  # step NAME TIMEOUT_S SCRIPT ARGS...: run one bench, log it, record it
   shift 2
   echo "== $name (timeout ${limit} s): $*"
   t0=$(date +%s)
-  timeout --signal=TERM --kill-after=30 "$limit" "$py" "$@" >"$out/$name.log" 2>&1
+  timeout --signal=TERM --kill-after=20 "$limit" "$py" "$@" >"$out/$name.log" 2>&1
   rc=$?
+  reap
   printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" "$limit" >>"$out/steps.tsv"
   echo "   exit $rc after $(( $(date +%s) - t0 )) s (log $out/$name.log)"
 }
