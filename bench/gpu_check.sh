@@ -71,7 +71,7 @@ if [ $smoke = 1 ]; then
   ep_args=(--rounds 1 --batch-tokens 24 --setups stock,noguard,guard,swap --kv-offload-gib 1)
   pv_args=(--setups bc --batch 9 --realtime 2 --batch-tokens 24 --idle-probes 2 --rt-gap 0.5
            --settle 0.5 --preemption-mode swap)
-  pl_args=(--requests 10 --period 0.5)
+  pl_args=(--requests 6 --period 0.5)  # CPU prefill goes 64 tokens a step under the lock
   # A CPU engine starts in 1-2 minutes on a busy 2-core box, and these steps start 9 of them.
   t_rt=600; t_ep=720; t_pv=360; t_pl=180
 else
