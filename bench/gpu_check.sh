@@ -104,7 +104,9 @@ reap() {
   [ $n = 0 ] || echo "   killed $n leftover process(es) of this step"
 }
 
-# Embedded Postgres and Redis for the benches' throwaway databases and Redis dbs.
+# Embedded Postgres and Redis for the benches' throwaway databases and Redis dbs (a fresh
+# pair each run: an earlier run's services.env in the same folder names dead ports).
+rm -rf "$out/services"
 "$py" -m bench.embedded_services "$out/services" >"$out/services.log" 2>&1 &
 services=$!
 stop_services() {
