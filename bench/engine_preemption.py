@@ -7,7 +7,12 @@ Three engine starts, one after the other, in one run (never two engines at once)
 - "Fairway, guard off": the same engine with `worker.engine.vllm_preempt.PreemptiveScheduler`
   (layer 1: waiting realtime preempts running batch) and the realtime guard off;
 - "Fairway": the same with the realtime guard (`worker.engine.vllm_guard`): the realtime
-  prefill step runs alone, batch prefill is capped per step.
+  prefill step runs alone, batch prefill is capped per step (the platform's default chunk:
+  64 tokens on CPU, 480 on a GPU);
+- "Fairway, swap" (only with --kv-offload-gib > 0): "Fairway" plus vLLM's KV offloading
+  connector, the worker's "swap" preemption mode (docs/preemption.md): a preempted batch
+  request's KV is in CPU memory when it resumes. CUDA builds only; elsewhere the engine says
+  so and the setup runs as "Fairway" (its `kv_connector` is then null in the JSON).
 
 Each setup first measures realtime TTFT on the idle engine, then runs a few rounds: 8 long
 batch requests (priority 3, ignore_eos, greedy) fill all 8 slots; once each has some tokens, one
@@ -16,6 +21,7 @@ does. Batch prompts are the same in both setups, and the stock setup never preem
 outputs are the uninterrupted greedy reference for the preempted ones.
 
     python bench/engine_preemption.py [--rounds 3] [--batch-tokens 256] [--out FILE]
+        [--setups stock,noguard,guard] [--kv-offload-gib 0] [--model DIR]
 
 Needs vLLM and the default model (worker.model_prep). Not a test: it prints a table.
 """
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import statistics
 import sys
 import time
@@ -35,11 +42,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # allow `python bench/engine_preemption.py` without installing
     sys.path.insert(0, str(ROOT))
 
+from bench.harness import bench_model, on_cpu, raise_interrupt  # noqa: E402
 from worker.engine import VllmEngineConfig  # noqa: E402
 from worker.engine.base import EngineRequest, SamplingSpec  # noqa: E402
 from worker.engine.vllm_engine import VllmEngine  # noqa: E402
-from worker.engine.vllm_guard import CPU_CHUNK_TOKENS  # noqa: E402
-from worker.model_prep import ensure_default_model  # noqa: E402
+from worker.engine.vllm_guard import default_chunk_tokens  # noqa: E402
 
 BATCH_PRIORITY, REALTIME_PRIORITY = 3, 0
 SLOTS = 8
@@ -70,6 +77,8 @@ class Setup:
     name: str
     preempt: bool
     guard: int = 0  # realtime guard chunk tokens (worker.engine.vllm_guard); 0: off
+    kv_offload_gib: float = 0.0  # the swap mode's CPU KV (GiB); 0: off
+    kv_connector: str | None = None  # what the engine started with (None: no offloading)
     scheduler_cls: str | None = None
     start_s: float = 0.0
     idle_ttft_s: list[float] = field(default_factory=list)
@@ -124,9 +133,11 @@ async def measure(setup: Setup, model: Path, rounds: int, batch_tokens: int) -> 
         enforce_eager=True,
         preempt_for_priority=setup.preempt,
         guard_chunk_tokens=setup.guard,
+        kv_offload_gib=setup.kv_offload_gib or None,
     ))
     await engine.start()
     setup.scheduler_cls, setup.start_s = engine.scheduler_cls, engine.start_seconds or 0.0
+    setup.kv_connector = engine.kv_connector
     try:
         await timed(engine, realtime_request(engine, "warmup", 0))
         for k in range(rounds):
@@ -183,6 +194,7 @@ def report(stock: Setup, *others: Setup) -> dict[str, object]:
         ),
         ("batch tok/s p50 (per round)", *(f"{med(s.batch_tok_s):.0f}" for s in setups)),
         ("engine preemptions", *(str(s.preemptions) for s in setups)),
+        ("KV offload connector", *(s.kv_connector or "-" for s in setups)),
     ]
     width = max(len(r[0]) for r in rows)
     print("\n" + f"{'':<{width}}" + "".join(f"  {s.name[-24:]:>24}" for s in setups))
@@ -217,20 +229,46 @@ def report(stock: Setup, *others: Setup) -> dict[str, object]:
     return figures
 
 
+SETUP_KEYS = ("stock", "noguard", "guard", "swap")
+
+
+def setups(keys: list[str], kv_offload_gib: float) -> list[Setup]:
+    """The setups named (stock, the reference, always first), in SETUP_KEYS order."""
+    unknown = set(keys) - set(SETUP_KEYS)
+    if unknown:
+        raise SystemExit(f"unknown setups {sorted(unknown)}; choose from {SETUP_KEYS}")
+    if "swap" in keys and kv_offload_gib <= 0:
+        raise SystemExit("the swap setup needs --kv-offload-gib > 0")
+    guard = default_chunk_tokens(cuda_alike=not on_cpu())
+    made = {
+        "stock": Setup("vLLM priority alone", preempt=False),
+        "noguard": Setup("Fairway, guard off", preempt=True),
+        "guard": Setup("Fairway", preempt=True, guard=guard),
+        "swap": Setup("Fairway, swap", preempt=True, guard=guard, kv_offload_gib=kv_offload_gib),
+    }
+    return [made[k] for k in SETUP_KEYS if k == "stock" or k in keys]
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="realtime samples per setup")
     parser.add_argument("--batch-tokens", type=int, default=256)
     parser.add_argument("--out", help="also write the figures as JSON here")
+    parser.add_argument("--setups", default="stock,noguard,guard",
+                        help=f"comma-separated, of {','.join(SETUP_KEYS)} (stock always runs)")
+    parser.add_argument("--kv-offload-gib", type=float, default=0.0,
+                        help="CPU memory for the swap setup's KV offloading (GiB)")
+    parser.add_argument("--model", default=None,
+                        help="HF model folder (default: $FAIRWAY_MODEL_PATH, else the packaged "
+                             "SmolLM2-135M-Instruct)")
     args = parser.parse_args()
-    model = ensure_default_model()
-    stock = Setup("vLLM priority alone", preempt=False)
-    no_guard = Setup("Fairway, guard off", preempt=True)
-    fairway = Setup("Fairway", preempt=True, guard=CPU_CHUNK_TOKENS)
-    for setup in (stock, no_guard, fairway):  # sequentially: one engine at a time
+    signal.signal(signal.SIGTERM, raise_interrupt)  # shut the engine down on kill too
+    chosen = setups(args.setups.split(","), args.kv_offload_gib)
+    model = bench_model(args.model)
+    for setup in chosen:  # sequentially: one engine at a time
         print(f"{setup.name}: starting the engine", flush=True)
         await measure(setup, model, args.rounds, args.batch_tokens)
-    figures = report(stock, no_guard, fairway)
+    figures = report(*chosen)
     if args.out:
         Path(args.out).write_text(json.dumps(figures, indent=2))
 

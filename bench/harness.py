@@ -64,10 +64,16 @@ def stop_group(popen: subprocess.Popen[bytes]) -> None:
 def bare_vllm_server(model_dir: Path, *, max_num_seqs: int, kv_gib: int, log: Path,
                      extra_args: tuple[str, ...] = ()
                      ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """vLLM's own OpenAI server with Fairway's engine settings; yields (base URL, process)."""
+    """vLLM's own OpenAI server with Fairway's engine settings; yields (base URL, process).
+
+    As `worker.engine.vllm_engine` does: float32 on CPU (no bf16 there), the model's own dtype
+    on a GPU, and a KV cache of exactly `kv_gib` (on a GPU by bytes, not by memory share)."""
     port = free_port()
+    cpu = on_cpu()
+    kv = () if cpu else ("--kv-cache-memory-bytes", str(int(kv_gib * 2**30)))
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-           "--served-model-name", SERVED, "--dtype", "float32", "--enforce-eager",
+           "--served-model-name", SERVED, "--dtype", "float32" if cpu else "auto",
+           "--enforce-eager", *kv,
            "--max-num-seqs", str(max_num_seqs), "--max-model-len", str(MAX_MODEL_LEN),
            *extra_args, "--host", "127.0.0.1", "--port", str(port)]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(kv_gib)}
@@ -80,6 +86,27 @@ def bare_vllm_server(model_dir: Path, *, max_num_seqs: int, kv_gib: int, log: Pa
         yield base, popen
     finally:
         stop_group(popen)
+
+
+def on_cpu() -> bool:
+    """Whether the installed vLLM runs on the CPU (vllm-cpu) rather than a GPU."""
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
+
+
+def bench_model(path: str | Path | None = None) -> Path:
+    """The model a bench runs: `path`, else $FAIRWAY_MODEL_PATH (any HF model folder, as the
+    worker reads it), else the packaged default (SmolLM2-135M-Instruct, converted once)."""
+    chosen = path or os.environ.get("FAIRWAY_MODEL_PATH")
+    if chosen:
+        folder = Path(chosen)
+        if not (folder / "config.json").is_file():
+            raise SystemExit(f"{folder} is not an HF model folder (no config.json)")
+        return folder
+    from worker.model_prep import ensure_default_model
+
+    return ensure_default_model()
 
 
 def pct(values: list[float], q: float) -> float:

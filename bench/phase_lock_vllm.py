@@ -4,7 +4,8 @@ records every ``schedule()`` call. Prints, for the steps the lock aimed at a gri
 under its cap), how far from that point the step ended (median and p90, as a fraction of the
 period), the same for all steps against the nearest grid point, and the learned correction.
 
-    python bench/phase_lock_vllm.py [--period 0.5] [--requests 32]
+    python bench/phase_lock_vllm.py [--period 0.5] [--requests 32] [--profile NAME]
+        [--model DIR] [--out FILE]
 
 Not a timing target: it checks the mechanism on this machine's engine (the CPU profile runs
 unlocked by default, docs/scheduler.md "Step phase lock").
@@ -16,6 +17,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -48,14 +50,12 @@ class ProbeScheduler(PreemptiveScheduler):  # type: ignore[misc]
         return out
 
 
-async def flood(period: float, requests: int, log: Path) -> None:
+async def flood(period: float, requests: int, log: Path, model: Path, profile_name: str) -> None:
     from scheduler.cost_profiles import profile
     from worker.engine import VllmEngineConfig, vllm_guard
-    from worker.engine.base import EngineRequest, SamplingSpec
     from worker.engine.vllm_engine import VllmEngine
-    from worker.model_prep import ensure_default_model
 
-    cost = profile("cpu-smollm2-135m")
+    cost = profile(profile_name)
     plug = VllmEngine._plug_scheduler
 
     def plug_probe(self: VllmEngine, cfg: Any) -> str:
@@ -65,12 +65,21 @@ async def flood(period: float, requests: int, log: Path) -> None:
 
     VllmEngine._plug_scheduler = plug_probe  # type: ignore[method-assign]
     engine = VllmEngine(VllmEngineConfig(
-        str(ensure_default_model()), "smol", kv_cache_gib=1, max_num_seqs=32, max_model_len=1024,
+        str(model), "smol", kv_cache_gib=1, max_num_seqs=32, max_model_len=1024,
         phase_period_s=period, phase_offset_s=0.0,
         phase_cost={f: getattr(cost, f) for f in vllm_guard.PHASE_COST_FIELDS},
     ))
     await engine.start()
     log.write_text("")  # warm-up steps out
+    try:
+        await run_flood(engine, requests)
+    finally:
+        await engine.shutdown()
+
+
+async def run_flood(engine: Any, requests: int) -> None:
+    from worker.engine.base import EngineRequest, SamplingSpec
+
     base = engine.encode("The quick brown fox jumps over the lazy dog. " * 40)[:400]
 
     async def one(i: int) -> None:
@@ -83,10 +92,10 @@ async def flood(period: float, requests: int, log: Path) -> None:
     t0 = time.time()
     await asyncio.gather(*(one(i) for i in range(requests)))
     print(f"{requests} batch requests in {time.time() - t0:.1f} s")
-    await engine.shutdown()
 
 
-def report(log: Path, period: float, max_chunk: int) -> None:
+def report(log: Path, period: float, max_chunk: int) -> dict[str, Any]:
+    """Prints the figures; returns them (medians and p90s as fractions of the period)."""
     recs = [json.loads(line) for line in log.read_text().splitlines() if line]
     steps = [(r, nxt["t"]) for r, nxt in pairwise(recs) if r["total"]]
 
@@ -101,22 +110,36 @@ def report(log: Path, period: float, max_chunk: int) -> None:
     def q(xs: list[float], p: float) -> float:
         return sorted(xs)[min(len(xs) - 1, int(p * len(xs)))]
 
-    for name, xs in (("aimed at a grid point (chunk under its cap)", aimed),
-                     ("every step, to the nearest grid point", every)):
+    figures: dict[str, Any] = {"period_s": period, "steps": len(steps)}
+    for key, name, xs in (("aimed", "aimed at a grid point (chunk under its cap)", aimed),
+                          ("every", "every step, to the nearest grid point", every)):
+        figures[key] = {"n": len(xs)}
         if xs:
+            figures[key].update(median=statistics.median(xs), p90=q(xs, 0.9))
             print(f"{name}: n={len(xs)}, |end - point| / period median {statistics.median(xs):.3f},"
                   f" p90 {q(xs, 0.9):.3f}")
     corrections = [r["c"] for r in recs if "c" in r]
     if corrections:
+        figures["correction"] = corrections[-1]
         print(f"correction (measured / profile step time): last {corrections[-1]:.2f}")
-    print(f"median step {statistics.median(end - r['t'] for r, end in steps):.3f} s; "
-          "unlocked, the nearest-point figure would be ~0.25")
+    if steps:
+        figures["median_step_s"] = statistics.median(end - r["t"] for r, end in steps)
+        print(f"median step {figures['median_step_s']:.3f} s; "
+              "unlocked, the nearest-point figure would be ~0.25")
+    return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--period", type=float, default=0.5)
     parser.add_argument("--requests", type=int, default=32)
+    parser.add_argument("--profile", default="cpu-smollm2-135m",
+                        help="the cost profile whose step costs the lock predicts from "
+                             "(scheduler/cost_profiles.py)")
+    parser.add_argument("--model", default=None,
+                        help="HF model folder (default: $FAIRWAY_MODEL_PATH, else the packaged "
+                             "SmolLM2-135M-Instruct)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON")
     args = parser.parse_args()
     here = str(Path(__file__).resolve().parent)
     # The engine core process imports the probe scheduler by name.
@@ -124,11 +147,17 @@ def main() -> None:
     sys.path.insert(0, here)
     log = Path(tempfile.mkdtemp()) / "steps.jsonl"
     os.environ[LOG_ENV] = str(log)
-    asyncio.run(flood(args.period, args.requests, log))
-    from scheduler.engine_rules import phase_chunk_limit
-    from worker.engine.vllm_guard import CPU_CHUNK_TOKENS
+    from bench.harness import bench_model, on_cpu, raise_interrupt
 
-    report(log, args.period, phase_chunk_limit(CPU_CHUNK_TOKENS))
+    signal.signal(signal.SIGTERM, raise_interrupt)  # shut the engine down on kill too
+    asyncio.run(flood(args.period, args.requests, log, bench_model(args.model), args.profile))
+    from scheduler.engine_rules import phase_chunk_limit
+    from worker.engine.vllm_guard import default_chunk_tokens
+
+    chunk = default_chunk_tokens(cuda_alike=not on_cpu())
+    figures = report(log, args.period, phase_chunk_limit(chunk))
+    if args.out:
+        args.out.write_text(json.dumps({"profile": args.profile, **figures}, indent=1))
 
 
 if __name__ == "__main__":

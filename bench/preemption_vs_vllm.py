@@ -1,7 +1,8 @@
 """Realtime under a batch flood: bare vLLM (FCFS, priority alone) against Fairway, side by side.
 
 Run from the repository root (Postgres on 127.0.0.1:5432 and Redis on 127.0.0.1:6379 must be
-up, as for the test suite; the vLLM engine must be installed):
+up, as for the test suite, or FAIRWAY_TEST_PG_URL / FAIRWAY_TEST_REDIS_URL name others; the
+vLLM engine must be installed):
 
     OMP_NUM_THREADS=2 .venv/bin/python bench/preemption_vs_vllm.py \\
         [--batch 12] [--realtime 6] [--batch-tokens 192] [--out FILE]
@@ -74,6 +75,7 @@ if str(ROOT) not in sys.path:  # allow `python bench/preemption_vs_vllm.py` with
 from bench.harness import (  # noqa: E402
     START_TIMEOUT_S,
     bare_vllm_server,
+    bench_model,
     raise_interrupt,
 )
 from bench.preemption_metrics import Call, fairway_jobs, summarize  # noqa: E402
@@ -197,15 +199,20 @@ def vllm_server(model_dir: Path, policy: str, log_dir: Path) -> Iterator[Server]
         yield Server(base, None, base + "/metrics")
 
 
-def fairway_env(model_dir: Path, files_dir: Path) -> dict[str, str]:
-    return {"FAIRWAY_KV_CACHE_GIB": str(KV_GIB), "FAIRWAY_MAX_NUM_SEQS": str(MAX_NUM_SEQS),
-            "FAIRWAY_MAX_MODEL_LEN": str(MAX_MODEL_LEN), "FAIRWAY_SERVED_MODEL_NAME": SERVED,
-            "FAIRWAY_MODEL_PATH": str(model_dir), "FAIRWAY_FILES_DIR": str(files_dir),
-            "VLLM_CPU_KVCACHE_SPACE": str(KV_GIB)}
+def fairway_env(model_dir: Path, files_dir: Path, preemption_mode: str | None = None
+                ) -> dict[str, str]:
+    env = {"FAIRWAY_KV_CACHE_GIB": str(KV_GIB), "FAIRWAY_MAX_NUM_SEQS": str(MAX_NUM_SEQS),
+           "FAIRWAY_MAX_MODEL_LEN": str(MAX_MODEL_LEN), "FAIRWAY_SERVED_MODEL_NAME": SERVED,
+           "FAIRWAY_MODEL_PATH": str(model_dir), "FAIRWAY_FILES_DIR": str(files_dir),
+           "VLLM_CPU_KVCACHE_SPACE": str(KV_GIB)}
+    if preemption_mode:
+        env["FAIRWAY_PREEMPTION_MODE"] = preemption_mode
+    return env
 
 
 @contextlib.contextmanager
-def fairway_stack(model_dir: Path, policy: str, log_dir: Path) -> Iterator[Server]:
+def fairway_stack(model_dir: Path, policy: str, log_dir: Path,
+                  preemption_mode: str | None = None) -> Iterator[Server]:
     """API + scheduler + one vLLM worker on a fresh database and Redis db, torn down after."""
     database = create_database("fairway_pvv")
     redis: str | None = None
@@ -216,7 +223,8 @@ def fairway_stack(model_dir: Path, policy: str, log_dir: Path) -> Iterator[Serve
         _, api_key = create_tenant_with_key(Settings(database_url=database, redis_url=redis),
                                             "bench")
         log_dir.mkdir(parents=True, exist_ok=True)
-        stack = Stack(database, redis, env_overrides=fairway_env(model_dir, files),
+        stack = Stack(database, redis,
+                      env_overrides=fairway_env(model_dir, files, preemption_mode),
                       log_dir=log_dir)
         stack.start_api()
         stack.start_dispatcher(policy=policy)
@@ -300,7 +308,8 @@ def run_workload(setup: str, server: Server, opts: argparse.Namespace) -> dict[s
 def measure(setup: str, model_dir: Path, work: Path, opts: argparse.Namespace) -> dict[str, Any]:
     print(f"\n=== ({setup}) {SETUPS[setup]} ===", flush=True)
     started = time.monotonic()
-    server_cm = (fairway_stack(model_dir, opts.policy, work / "fairway") if setup == "c" else
+    server_cm = (fairway_stack(model_dir, opts.policy, work / "fairway", opts.preemption_mode)
+                 if setup == "c" else
                  vllm_server(model_dir, "fcfs" if setup == "a" else "priority", work))
     with server_cm as server:
         print(f"  up after {time.monotonic() - started:.0f} s", flush=True)
@@ -325,6 +334,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--setups", default="abc", help="which setups to run (default abc)")
     p.add_argument("--policy", default="fairway", help="Fairway scheduler policy")
+    p.add_argument("--preemption-mode", choices=["recompute", "swap"], default=None,
+                   help="Fairway worker's FAIRWAY_PREEMPTION_MODE (default: the setting's "
+                        "default; swap keeps a parked job's KV in CPU memory on GPU builds)")
+    p.add_argument("--model", default=None,
+                   help="HF model folder (default: $FAIRWAY_MODEL_PATH, else the packaged "
+                        "SmolLM2-135M-Instruct)")
     p.add_argument("--out", type=Path, default=None, help="raw results JSON")
     return p.parse_args()
 
@@ -333,9 +348,7 @@ def main() -> int:
     opts = parse_args()
     signal.signal(signal.SIGTERM, raise_interrupt)  # clean up on kill as on Ctrl-C
     os.environ.setdefault("OMP_NUM_THREADS", "2")
-    from worker.model_prep import ensure_default_model
-
-    model_dir = ensure_default_model()
+    model_dir = bench_model(opts.model)
     work = Path(tempfile.mkdtemp(prefix="fairway-pvv-bench-"))
     print(f"model {model_dir.name}, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}, "
           f"KV {KV_GIB} GiB, max_num_seqs {MAX_NUM_SEQS}, logs in {work}", flush=True)

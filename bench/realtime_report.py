@@ -55,11 +55,15 @@ def comparison(rounds: list[dict[str, Any]]) -> dict[str, float]:
             - med("vllm", "ttft_content_p99_ms"),
             "ttft_bench_p50_diff_ms": med("fairway", "ttft_p50_ms") - med("vllm", "ttft_p50_ms"),
             "ttft_bench_p99_diff_ms": med("fairway", "ttft_p99_ms") - med("vllm", "ttft_p99_ms"),
-            "idle_ttft_p50_diff_ms": median_probe(rounds, "fairway") - median_probe(rounds, "vllm")}
+            "tpot_content_p50_ratio": med("fairway", "tpot_content_p50_ms")
+            / med("vllm", "tpot_content_p50_ms"),
+            "idle_ttft_p50_diff_ms": median_probe(rounds, "fairway") - median_probe(rounds, "vllm"),
+            "idle_ttft_p99_diff_ms": median_probe(rounds, "fairway", "ttft_p99_ms")
+            - median_probe(rounds, "vllm", "ttft_p99_ms")}
 
 
-def median_probe(rounds: list[dict[str, Any]], system: str) -> float:
-    return float(np.median([r[system]["probe"]["ttft_p50_ms"] for r in rounds]))
+def median_probe(rounds: list[dict[str, Any]], system: str, key: str = "ttft_p50_ms") -> float:
+    return float(np.median([r[system]["probe"][key] for r in rounds]))
 
 
 def other_load_cores(raw: dict[str, Any]) -> float:
@@ -84,7 +88,8 @@ def print_rounds(rounds: list[dict[str, Any]]) -> None:
 
 def print_probe(rounds: list[dict[str, Any]]) -> None:
     v, f = median_probe(rounds, "vllm"), median_probe(rounds, "fairway")
-    print(f"\nidle TTFT ({PROBES} sequential streaming requests, short prompt, first content): "
+    probes = len(rounds[0]["vllm"]["probe"]["samples"])
+    print(f"\nidle TTFT ({probes} sequential streaming requests, short prompt, first content): "
           f"vLLM p50 {v:.1f} ms, Fairway p50 {f:.1f} ms, difference {f - v:+.1f} ms "
           f"(target <= +{TARGET_TTFT_MS:.0f} ms)")
     lag = rounds[-1]["fairway"]["probe"]["lag_p50_ms"]
@@ -160,7 +165,8 @@ def without_texts(value: Any) -> Any:
 def write_out(path: Path, opts: argparse.Namespace, rounds: list[dict[str, Any]],
               cmp: dict[str, float] | None, *, quiet: bool = False) -> None:
     """Also called after every measurement (cmp None), so a crash keeps finished rounds."""
-    config = {"num_prompts": opts.num_prompts, "kv_gib": opts.kv_gib, "repeat": opts.repeat,
+    config = {"num_prompts": opts.num_prompts, "idle_probes": opts.idle_probes,
+              "kv_gib": opts.kv_gib, "repeat": opts.repeat,
               "seed": opts.seed, "policy": opts.policy, "input_len": INPUT_LEN,
               "output_len": OUTPUT_LEN,
               "max_num_seqs": MAX_NUM_SEQS, "max_model_len": MAX_MODEL_LEN,

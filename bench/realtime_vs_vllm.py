@@ -1,22 +1,25 @@
 """Fairway's realtime path against a bare vLLM OpenAI server: same model, engine, load, machine.
 
 Run from the repository root (Postgres on 127.0.0.1:5432 and Redis on 127.0.0.1:6379 must be
-up; the vLLM engine must be installed):
+up, or FAIRWAY_TEST_PG_URL / FAIRWAY_TEST_REDIS_URL name others, as bench/gpu_check.sh does with
+embedded ones; the vLLM engine must be installed):
 
     OMP_NUM_THREADS=2 .venv/bin/python bench/realtime_vs_vllm.py [--repeat N] [--out FILE]
+        [--num-prompts 64] [--idle-probes 10] [--model DIR]
 
 What it measures, in one run and one process tree:
 
-(a) `python -m vllm.entrypoints.openai.api_server` with the model Fairway serves (float32,
-    enforce_eager, max_num_seqs 64, max_model_len 2048, the same VLLM_CPU_KVCACHE_SPACE);
+(a) `python -m vllm.entrypoints.openai.api_server` with the model Fairway serves (float32 on
+    CPU, the model's dtype on a GPU, enforce_eager, max_num_seqs 64, max_model_len 2048, the
+    same KV cache size: VLLM_CPU_KVCACHE_SPACE on CPU, --kv-cache-memory-bytes on a GPU);
 (b) Fairway as separate processes (API, dispatcher, Celery worker hosting vLLM's AsyncLLM with
     the same settings) on a throwaway Postgres database and a leased, flushed Redis db. The
     dispatcher runs --policy priority by default: the "fairway" policy refuses (429) realtime
     jobs whose predicted TTFT misses the tier's SLO, which a burst on a small CPU can trigger,
     and bare vLLM refuses nothing, so only a non-shedding policy compares like with like.
 
-Each gets one short warm-up request, then ten sequential streaming requests on the idle server
-(the fixed per-request TTFT cost, without queueing), then vLLM's own load generator
+Each gets one short warm-up request, then --idle-probes (10) sequential streaming requests on the
+idle server (the fixed per-request TTFT cost, without queueing), then vLLM's own load generator
 (`vllm.benchmarks.serve`): openai-chat backend, random dataset, 128 input / 64 output tokens
 (ignore_eos), all prompts at once, same seed. The two systems never run at the same time; with
 --repeat N the pair runs N times, the order alternating, and the table shows medians. On a
@@ -66,6 +69,7 @@ from redis import Redis  # noqa: E402
 from bench.harness import (  # noqa: E402
     START_TIMEOUT_S,
     bare_vllm_server,
+    bench_model,
     pct,
     raise_interrupt,
 )
@@ -262,16 +266,17 @@ def stream_first_content(base_url: str, api_key: str | None) -> tuple[float, flo
         conn.close()
 
 
-def probe_idle(base_url: str, api_key: str | None) -> dict[str, Any]:
+def probe_idle(base_url: str, api_key: str | None, probes: int = PROBES) -> dict[str, Any]:
     """Sequential requests, nothing else running: TTFT without queueing behind a burst."""
     since = dt.datetime.now(dt.UTC)
     samples = []
-    for _ in range(PROBES):
+    for _ in range(probes):
         samples.append(stream_first_content(base_url, api_key))
         time.sleep(0.2)
     ttfts = [f * 1000 for _, f, _ in samples]
     return {"since": since.isoformat(), "until": dt.datetime.now(dt.UTC).isoformat(),
             "samples": [(sent, f) for sent, f, _ in samples], "ttft_p50_ms": pct(ttfts, 50),
+            "ttft_p99_ms": pct(ttfts, 99),
             "ttft_min_ms": min(ttfts), "ttft_max_ms": max(ttfts),
             "role_first": all(role for _, _, role in samples)}
 
@@ -319,7 +324,7 @@ def measure_vllm(run: Run, n: int) -> dict[str, Any]:
     print(f"\n=== round {n}: bare vLLM server ===", flush=True)
     with vllm_server(run.model_dir, run.opts.kv_gib, run.work) as (base, roots):
         warm_up(base, None)
-        probe = probe_idle(base, None)
+        probe = probe_idle(base, None, run.opts.idle_probes)
         raw = run_load(base, None, run.model_dir, run.opts, run.work, f"vllm-{n}", roots)
         raw["role_first"] = probe["role_first"]
     return {"summary": summarize(raw), "raw": raw, "probe": probe}
@@ -347,7 +352,7 @@ def measure_fairway(run: Run, n: int) -> dict[str, Any]:
     log_dir = run.work / f"fairway-{n}"
     with fairway_stack(run, log_dir) as (base, roots):
         warm_up(base, run.api_key)
-        probe = probe_idle(base, run.api_key)
+        probe = probe_idle(base, run.api_key, run.opts.idle_probes)
         raw = run_load(base, run.api_key, run.model_dir, run.opts, run.work, f"fairway-{n}",
                        roots)
         raw["role_first"] = probe["role_first"]
@@ -378,6 +383,11 @@ def run_rounds(run: Run) -> list[dict[str, Any]]:
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--num-prompts", type=int, default=64)
+    p.add_argument("--idle-probes", type=int, default=PROBES,
+                   help="sequential streaming requests on each idle server")
+    p.add_argument("--model", default=None,
+                   help="HF model folder (default: $FAIRWAY_MODEL_PATH, else the packaged "
+                        "SmolLM2-135M-Instruct)")
     p.add_argument("--kv-gib", type=int, default=2, help="KV cache GiB for both engines")
     p.add_argument("--repeat", type=int, default=1, help="run the pair N times; report medians")
     p.add_argument("--seed", type=int, default=0)
@@ -396,9 +406,7 @@ def main() -> int:
     opts = parse_args()
     signal.signal(signal.SIGTERM, raise_interrupt)  # clean up on kill as on Ctrl-C
     os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
-    from worker.model_prep import ensure_default_model
-
-    model_dir = ensure_default_model()
+    model_dir = bench_model(opts.model)
     work = Path(tempfile.mkdtemp(prefix="fairway-rt-bench-"))
     out = opts.out or Path(tempfile.mkstemp(prefix="realtime_vs_vllm-", suffix=".json")[1])
     print(f"model {model_dir.name}, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}, "

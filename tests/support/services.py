@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
@@ -19,12 +20,19 @@ REDIS_BASE_URL = os.environ.get("FAIRWAY_TEST_REDIS_URL", "redis://127.0.0.1:637
 PATIENT_TIER = "test-patient"
 
 
+def database_url(name: str, admin_url: str | None = None) -> str:
+    """The admin URL with its database replaced: keeps a query string (pgserver's socket URLs,
+    `postgresql://postgres:@/postgres?host=/tmp/...`, put the host there)."""
+    parts = urlsplit(admin_url or PG_ADMIN_URL)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
 def create_database(prefix: str = "fairway_test") -> str:
     """Create a fresh database migrated to head, with the patient tier; returns its URL."""
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    url = database_url(name)
     upgrade(url)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("INSERT INTO tiers (name, weight, allowed_service_tiers, ttft_slo_ms, "
@@ -37,11 +45,11 @@ def create_empty_database(prefix: str = "fairway_mig") -> str:
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    return PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    return database_url(name)
 
 
 def drop_database(url: str) -> None:
-    name = url.rsplit("/", 1)[1]
+    name = urlsplit(url).path.lstrip("/")
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
