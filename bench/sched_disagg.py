@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sched_common import ratio
+from sched_common import largest_passing_scale, ratio
 
 from scheduler.sim.disagg import DisaggSimulation
 from scheduler.sim.metrics import percentile
@@ -118,19 +118,7 @@ def goodput_scale(args: argparse.Namespace, seed: int, split: tuple[int, int] | 
     def ok(scale: float) -> bool:
         return run(args, seed, scale, split)["both"] >= args.attain
 
-    lo, hi = 1.0, 2.0
-    if not ok(lo):
-        while not ok(lo):
-            lo, hi = lo / 2, lo
-            if lo < 1 / 256:
-                return 0.0
-    else:
-        while ok(hi) and hi < 4096:
-            lo, hi = hi, hi * 2
-    for _ in range(args.bisect):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return lo
+    return largest_passing_scale(ok, bisect=args.bisect, floor=1 / 256, ceiling=4096)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,7 +41,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sched_common import ratio
+from sched_common import largest_passing_scale, ratio
 
 from scheduler.sim.metrics import percentile
 from scheduler.sim.runner import SimResult, run_variant
@@ -120,17 +120,7 @@ def capacity_scale(args: argparse.Namespace, seed: int) -> float:
         r = realtime(run_variant(sc, "fairway"), args.slo)
         return r["slo_all"] >= CAPACITY_TARGET
 
-    lo, hi = 1.0, 2.0
-    if not ok(lo):
-        while lo > 1 / 64 and not ok(lo):
-            lo, hi = lo / 2, lo
-    else:
-        while ok(hi) and hi < 1024:
-            lo, hi = hi, hi * 2
-    for _ in range(args.bisect):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return lo
+    return largest_passing_scale(ok, bisect=args.bisect, floor=1 / 64, ceiling=1024) or 1 / 64
 
 
 def sweep_seed(args: argparse.Namespace, seed: int) -> list[dict[str, Any]]:
