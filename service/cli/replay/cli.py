@@ -30,7 +30,7 @@ def add_parser(sub: Any) -> None:
                    help="the trace's format")
     p.add_argument("--time-unit", default=None, choices=["s", "ms", "us"],
                    help="numeric timestamps' unit (default: the format's)")
-    p.add_argument("--window", type=_window, default=(0.0, 60.0),
+    p.add_argument("--window", type=_window, default="0,60",
                    help="START,END: the trace seconds to replay")
     p.add_argument("--rate-scale", type=float, default=1.0,
                    help="arrival rate multiplier (trace time is divided by it)")

@@ -23,9 +23,9 @@ from scheduler.sim.trace import TraceRequest
 from scheduler.tiers import BATCH_LINE, tier_rule
 
 DEFAULT_MIX: tuple[dict[str, Any], ...] = (
-    {"share": 0.4, "tenant": "replay-premium", "tier": "premium", "service_tier": "priority"},
-    {"share": 0.4, "tenant": "replay-standard", "tier": "standard", "service_tier": "default"},
-    {"share": 0.2, "tenant": "replay-batch", "tier": "standard", "batch": True},
+    {"share": 0.3, "tenant": "replay-premium", "tier": "premium", "service_tier": "priority"},
+    {"share": 0.3, "tenant": "replay-standard", "tier": "standard", "service_tier": "default"},
+    {"share": 0.4, "tenant": "replay-batch", "tier": "standard", "batch": True},
 )
 _KEYS = {"share", "tenant", "tier", "service_tier", "batch", "slo_ttft_s"}
 
