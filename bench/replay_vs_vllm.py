@@ -183,7 +183,7 @@ def print_medians(med: dict[str, Any], n: int) -> None:
             r = figs["realtime"].get(g)
             if r is None:
                 continue
-            print(f"| {g} | {target} | {r['sent']:.0f} | {r['ok']:.0f} | {r['refused']:.0f} | "
+            print(f"| {g} | {target} | {r['sent']:g} | {r['ok']:g} | {r['refused']:g} | "
                   f"{r['ttft_p50'] * 1000:.0f} | {r['ttft_p99'] * 1000:.0f} | "
                   f"{r['tpot_p50'] * 1000:.0f} | {r['tpot_p99'] * 1000:.0f} | "
                   f"{r['attainment'] * 100:.1f}% | {r['goodput']:.3f} |")
