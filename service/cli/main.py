@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "service.cli.batch",  # batch
     "service.cli.jobs",  # jobs
     "service.cli.chaos.cli",  # chaos
+    "service.cli.replay.cli",  # bench replay
 )
 
 
