@@ -90,6 +90,10 @@ SIM_ENV = {
     "FAIRWAY_HEARTBEAT_SECONDS": "0.5",
     "FAIRWAY_MAX_NUM_SEQS": "8",
     "FAIRWAY_LOG_LEVEL": "INFO",
+    # The session's stack serves every integration test's tenants, well over the default 100
+    # named in metric labels: past it, a test's new tenant would report as "other" depending
+    # on how many tests ran before it. The cap itself is tested in test_tenant_labels.py.
+    "FAIRWAY_METRICS_MAX_TENANTS": "100000",
 }
 
 
