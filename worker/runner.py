@@ -15,22 +15,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
-from sqlalchemy import Row, String, Update, literal_column
+from sqlalchemy import Row, String, literal_column
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from service.store import job_stream, lifecycle, nul_codec, tracing, wakeups
-from service.store.lifecycle import job_event
 from service.store.models.jobs import Job, JobStatus
-from service.store.outages import Dependencies, is_outage, through_outages
+from service.store.outages import Dependencies, through_outages
 from service.store.response_events import record_response_end_async
 from service.store.response_status import CHAT_ENDPOINTS
 from service.store.settings import Settings
 from service.store.telemetry.logfmt import bind_job
 from worker.accounting import account_job_end
-from worker.checkpoint import park_job, preemption_mode
+from worker.checkpoint import park_job
 from worker.engine.base import Engine, EngineError, EngineRequest, SamplingSpec
 from worker.metrics import JobObserver, observe_job
+from worker.stamps import RowStamps
 from worker.stream_outbox import StreamOutbox
 from worker.structured import resume_checkpoint, structured_output
 
@@ -95,7 +95,7 @@ def engine_request_id(job_id: uuid.UUID | str, attempt: int) -> str:
     return f"{job_id}:{attempt}"
 
 
-class JobRunner:
+class JobRunner(RowStamps):
     def __init__(self, *, engine: Engine, settings: Settings, worker_id: str,
                  sessionmaker: async_sessionmaker[AsyncSession], redis: Redis,
                  outbox: StreamOutbox, deps: Dependencies) -> None:
@@ -287,68 +287,6 @@ class JobRunner:
                 return "preempted" if parked else "aborted"
             return "aborted"  # cancelled; whoever cancelled owns the row's status
         return await self._succeed(job, progress, request)
-
-    def _preempted_event(self, job: ClaimedJob, checkpoint: int, new: int) -> dict[str, Any]:
-        """What this preemption did with the job: tokens checkpointed, and the mode used (the
-        engine decides whether "swap" can be honoured; if not, why it fell back)."""
-        mode = preemption_mode(self.settings.engine.preemption_mode, self.engine)
-        kv = ("kept in this worker's CPU memory; a resume here reloads it"
-              if mode.used == "swap" else "dropped")
-        return job_event("preempted", worker=self.worker_id, attempt=job.attempt,
-                         checkpoint_tokens=checkpoint, new_tokens=new, kv=kv,
-                         **mode.event_fields())
-
-    def _resumed_event(self, job: ClaimedJob, request: EngineRequest,
-                       cached: int) -> dict[str, Any]:
-        prefill = len(request.prompt_token_ids)
-        return job_event("resumed", worker=self.worker_id, attempt=job.attempt,
-                         after=job.resume_of, checkpoint_tokens=len(job.checkpoint),
-                         prefill_tokens=prefill, cached_tokens=min(cached, prefill),
-                         recomputed_tokens=max(0, prefill - cached))
-
-    async def _mark_resumed(self, job: ClaimedJob, request: EngineRequest, cached: int) -> None:
-        """Append the "resumed" event, once the resume's prefill is done (cached count known)."""
-        job.resume_logged = True
-        await self._stamp(lifecycle.record_resume(
-            job.job_id, attempt=job.attempt, worker_id=self.worker_id,
-            event=self._resumed_event(job, request, cached), now=dt.datetime.now(dt.UTC)))
-
-    async def _mark_first_token(self, job: ClaimedJob) -> None:
-        """Remember the first token; write it to the row only if the job is still running
-        ``first_token_stamp_seconds`` later. A job that ends (or parks) sooner carries the time
-        in that write instead, so a short job's first token costs no transaction; a long one's
-        running row shows it within that delay (the live views, GET /v1/jobs/{id})."""
-        job.first_token_at = dt.datetime.now(dt.UTC)
-        delay = self.settings.jobs.first_token_stamp_seconds
-        if delay <= 0:
-            await self._write_first_token(job)
-        else:
-            job.stamp = asyncio.create_task(self._first_token_later(job, delay))
-
-    async def _first_token_later(self, job: ClaimedJob, delay: float) -> None:
-        await asyncio.sleep(delay)
-        try:
-            await self._write_first_token(job)
-        except Exception:  # a background stamp: say so, never take the job down
-            log.exception("first-token stamp failed", extra={"job_id": str(job.job_id)})
-
-    async def _write_first_token(self, job: ClaimedJob) -> None:
-        assert job.first_token_at is not None
-        job.stamp_writing = True  # from here on, let it finish (it is harmless if late)
-        await self._stamp(lifecycle.first_token(job.job_id, attempt=job.attempt,
-                                                now=job.first_token_at))
-
-    async def _stamp(self, stmt: Update) -> None:
-        """A stamp on a running job (first token, resume) is worth one try, never a wait: in a
-        Postgres outage it is skipped and the tokens keep flowing."""
-        try:
-            async with self.sessionmaker() as session:
-                await session.execute(stmt)
-                await session.commit()
-        except Exception as exc:
-            if not is_outage(exc):
-                raise
-            self.deps.failed(exc)
 
     async def _succeed(self, job: ClaimedJob, progress: Progress,
                        request: EngineRequest) -> str:

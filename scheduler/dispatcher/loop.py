@@ -16,36 +16,33 @@ import psycopg
 from redis import Redis
 from sqlalchemy.orm import Session
 
-from scheduler.dispatcher import handout
 from scheduler.dispatcher import metrics as sched_obs
 from scheduler.dispatcher.hops import HopTraces
 from scheduler.dispatcher.leader import acquire_leadership, connect, still_leader
 from scheduler.dispatcher.refusals import refusal_message
+from scheduler.dispatcher.sends import Sends
 from scheduler.dispatcher.terms import run_terms
 from scheduler.dispatcher.views import job_view, live_beats, worker_view
 from scheduler.interface import SchedulingPolicy
 from scheduler.policies import FairwayConfig, make_policy
 from scheduler.types import Assign, Decision, JobClass, Preempt, Reject
-from service.store import handoff, job_stream, tracing, wakeups
 from service.store import job_queries as store
+from service.store import job_stream, tracing, wakeups
 from service.store.db import sync_session
 from service.store.heartbeats import LeaderBeat, decode_step_clock, encode_outlook
 from service.store.keys import (
-    HANDOFF_MAXLEN,
     LEADER_KEY,
     LEADER_TTL_S,
     OUTLOOK_TTL_S,
     WORKER_KEY_PATTERN,
-    control_channel,
     handoff_stream,
     outlook_key,
     step_clock_key,
     stream_key,
-    worker_queue,
 )
-from service.store.outages import POSTGRES, Dependencies, is_outage
+from service.store.outages import POSTGRES, Dependencies
 from service.store.settings import Settings, to_libpq_url
-from service.store.task_queue import RUN_JOB_TASK, make_celery
+from service.store.task_queue import make_celery
 from service.store.telemetry.endpoint import start_metrics_endpoint
 from service.store.telemetry.state import record_rejection
 
@@ -55,7 +52,7 @@ MAINTENANCE_S = 0.5
 OUTLOOK_EVERY_S = 0.1  # worker refresh + lease recovery cadence; realtime wakes on NOTIFY
 
 
-class Dispatcher:
+class Dispatcher(Sends):
     def __init__(self, settings: Settings, policy: SchedulingPolicy | None = None,
                  upkeep: Sequence[Callable[[], None]] = ()) -> None:
         """``upkeep``: more work for the leader's maintenance tick, handed in by whoever runs
@@ -328,77 +325,6 @@ class Dispatcher:
             for decision in decisions:
                 if isinstance(decision, Reject):
                     self._reject(session, decision)
-
-    def _assign_all(self, session: Session, assigns: list[Assign],
-                    preempts: list[Preempt]) -> None:
-        """Every assignment of the pass claimed in one statement (committed before anything is
-        sent), then the realtime hand-offs and the preemptions in one Redis pipeline, then the
-        batch tasks over one Celery producer."""
-        classes = {a.job_id: self.classes.pop(a.job_id, JobClass.REALTIME) for a in assigns}
-        with self.hops.sending(assigns) as traces:  # the send hops: claim and message
-            attempts = store.claim_jobs(session, placements=handout.placements(assigns),
-                                        lease_s=self.settings.jobs.lease_seconds) if assigns else {}
-            plan = handout.plan_sends(assigns, attempts, classes, traces)
-            for lost in plan.lost:  # cancelled (or claimed) since the policy saw it
-                self.policy.on_job_finished(lost.job_id, lost.worker_id, 0, 0)
-            self._send_realtime(session, plan.realtime, preempts)
-            self._send_batch(session, plan.batch)
-
-    def _send_realtime(self, session: Session, placed: list[handout.Placed],
-                       preempts: list[Preempt]) -> None:
-        if not placed and not preempts:
-            return
-        for decision in preempts:
-            log.info("preempting %s on %s: %s", decision.job_id, decision.worker_id,
-                     decision.reason)
-        try:
-            with self.redis.pipeline(transaction=False) as pipe:
-                for job in placed:
-                    pipe.xadd(handoff_stream(job.worker_id), handoff.encode(handoff.Handoff(
-                        job.job_id, job.attempt, job.trace)),  # type: ignore[arg-type]
-                        maxlen=HANDOFF_MAXLEN, approximate=True)
-                for decision in preempts:  # the victim's room is already free to the policy
-                    pipe.publish(control_channel(decision.worker_id),
-                                 wakeups.encode_command(wakeups.PreemptJob(decision.job_id)))
-                pipe.execute()
-        except Exception as exc:
-            if is_outage(exc):  # Redis is away: give the claims back now, not at lease end
-                self._unclaim(session, placed)
-            raise
-        for job in placed:
-            self.placed[job.job_id] = (job.worker_id, job.job_class)
-            self._note_awaiting(job.job_id)
-
-    def _send_batch(self, session: Session, placed: list[handout.Placed]) -> None:
-        if not placed:
-            return
-        sent = 0
-        try:
-            with self.celery.producer_or_acquire() as producer:
-                for job in placed:
-                    # The send hop's W3C headers ride in the message (the worker's Celery
-                    # instrumentation continues them); Celery's sender-side instrumentation
-                    # is not used: for a task sent by name it never ends its span.
-                    self.celery.send_task(RUN_JOB_TASK, args=[job.job_id, job.attempt],
-                                          queue=worker_queue(job.worker_id), producer=producer,
-                                          headers=job.trace or None)
-                    self.placed[job.job_id] = (job.worker_id, job.job_class)
-                    sent += 1
-        except Exception as exc:
-            if is_outage(exc):  # the broker is away: give the claims back now
-                self._unclaim(session, placed[sent:])
-            raise
-
-    def _unclaim(self, session: Session, placed: list[handout.Placed]) -> None:
-        for job in placed:
-            store.unclaim_job(session, job_id=uuid.UUID(job.job_id), attempt=job.attempt,
-                              worker_id=job.worker_id)
-
-    def _note_awaiting(self, job_id: str) -> None:
-        """A realtime job just sent waits for its first token (``_refresh_first_tokens``)."""
-        placed = self.placed.get(job_id)
-        if placed is not None and placed[1] is JobClass.REALTIME:
-            self.awaiting_first.add(job_id)
 
     def _reject(self, session: Session, decision: Reject) -> None:
         retry = max(1, round(decision.retry_after_s))
