@@ -1,0 +1,283 @@
+"""The groups of settings, one per process or concern (``settings.api``, ``.engine``, ...),
+each read from its FAIRWAY_* variables; `service.store.settings.Settings` holds one of each
+(see that module for how they are read and overridden)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import (
+    BaseSettings,
+    SettingsConfigDict,
+)
+
+ENV_PREFIX = "FAIRWAY_"
+
+
+class SettingsGroup(BaseSettings):
+    """One group of settings. Built alone (``EngineSettings()``), it reads its own FAIRWAY_*
+    variables, with keyword arguments winning over them."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=None, extra="forbid",
+                                      validate_by_name=True, validate_by_alias=True)
+
+
+class ApiSettings(SettingsGroup):
+    """The API server."""
+
+    host: str = Field(default="127.0.0.1", validation_alias="FAIRWAY_API_HOST",
+                      description="the API's bind address")
+    port: int = Field(default=8000, validation_alias="FAIRWAY_API_PORT",
+                      description="the API's port")
+    request_timeout_seconds: float = Field(
+        default=600.0,
+        description="how long a request waits for its job's tokens before it gives up")
+    realtime_deadline_seconds: float = Field(
+        default=60.0, description="the deadline of a realtime job without its own `deadline_ms`")
+    flex_deadline_seconds: float = Field(
+        default=600.0, description="the deadline of a flex-tier job without its own `deadline_ms`")
+    slo_admission: bool = Field(
+        default=True,
+        description="refuse (429 + Retry-After) a realtime request whose predicted time to "
+                    "first token exceeds its tier's target, before it is queued")
+    key_cache_seconds: float = Field(
+        default=5.0, ge=0,
+        description="how long an API process reuses a key's lookup (its tenant, tier, "
+                    "revocation, expiry, suspension): a revoked key or a suspended tenant is "
+                    "refused within this time on every API process; 0: look up every request")
+
+
+class LimitSettings(SettingsGroup):
+    """What one request may ask for (the API, and batch validation wherever it runs)."""
+
+    max_request_bytes: int = Field(
+        default=1_000_000,
+        description="largest request body (uploads to /v1/files: `FAIRWAY_BATCH_MAX_FILE_BYTES`)")
+    max_tokens_limit: int = Field(
+        default=4096, description="largest `max_tokens` a request or batch line may ask for")
+    default_max_tokens: int = Field(
+        default=256, description="`max_tokens` of a request or batch line that sets none")
+
+
+class JobSettings(SettingsGroup):
+    """How a job runs between the processes: the dispatcher leases it to a worker, the worker
+    renews the lease and streams tokens through Redis to the API."""
+
+    lease_seconds: float = Field(
+        default=30.0,
+        description="a running job's lease: a job whose worker stops renewing it this long is "
+                    "re-run (workers renew on every heartbeat)")
+    stream_ttl_seconds: int = Field(
+        default=3600, description="how long a job's token stream is kept in Redis")
+    first_token_stamp_seconds: float = Field(
+        default=0.5, ge=0,
+        description="a running job's `first_token_at` is written this long after its first "
+                    "token, if the job is still running then; a job that ends sooner carries it "
+                    "in its final write (one row write fewer); 0: at once")
+
+
+class DispatcherSettings(SettingsGroup):
+    """The dispatcher (`fairway scheduler`) and its scheduling policy (docs/scheduler.md)."""
+
+    policy: str = Field(default="fairway", validation_alias="FAIRWAY_SCHEDULER_POLICY",
+                        description="`fairway`, or the baselines `fcfs` and `priority`")
+    # From a placement decision to the job reaching the engine (claim, hand-off, the runner's
+    # setup: ~10 ms at idle with Celery delivery in bench/realtime_vs_vllm.py's breakdown).
+    dispatch_lead_s: float = Field(
+        default=0.01,
+        description="the decision-to-engine time realtime placement predicts for: it predicts "
+                    "each engine's step in flight at that moment")
+    rt_earliest_start: bool = Field(
+        default=True,
+        description="realtime goes to the worker whose engine step in flight ends first "
+                    "(engines publish step clocks to Redis); false: least loaded (the A/B "
+                    "baseline)")
+    dead_worker_after_beats: float = Field(
+        default=3.0, gt=1,
+        description="a worker whose heartbeat is this many `FAIRWAY_HEARTBEAT_SECONDS` older "
+                    "than the newest worker's is taken for dead and its jobs re-queued at once "
+                    "(not at lease end), to continue from their checkpoints; a pool that went "
+                    "silent all together is left to the leases")
+
+
+class WorkerSettings(SettingsGroup):
+    """A worker process (`fairway worker`): its identity, threads and heartbeats."""
+
+    id: str = Field(default="", validation_alias="FAIRWAY_WORKER_ID",
+                    description="the worker's id (its queue and heartbeat); empty: hostname-pid")
+    realtime_headroom_slots: int = Field(
+        default=4,
+        description="Celery pool threads beyond the engine's `FAIRWAY_MAX_NUM_SEQS` (batch "
+                    "tasks; realtime jobs come by the hand-off stream and take no thread)")
+    heartbeat_seconds: float = Field(
+        default=2.0,
+        description="how often a worker publishes its heartbeat and renews its jobs' leases; "
+                    "its keys in Redis live 5 beats (at least 5 s)")
+
+
+class EngineSettings(SettingsGroup):
+    """The worker's engine (`worker.main.engine_config` turns this into the engine's config)."""
+
+    kind: Literal["vllm", "sim"] = Field(
+        default="vllm", validation_alias="FAIRWAY_ENGINE",
+        description="`vllm` or `sim` (the deterministic simulated engine)")
+    model_path: str = Field(
+        default="",
+        description="any HF model folder; empty: the default SmolLM2-135M-Instruct, converted "
+                    "on first run")
+    served_model_name: str = Field(default="SmolLM2-135M-Instruct",
+                                   description="the name clients pass as `model`")
+    kv_cache_gib: float = Field(default=2.0, description="the engine's KV cache (GiB)")
+    max_num_seqs: int = Field(default=64, description="requests the engine runs at once")
+    max_model_len: int = Field(default=2048,
+                               description="prompt plus output tokens of one request")
+    sim_speed: float = Field(
+        default=1.0,
+        description="sim engine: >1 runs steps faster than the cost model says; `inf`: steps "
+                    "cost nothing (the zero-cost engine of `bench/control_plane.py`)")
+    cost_profile: str = Field(
+        default="",
+        description="the scheduler's cost model for this worker (`scheduler/cost_profiles.py`); "
+                    "empty: chosen by device")
+    preemption_mode: Literal["recompute", "swap"] = Field(
+        default="recompute",
+        description="what a preempted job's KV becomes: `recompute` drops it (the resume "
+                    "re-prefills); `swap` keeps it in CPU memory on GPU builds (falls back to "
+                    "`recompute`, recorded in the job's events, where the engine cannot "
+                    "offload); see docs/preemption.md")
+    kv_offload_gib: float = Field(
+        default=8.0, description="swap mode: CPU memory for offloaded KV, per worker (GiB)")
+    guard_chunk_tokens: int | None = Field(
+        default=None, ge=0,
+        description="the engine's realtime guard: batch prefill tokens per step while realtime "
+                    "was seen in the last hold; unset: 480 on a GPU, 64 on CPU; 0: guard off; "
+                    "see docs/scheduler.md")
+    guard_hold_s: float = Field(
+        default=60.0, ge=0, description="the guard's hold: how long after the last realtime "
+                                        "request batch prefill stays capped")
+    phase_period_s: float | None = Field(
+        default=None, ge=0,
+        description="step phase lock: each worker claims a slot and sizes its guarded batch "
+                    "chunks so its steps end on a staggered wall-clock grid of this period, so "
+                    "some worker's step always ends soon for realtime; unset: the cost "
+                    "profile's (33 ms on a GPU, off on CPU); 0: off; see docs/scheduler.md")
+    tenant_cache_isolation: bool = Field(
+        default=True,
+        description="each tenant's requests reuse prefix-cache blocks only of its own "
+                    "requests (vLLM's cache_salt, keyed per tenant): a shared cache would let "
+                    "one tenant learn another's prompt prefixes from timing")
+
+
+class BatchSettings(SettingsGroup):
+    """Files and batches (docs/batches.md)."""
+
+    files_dir: Path | None = Field(
+        default=None,
+        description="where uploaded and result files are stored; unset: `<data dir>/files`")
+    max_file_bytes: int = Field(default=200 * 1024 * 1024,
+                                validation_alias="FAIRWAY_BATCH_MAX_FILE_BYTES",
+                                description="largest uploaded file (bytes)")
+    max_lines: int = Field(default=50_000, validation_alias="FAIRWAY_BATCH_MAX_LINES",
+                           description="most lines in a batch input file")
+    completion_windows: str = Field(
+        default="24h", validation_alias="FAIRWAY_BATCH_COMPLETION_WINDOWS",
+        description="allowed `completion_window` values, comma-separated, each `<n>s`, `<n>m`, "
+                    "`<n>h` or `<n>d`; OpenAI accepts only `24h`, tests and demos add short "
+                    "windows (e.g. `24h,30s`) to see expiry happen")
+    validation_grace_seconds: float = Field(
+        default=15.0, validation_alias="FAIRWAY_BATCH_VALIDATION_GRACE_SECONDS",
+        description="a batch still `validating` this long after creation, and not locked by a "
+                    "live validator, is validated by the dispatcher's maintenance (the API "
+                    "died mid-way)")
+    maintenance_seconds: float = Field(
+        default=1.0, validation_alias="FAIRWAY_BATCH_MAINTENANCE_SECONDS",
+        description="how often the dispatcher's batch maintenance runs")
+    file_expiry_sweep_seconds: float = Field(
+        default=60.0, gt=0,
+        description="how often the dispatcher deletes files past their `expires_after` (an "
+                    "unindexed scan)")
+
+
+class WebhookSettings(SettingsGroup):
+    """Webhook delivery, run by the active dispatcher (docs/webhooks.md)."""
+
+    timeout_seconds: float = Field(
+        default=5.0, gt=0, validation_alias="FAIRWAY_WEBHOOK_TIMEOUT_SECONDS",
+        description="how long one delivery waits for the endpoint's answer (connect and read); "
+                    "no 2xx by then is a failed attempt")
+    backoff_base_seconds: float = Field(
+        default=5.0, gt=0, validation_alias="FAIRWAY_WEBHOOK_BACKOFF_BASE_SECONDS",
+        description="the wait after a first failed attempt; it doubles with each further "
+                    "failure (with +-20% jitter) up to `FAIRWAY_WEBHOOK_BACKOFF_MAX_SECONDS`")
+    backoff_max_seconds: float = Field(
+        default=3600.0, gt=0, validation_alias="FAIRWAY_WEBHOOK_BACKOFF_MAX_SECONDS",
+        description="the longest wait between two attempts")
+    retry_window_seconds: float = Field(
+        default=86400.0, gt=0, validation_alias="FAIRWAY_WEBHOOK_RETRY_WINDOW_SECONDS",
+        description="how long after its event a delivery is retried; the delivery is marked "
+                    "`failed` once its next attempt would fall past this")
+    poll_seconds: float = Field(
+        default=0.5, gt=0, validation_alias="FAIRWAY_WEBHOOK_POLL_SECONDS",
+        description="how often the dispatcher looks for due deliveries")
+    concurrency: int = Field(
+        default=8, ge=1, le=256, validation_alias="FAIRWAY_WEBHOOK_CONCURRENCY",
+        description="deliveries a dispatcher sends at once")
+    retention_days: float = Field(
+        default=30.0, gt=0, validation_alias="FAIRWAY_WEBHOOK_RETENTION_DAYS",
+        description="events older than this are deleted with their delivery logs (swept by the "
+                    "dispatcher every 10 minutes); events with a pending delivery are kept")
+
+
+class MetricsSettings(SettingsGroup):
+    """Metrics (docs/observability.md). The API serves /metrics on its own port; the dispatcher
+    and workers serve their own, published in Redis (and in a worker's heartbeat)."""
+
+    enabled: bool = Field(
+        default=True, validation_alias="FAIRWAY_METRICS_ENABLED",
+        description="record metrics and serve /metrics; false: every observer is a no-op")
+    host: str = Field(default="127.0.0.1", validation_alias="FAIRWAY_METRICS_HOST",
+                      description="bind address of the dispatcher's and workers' /metrics (the "
+                                  "API serves its own on its port)")
+    scheduler_port: int = Field(default=0, validation_alias="FAIRWAY_SCHEDULER_METRICS_PORT",
+                                description="the dispatcher's metrics port; 0: a free one, "
+                                            "published in Redis")
+    worker_port: int = Field(default=0, validation_alias="FAIRWAY_WORKER_METRICS_PORT",
+                             description="a worker's metrics port; 0: a free one, published in "
+                                         "Redis and in its heartbeat")
+    max_tenants: int = Field(
+        default=100, validation_alias="FAIRWAY_METRICS_MAX_TENANTS",
+        description="tenants named in metric labels (the busiest by recent requests); the "
+                    "rest report as `other`")
+
+
+class LoggingSettings(SettingsGroup):
+    """Logs (docs/observability.md)."""
+
+    level: str = Field(default="INFO", validation_alias="FAIRWAY_LOG_LEVEL",
+                       description="the log level (`DEBUG`, `INFO`, `WARNING`, ...)")
+    format: Literal["json", "text"] = Field(
+        default="json", validation_alias="FAIRWAY_LOG_FORMAT",
+        description="JSON lines, or one-line text; both keep prompts, outputs and keys out")
+
+
+class TracingSettings(SettingsGroup):
+    """OpenTelemetry tracing (docs/observability.md): one span per hop of a job. Off unless an
+    endpoint or a spans directory is set."""
+
+    endpoint: str = Field(
+        default="",
+        validation_alias=AliasChoices("FAIRWAY_OTEL_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        description="the OTLP/HTTP collector spans go to (e.g. `http://jaeger:4318`; "
+                    "`OTEL_EXPORTER_OTLP_ENDPOINT` is read too); empty: none")
+    spans_dir: Path | None = Field(
+        default=None, validation_alias="FAIRWAY_OTEL_SPANS_DIR",
+        description="also write spans as JSON lines here, a file per process (benches, tests)")
+    sample_ratio: float = Field(
+        default=1.0, ge=0.0, le=1.0, validation_alias="FAIRWAY_OTEL_SAMPLE_RATIO",
+        description="the share of requests traced (a trace's later hops follow its first)")
+
+    @property
+    def on(self) -> bool:
+        return bool(self.endpoint) or self.spans_dir is not None
