@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from service.cli.embedded import free_port
+from service.cli.replay.vllm_baseline import stop_group
 
 SERVED = "SmolLM2-135M-Instruct"
 MAX_MODEL_LEN = 2048
@@ -44,20 +44,6 @@ def wait_http(url: str, popen: subprocess.Popen[bytes], log: Path, timeout_s: fl
             return
         time.sleep(0.5)
     raise TimeoutError(f"server not ready after {timeout_s:.0f}s:\n{log_tail(log)}")
-
-
-def stop_group(popen: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the process group we started, then SIGKILL it if it lingers."""
-    if popen.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(popen.pid, signal.SIGTERM)
-    try:
-        popen.wait(30)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(popen.pid, signal.SIGKILL)
-        popen.wait(30)
 
 
 @contextlib.contextmanager

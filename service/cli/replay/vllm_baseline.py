@@ -64,10 +64,11 @@ def bare_vllm(model_dir: Path, served_name: str, policy: str, log: Path,
             time.sleep(0.5)
         yield base
     finally:
-        _stop(popen)
+        stop_group(popen)
 
 
-def _stop(popen: subprocess.Popen[bytes]) -> None:
+def stop_group(popen: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group we started, then SIGKILL it if it lingers."""
     if popen.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
