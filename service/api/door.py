@@ -3,7 +3,7 @@ is a 400 before any quota is taken; the tenant's policy says which service tier 
 runs with (or 403); the request is classified (realtime, flex, or a background response);
 realtime that cannot start within its target is refused now (service.api.slo_gate), before
 the quota script runs, so a refusal under overload costs no quota and no Redis round trip;
-then the tenant's quotas admit the request (or its 429 is counted)."""
+then the tenant's quotas admit the request (or its 429 is counted); then the gate counts it."""
 
 from __future__ import annotations
 
@@ -76,18 +76,28 @@ async def admit(request: Request, session: AsyncSession, settings: Settings, ten
     hints[hint_key] = door
     classification = _classify(door, deadline_ms, now, settings, background)
     # The SLO gate before the quota script: a refusal takes no quota and costs no Redis.
+    # That first look counts nothing: a request its quota then refuses (a tenant bursting
+    # past its own rate limit) must not make the pool look busier to anyone else.
     gated = classification.kind == JobKind.REALTIME and settings.api.slo_admission
     if gated:
-        await _admit_by_slo(gate, door, model, classification, now, tenant.id)
+        await _admit_by_slo(gate, door, model, classification, now, tenant.id, count=False)
     try:
         admission = await reserve_request(session, quota_store(request.app.state),
                                           tenant=tenant, door=door, max_tokens=max_tokens,
                                           slot_ttl_s=settings.api.request_timeout_seconds + 60)
     except APIError as exc:
-        if gated:  # the gate counted it as admitted; the quota refused it
-            request.app.state.slo_gate.forget(model)
         record_refusal(tenant.id, exc)
         raise
+    if gated:
+        # The admission itself, counted: with the outlook cached this check and its count
+        # run without yielding, so a burst admitted by the quota at once is still counted
+        # one by one. Refused here (the pool filled while the quota answered), the request
+        # gets its tokens back.
+        try:
+            await _admit_by_slo(gate, door, model, classification, now, tenant.id)
+        except APIError:
+            await admission.refund()
+            raise
     return Admitted(admission, classification, now)
 
 

@@ -52,11 +52,6 @@ class SloGate:
             admitted.append(time.time())
         return retry
 
-    def forget(self, model: str) -> None:
-        """Un-count the last request ``check`` admitted (something after the gate refused it)."""
-        if self._admitted[model]:
-            self._admitted[model].pop()
-
     async def idle_ttft_s(self, model: str, *, prompt_tokens: int) -> float | None:
         """The request's predicted time to first token on an idle pool; None without an
         outlook (nothing to judge by)."""

@@ -98,18 +98,26 @@ class Admission:
         return job
 
     async def release(self) -> None:
+        await self._give_back(self.prompt_estimate)
+
+    async def refund(self) -> None:
+        """Give the whole reservation back: refused after the quota took it (the request
+        still counts against requests per minute, which the quota script already took)."""
+        await self._give_back(0)
+
+    async def _give_back(self, tokens: int) -> None:
         if self._released:
             return
         self._released = True
         try:
-            await self._settle()
+            await self._settle(tokens)
         except RedisError as exc:
             if not is_outage(exc):  # the slot's expiry score frees it later
                 log.warning("quota release failed", extra={"tenant_id": str(self.tenant_id)})
                 return
             # Redis is away: keep trying in the background, or the tenant's concurrency slot
             # stays taken until its expiry (the request timeout plus a minute).
-            task = asyncio.create_task(self._release_when_back())
+            task = asyncio.create_task(self._release_when_back(tokens))
             _background.add(task)
             task.add_done_callback(_background.discard)
 
@@ -125,11 +133,11 @@ class Admission:
         except RedisError:  # the slot's expiry score frees it later
             log.warning("quota slot release failed", extra={"tenant_id": str(self.tenant_id)})
 
-    async def _settle(self) -> None:
+    async def _settle(self, tokens: int) -> None:
         await self.store.settle(tenant_id=self.tenant_id, ref=self.job_id or self.ticket,
-                                actual_tokens=self.prompt_estimate, free_slot=self.ticket)
+                                actual_tokens=tokens, free_slot=self.ticket)
 
-    async def _release_when_back(self) -> None:
+    async def _release_when_back(self, tokens: int) -> None:
         """Retry the release through a Redis outage (backing off to 5 s between tries) for as
         long as the slot would otherwise live."""
         deadline = time.monotonic() + self.slot_ttl_s
@@ -137,7 +145,7 @@ class Admission:
         while time.monotonic() < deadline:
             await asyncio.sleep(delay)
             try:
-                await self._settle()
+                await self._settle(tokens)
                 return
             except RedisError as exc:
                 if not is_outage(exc):

@@ -1,6 +1,8 @@
 """The door's order (service/api/door.py): a realtime request its SLO cannot admit is refused
-before the quota script runs (so the refusal takes no quota and costs no Redis round trip),
-and a request the gate admitted but the quota refused is un-counted at the gate."""
+before the quota script runs (so the refusal takes no quota and costs no Redis round trip);
+the gate counts a request only once its quota admitted it (a tenant bursting past its own rate
+limit must not make the pool look busy to others); and a request the gate refuses on that
+second look gets its quota back."""
 
 from __future__ import annotations
 
@@ -20,20 +22,19 @@ from service.web.errors import APIError
 
 
 class FakeGate:
-    def __init__(self, retry: int | None) -> None:
-        self.retry = retry
+    def __init__(self, retry: int | None, counted_retry: int | None = None) -> None:
+        self.retry = retry  # the answer to a look that counts nothing
+        self.counted_retry = counted_retry  # the answer to a look that counts an admission
         self.admitted = 0
         self.prompts: list[int] = []
 
     async def check(self, model: str, *, prompt_tokens: int, target_s: float,
                     count: bool = True) -> int | None:
         self.prompts.append(prompt_tokens)
-        if self.retry is None and count:
+        retry = self.counted_retry if count else self.retry
+        if retry is None and count:
             self.admitted += 1
-        return self.retry
-
-    def forget(self, model: str) -> None:
-        self.admitted -= 1
+        return retry
 
 
 def _door(monkeypatch: pytest.MonkeyPatch, gate: FakeGate, quota_error: APIError | None
@@ -49,7 +50,10 @@ def _door(monkeypatch: pytest.MonkeyPatch, gate: FakeGate, quota_error: APIError
         calls.append("reserve")
         if quota_error is not None:
             raise quota_error
-        return SimpleNamespace()
+
+        async def refund() -> None:
+            calls.append("refund")
+        return SimpleNamespace(refund=refund)
 
     monkeypatch.setattr(door, "door_policy", fake_policy)
     monkeypatch.setattr(door, "reserve_request", fake_reserve)
@@ -77,12 +81,23 @@ def test_an_slo_refusal_takes_no_quota(monkeypatch: pytest.MonkeyPatch) -> None:
     assert calls == ["policy"]  # the quota script never ran
 
 
-def test_a_quota_refusal_after_the_gate_is_uncounted(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_quota_refusal_is_never_counted_at_the_gate(monkeypatch: pytest.MonkeyPatch) -> None:
     gate = FakeGate(retry=None)
     calls = _door(monkeypatch, gate, quota_error=APIError(429, "over", code="rate_limit"))
-    with pytest.raises(APIError):
+    with pytest.raises(APIError) as refused:
         asyncio.run(_admit(gate))
+    assert refused.value.code == "rate_limit"
     assert calls == ["policy", "reserve"] and gate.admitted == 0
+
+
+def test_a_refusal_on_the_counted_look_refunds_the_quota(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    gate = FakeGate(retry=None, counted_retry=2)  # the pool filled while the quota answered
+    calls = _door(monkeypatch, gate, quota_error=None)
+    with pytest.raises(APIError) as refused:
+        asyncio.run(_admit(gate))
+    assert refused.value.code == "slo_unattainable"
+    assert calls == ["policy", "reserve", "refund"] and gate.admitted == 0
 
 
 def test_an_admitted_request_passes_both(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,12 +113,12 @@ def test_a_refusal_within_the_hint_ttl_reads_nothing(monkeypatch: pytest.MonkeyP
     calls = _door(monkeypatch, gate, quota_error=None)
     state = SimpleNamespace(slo_gate=gate)
     asyncio.run(_admit(gate, state))  # admitted: the tenant's policy is now a hint
-    gate.retry = 3  # the pool is now overloaded
+    gate.retry = gate.counted_retry = 3  # the pool is now overloaded
     with pytest.raises(APIError) as refused:
         asyncio.run(_admit(gate, state, content="x" * 400))
     assert refused.value.code == "slo_unattainable"
     assert calls == ["policy", "reserve"]  # the refusal read no policy, took no quota
     assert gate.prompts[-1] > 100  # judged with this request's prompt, not the hint's
-    gate.retry = None  # an admission always re-reads the policy
+    gate.retry = gate.counted_retry = None  # an admission always re-reads the policy
     asyncio.run(_admit(gate, state))
     assert calls == ["policy", "reserve", "policy", "reserve"]

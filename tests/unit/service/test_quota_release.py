@@ -50,3 +50,18 @@ def test_a_release_during_a_redis_outage_frees_the_slot_once_redis_is_back(
 
     store = asyncio.run(run())
     assert len(store.settled) == 1 and store.settled[0]["free_slot"] == ticket
+
+
+def test_a_refund_gives_every_reserved_token_back_and_frees_the_slot() -> None:
+    ticket = uuid.uuid4()
+
+    async def run() -> FlakyStore:
+        store = FlakyStore(failures=0)
+        holder = Admission(store, uuid.uuid4(), ticket, 10, "default", 1.0)  # type: ignore[arg-type]
+        await holder.refund()
+        await holder.release()  # a later release (the request's end) gives nothing back twice
+        return store
+
+    store = asyncio.run(run())
+    assert store.settled == [{"tenant_id": store.settled[0]["tenant_id"], "ref": ticket,
+                              "actual_tokens": 0, "free_slot": ticket}]
