@@ -9,6 +9,8 @@ placer also moves workers in and out of realtime lanes (``repush``).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scheduler.policies import rt_start
 from scheduler.policies.config import FairwayConfig
 from scheduler.policies.pool import Pool
@@ -37,8 +39,14 @@ class Fleet:
     # -- workers -----------------------------------------------------------------------
 
     def heartbeat(self, view: WorkerView, now: float) -> None:
-        """Replace what is known of a worker by its latest heartbeat."""
+        """Replace what is known of a worker by its latest heartbeat, less the jobs that left
+        its engine since the beat was written. The dispatcher reads a worker's beat every
+        refresh, several times per beat: without that, each re-read brought back the slots
+        of jobs that had finished since (freed by ``left_engine``), and the pool sat idle
+        with jobs queued until the worker's next beat (gaps of a second or two under load)."""
         ws = self.workers.get(view.worker_id)
+        if ws is not None:
+            view = _without_left(view, ws)
         if ws is None:
             ws = WorkerState(view, view.cost or self.config.default_cost, ewma_at=now)
             self.workers[view.worker_id] = ws
@@ -79,6 +87,7 @@ class Fleet:
     def assign(self, job: JobView, ws: WorkerState, level: int, now: float) -> AssignedJob:
         before = ws.used_slots()
         item = AssignedJob(job, now, kv_need(job), level)
+        ws.left.discard(job.job_id)  # back on this engine: a beat counting it is right again
         ws.add(item, now, self.config.headroom_tau_s)
         self._where[job.job_id] = ws.worker_id
         self._touch(ws, before, +1 if item.is_realtime else 0)
@@ -116,7 +125,10 @@ class Fleet:
         this the slot stays taken until the next beat (a second or two of an idle slot per
         finished job under a batch backlog)."""
         ws = self.workers.get(worker_id)
-        if ws is None or job_id not in ws.view.running_ids:
+        if ws is None:
+            return
+        ws.left.add(job_id)
+        if job_id not in ws.view.running_ids:
             return
         before = ws.used_slots()
         ws.view.running_ids = ws.view.running_ids - {job_id}
@@ -137,3 +149,13 @@ class Fleet:
             pool = self.pools[model]
             pool.rt_engine_queued += jobs
             pool.rt_engine_prefill += tokens
+
+
+def _without_left(view: WorkerView, ws: WorkerState) -> WorkerView:
+    """The beat less the jobs known to have left the engine. A beat that no longer counts a
+    job has seen it go: it is forgotten then (and when the job is assigned here again)."""
+    ws.left &= view.running_ids
+    if not ws.left:
+        return view
+    return replace(view, running_ids=view.running_ids - ws.left,
+                   running=max(0, view.running - len(ws.left)))

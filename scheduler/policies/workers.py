@@ -38,6 +38,9 @@ class WorkerState:
     view: WorkerView
     cost: CostModel
     jobs: dict[str, AssignedJob] = field(default_factory=dict)
+    # Jobs that left this worker's engine while its last heartbeat still counted them: a
+    # re-read of that beat counts them again (``Fleet.heartbeat`` drops them from it).
+    left: set[str] = field(default_factory=set)
     kv_reserved: int = 0
     rt_count: int = 0
     # Realtime held here whose first token has not been reported, and their prompt tokens.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sched_helpers import assigns, batch, rt, worker
 
 from scheduler.policies import FairwayConfig, FairwayPolicy
+from scheduler.types import WorkerView
 
 NO_HEADROOM = FairwayConfig(headroom_enabled=False)
 
@@ -95,6 +96,48 @@ def test_a_finished_job_frees_its_slot_before_the_next_heartbeat() -> None:
     policy.on_worker_heartbeat(beat)
     policy.on_job_finished("b1", "w", 100, 10)
     assert assigns(policy.schedule(1.0)) == [("b3", "w")]
+
+
+def test_a_reread_of_the_same_beat_does_not_take_a_finished_jobs_slot_back() -> None:
+    """The dispatcher re-reads a worker's beat every refresh, several times per beat: the
+    beat still lists the jobs that finished since, and their slots stayed taken until the
+    worker's next beat (the overload bench's second-long gaps with jobs queued)."""
+    from dataclasses import replace
+
+    policy = FairwayPolicy(NO_HEADROOM)
+    policy.on_worker_heartbeat(worker("w", slots=2))
+    for job_id in ("b1", "b2", "b3", "b4"):
+        policy.on_job_arrived(batch(job_id))
+    assert assigns(policy.schedule(0.0)) == [("b1", "w"), ("b2", "w")]
+    def beat() -> WorkerView:  # as read from Redis: a new object each time
+        return replace(worker("w", slots=2, running=2), running_ids=frozenset({"b1", "b2"}))
+
+    policy.on_worker_heartbeat(beat())
+    policy.on_job_finished("b1", "w", 100, 10)
+    policy.on_worker_heartbeat(beat())  # the same beat, read again
+    assert assigns(policy.schedule(1.0)) == [("b3", "w")]
+    # The worker's next beat no longer lists b1 (and lists b3): nothing is dropped from it.
+    policy.on_job_finished("b2", "w", 100, 10)
+    fresh = replace(worker("w", slots=2, running=1), running_ids=frozenset({"b3"}))
+    policy.on_worker_heartbeat(fresh)
+    assert assigns(policy.schedule(2.0)) == [("b4", "w")]
+    policy.on_worker_heartbeat(replace(fresh, running=2, running_ids=frozenset({"b3", "b4"})))
+    assert policy.fleet.workers["w"].used_slots() == 2
+
+
+def test_a_job_back_on_the_same_worker_counts_in_its_beats_again() -> None:
+    from dataclasses import replace
+
+    policy = FairwayPolicy(NO_HEADROOM)
+    policy.on_worker_heartbeat(worker("w", slots=2))
+    policy.on_job_arrived(batch("b1"))
+    assert assigns(policy.schedule(0.0)) == [("b1", "w")]
+    policy.on_job_finished("b1", "w", 0, 5)  # parked (preempted): back to the queue
+    policy.on_job_arrived(batch("b1"))
+    assert assigns(policy.schedule(1.0)) == [("b1", "w")]
+    policy.on_worker_heartbeat(replace(worker("w", slots=2, running=1),
+                                       running_ids=frozenset({"b1"})))
+    assert policy.fleet.workers["w"].view.running == 1  # its second run, not dropped
 
 
 def test_without_running_ids_the_slot_waits_for_the_heartbeat() -> None:
