@@ -148,6 +148,65 @@ def report(name: str, outs: list[Outcome]) -> None:
         print(f"  refusal latency p50 {pct(lat, 50):.1f} ms, p99 {pct(lat, 99):.1f} ms")
 
 
+def explain(database_url: str, tenants: dict[str, uuid.UUID], since: float) -> None:
+    """Where accepted realtime jobs' first tokens waited, per tier, from the jobs table:
+    the dispatcher's queue (created -> assigned), the hand-off (assigned -> started) and the
+    engine (started -> first token); p50/p99 in ms, and the slowest job's split."""
+    from sqlalchemy import text
+
+    from service.store.db import sync_session
+    query = text("""SELECT extract(epoch FROM assigned_at - created_at),
+                           extract(epoch FROM started_at - assigned_at),
+                           extract(epoch FROM first_token_at - started_at),
+                           extract(epoch FROM first_token_at - created_at)
+                    FROM jobs WHERE tenant_id = :t AND kind = 'realtime'
+                      AND created_at >= to_timestamp(:since) AND first_token_at IS NOT NULL""")
+    overtaken = text("""SELECT extract(epoch FROM p.assigned_at - p.created_at),
+                (SELECT count(*) FROM jobs o WHERE o.tenant_id <> p.tenant_id
+                   AND o.kind = 'realtime' AND o.created_at > p.created_at
+                   AND o.assigned_at < p.assigned_at),
+                (SELECT count(*) FROM jobs o WHERE o.tenant_id = p.tenant_id
+                   AND o.created_at > p.created_at AND o.assigned_at < p.assigned_at),
+                (SELECT count(*) FROM jobs o WHERE o.assigned_at > p.created_at
+                   AND o.assigned_at < p.assigned_at),
+                (SELECT count(*) FROM jobs o WHERE o.finished_at > p.created_at
+                   AND o.finished_at < p.assigned_at),
+                (SELECT count(*) FROM jobs o WHERE o.assigned_at <= p.created_at
+                   AND (o.finished_at IS NULL OR o.finished_at > p.created_at))
+                FROM jobs p WHERE p.tenant_id = :t AND p.kind = 'realtime'
+                  AND p.created_at >= to_timestamp(:since) AND p.assigned_at IS NOT NULL
+                ORDER BY p.assigned_at - p.created_at DESC LIMIT 3""")
+    print("\nwhere first tokens waited (admission on; ms: queue / hand-off / engine):")
+    with sync_session(database_url) as session:
+        for tier, tenant_id in tenants.items():
+            rows = [tuple(float(v or 0) * 1000 for v in r)
+                    for r in session.execute(query, {"t": tenant_id, "since": since})]
+            if not rows:
+                continue
+            parts = [" / ".join(f"{pct([r[i] for r in rows], q):.0f}" for i in range(3))
+                     for q in (50, 99)]
+            slow = max(rows, key=lambda r: r[3])
+            print(f"  {tier:<9} p50 {parts[0]}; p99 {parts[1]}; slowest {slow[3]:.0f} ms = "
+                  f"{slow[0]:.0f} / {slow[1]:.0f} / {slow[2]:.0f}")
+        # A stall shows as a gap in which nothing was assigned and nothing finished.
+        for column in ("assigned_at", "finished_at"):
+            gaps = session.execute(text(f"""SELECT extract(epoch FROM gap), extract(epoch FROM at)
+                FROM (SELECT {column} - lag({column}) OVER (ORDER BY {column}) AS gap,
+                             {column} AS at FROM jobs
+                      WHERE {column} >= to_timestamp(:since)) g
+                WHERE gap IS NOT NULL ORDER BY gap DESC LIMIT 3"""), {"since": since}).all()
+            print(f"  longest gaps between {column}: " + ", ".join(
+                f"{float(g) * 1000:.0f} ms (ending at +{float(at) - since:.1f} s)"
+                for g, at in gaps))
+        # Were the slowest overtaken (created later, assigned sooner), or was no slot free?
+        for tier, tenant_id in tenants.items():
+            for row in session.execute(overtaken, {"t": tenant_id, "since": since}):
+                print(f"  slow {tier}: queued {row[0] * 1000:.0f} ms, overtaken by "
+                      f"{row[1]} later jobs of other tenants, {row[2]} of its own; "
+                      f"meanwhile {row[3]} assigned, {row[4]} finished; {row[5]} running "
+                      f"when it came")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--factor", type=float, default=4.0)
@@ -155,6 +214,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--sim-speed", type=float, default=1.0)
     parser.add_argument("--slots", type=int, default=4, help="engine slots per worker")
+    parser.add_argument("--on-only", action="store_true",
+                        help="skip the run with admission off (measure capacity only)")
     args = parser.parse_args()
     servers = EmbeddedServers(Path(tempfile.mkdtemp(prefix="fairway-overload-")))
     servers.start(need_db=True, need_redis=True)
@@ -164,8 +225,9 @@ def main() -> None:
            "FAIRWAY_SIM_SPEED": str(args.sim_speed)}
     stack = Stack(servers.database_url, servers.redis_url, env_overrides=env)
     settings = Settings(database_url=servers.database_url)
-    keys = {tier: create_tenant_with_key(settings, f"{tier}-{uuid.uuid4().hex[:6]}",
-                                         tier=tier)[1] for tier in TARGETS}
+    made = {tier: create_tenant_with_key(settings, f"{tier}-{uuid.uuid4().hex[:6]}",
+                                         tier=tier) for tier in TARGETS}
+    keys = {tier: key for tier, (_, key) in made.items()}
     try:
         stack.start_dispatcher()
         for i in range(args.workers):
@@ -181,13 +243,19 @@ def main() -> None:
                       f"({args.workers} simulated workers x {args.slots} slots)")
             wait_until(lambda: httpx.get(stack.base_url + "/readyz").status_code == 200, 30,
                        "ready", stack)
+            started = time.time()
+            if admission == "false" and args.on_only:
+                stack.kill("api")
+                continue
             runs[admission] = asyncio.run(drive(stack.base_url, keys, args.factor * rate,
                                                 args.seconds))
             stack.kill("api")
         print(f"\narrivals: Poisson at {args.factor:g} x {rate:.2f} = {args.factor * rate:.1f}/s "
               f"for {args.seconds:g} s, half premium, half standard, streamed")
-        report("admission off", runs["false"])
+        if "false" in runs:
+            report("admission off", runs["false"])
         report("admission on (default)", runs["true"])
+        explain(servers.database_url, {t: tid for t, (tid, _) in made.items()}, started)
     finally:
         stack.stop()
         servers.stop()
