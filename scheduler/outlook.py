@@ -4,7 +4,9 @@ its TTFT target is refused at the door in milliseconds, not queued past every ta
 
 The prediction is the policy's own (scheduler.policies.admission.predict_ttft), split into
 the pool's state (``RealtimeOutlook``, published every pass) and the jobs the API admitted
-since (``extra_jobs``), so a burst that arrives between two passes is counted too.
+since (``extra_jobs``), so a burst that arrives between two passes is counted too. It is the
+requesting tenant's: the policy serves backlogged tenants by weighted fair share, so one
+tenant's flood lengthens its own predicted wait, not a quiet tenant's (``fair_ahead``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,11 @@ from dataclasses import asdict, dataclass
 # The prediction is a mean and the target holds the tail: the door admits only below this
 # share of the target (service.api.slo_gate; the simulator's door, scheduler.sim.runner).
 ADMIT_BELOW = 0.7
+
+
+# One backlogged tenant of a pool's realtime queue: (tenant id, jobs queued, fair-share weight).
+Backlog = tuple[str, int, float]
+BACKLOG_LISTED = 64  # tenants listed by name in an outlook; the rest are summed under ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,30 +40,80 @@ class RealtimeOutlook:
     prefill_per_token_s: float
     prefill_step_s: float  # the fixed cost of each prefill chunk
     token_budget: int  # tokens per prefill chunk
+    rt_queued: int = 0  # of rt_load, the jobs queued in the policy (not yet assigned)
+    rt_engine_prefill: int = 0  # of rt_queued_prefill, the part inside the engines
+    # Who the policy's queue holds, most jobs first: the policy serves backlogged tenants by
+    # weighted fair share, so a new job waits behind its own tenant's queue and only a
+    # weighted share of the others' (``fair_ahead``).
+    backlog: tuple[Backlog, ...] = ()
 
-    def as_dict(self) -> dict[str, float | int | str]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
-def predict_new_ttft(o: RealtimeOutlook, *, prompt_tokens: int, extra_jobs: int = 0) -> float:
-    """Predicted TTFT of a new realtime job of ``prompt_tokens``, with ``extra_jobs`` admitted
-    since the outlook was computed queued ahead of it."""
-    ahead_tokens = o.rt_queued_prefill + extra_jobs * o.mean_prompt_tokens
+def summarize_backlog(entries: list[Backlog], listed: int = BACKLOG_LISTED
+                      ) -> tuple[Backlog, ...]:
+    """The ``listed`` tenants with most jobs queued, and the rest as one entry ("") with
+    their jobs and weights summed: a bounded outlook however many tenants queue."""
+    ranked = sorted(entries, key=lambda e: -e[1])
+    rest = ranked[listed:]
+    head = tuple(ranked[:listed])
+    if not rest:
+        return head
+    return (*head, ("", sum(e[1] for e in rest), sum(e[2] for e in rest)))
+
+
+def fair_ahead(backlog: tuple[Backlog, ...] | list[Backlog], *, tenant: str, weight: float,
+               own_extra: int = 0) -> float:
+    """Queued jobs served before a new job of ``tenant`` under weighted fair share (the
+    policy's VTC order, scheduler.policies.fairqueue): all of its own tenant's queued jobs,
+    and of each other backlogged tenant j at most what j is served while this tenant is
+    served its own jobs and the new one, (own + 1) * w_j / w. ``own_extra``: this tenant's
+    jobs admitted since the backlog was counted, also ahead."""
+    own = sum(q for t, q, _ in backlog if t == tenant)
+    rounds = (own + own_extra + 1) / max(weight, 1e-6)
+    return own + sum(min(float(q), rounds * w) for t, q, w in backlog if t != tenant)
+
+
+def queue_wait_s(o: RealtimeOutlook, *, ahead: float, extra_jobs: int) -> float:
+    """The wait before a new job's own prefill: the prefill queued ahead of it, and, past
+    the pool's slots, realtime ahead finishing. ``ahead`` of the outlook's ``rt_queued``
+    jobs go first; ``extra_jobs`` admitted since the outlook too."""
+    share = ahead / o.rt_queued if o.rt_queued else 0.0
+    queued_prefill = o.rt_queued_prefill - o.rt_engine_prefill
+    ahead_tokens = o.rt_engine_prefill + queued_prefill * share + extra_jobs * o.mean_prompt_tokens
     queue_s = ahead_tokens * o.prefill_per_token_s / max(1, o.workers)
-    past_capacity = o.rt_load + extra_jobs + 1 - o.slots_total
+    inflight = o.rt_load - o.rt_queued
+    past_capacity = inflight + ahead + extra_jobs + 1 - o.slots_total
     slot_wait_s = 0.0
     if past_capacity > 0:
         slot_wait_s = past_capacity * o.job_service_s / max(1, o.slots_total)
-    return queue_s + slot_wait_s + _prefill_s(o, prompt_tokens) + o.step_s
+    return queue_s + slot_wait_s
+
+
+def predict_new_ttft(o: RealtimeOutlook, *, prompt_tokens: int, extra_jobs: int = 0,
+                     tenant: str | None = None, weight: float = 1.0, own_extra: int = 0
+                     ) -> float:
+    """Predicted TTFT of a new realtime job of ``prompt_tokens``, with ``extra_jobs`` admitted
+    since the outlook was computed queued ahead of it (``own_extra`` of them its tenant's).
+    With ``tenant``, only the queue fair share puts ahead of it counts; without, all of it."""
+    ahead = float(o.rt_queued)
+    if tenant is not None:
+        ahead = min(ahead, fair_ahead(o.backlog, tenant=tenant, weight=weight,
+                                      own_extra=own_extra))
+    wait = queue_wait_s(o, ahead=ahead, extra_jobs=extra_jobs)
+    return wait + _prefill_s(o, prompt_tokens) + o.step_s
 
 
 def door_refusal(
     o: RealtimeOutlook, *, prompt_tokens: int, target_s: float, extra_jobs: int = 0,
-    admit_below: float = ADMIT_BELOW,
+    admit_below: float = ADMIT_BELOW, tenant: str | None = None, weight: float = 1.0,
+    own_extra: int = 0,
 ) -> int | None:
     """The door's rule: None to admit, else the Retry-After seconds of a refusal. A request
     that would miss even on an idle pool is admitted: refusing it would relieve nothing."""
-    predicted = predict_new_ttft(o, prompt_tokens=prompt_tokens, extra_jobs=extra_jobs)
+    predicted = predict_new_ttft(o, prompt_tokens=prompt_tokens, extra_jobs=extra_jobs,
+                                 tenant=tenant, weight=weight, own_extra=own_extra)
     bar = target_s * admit_below
     if predicted > bar and alone_ttft(o, prompt_tokens=prompt_tokens) <= bar:
         return max(1, math.ceil(predicted - bar))

@@ -15,9 +15,13 @@ engines without its first token yet (``Pool.rt_engine_prefill``, fed by
 the queue is inside the engines, and a prediction blind to it admits the whole burst.
 
 Batch holds no slot against realtime (it can be preempted), so the slot wait is zero while
-realtime in flight plus realtime queued fits the pool's slots. Beyond that the job waits for
-realtime to finish: with p jobs ahead of it past capacity, about p * mean realtime service /
-total slots. The mean realtime service is learned from finished jobs (tokens, through the
+realtime in flight plus realtime queued ahead fits the pool's slots. Beyond that the job waits
+for realtime to finish: with p jobs ahead of it past capacity, about p * mean realtime service
+/ total slots. The queue ahead is its tenant's share of it: the policy serves backlogged
+tenants by weighted fair share, so a job waits behind its own tenant's queued jobs and, of
+each other tenant j's, at most (own + 1) * w_j / w (scheduler.outlook.fair_ahead). One
+tenant's flood then lengthens its own predicted wait, and a quiet tenant is not refused
+for it. The mean realtime service is learned from finished jobs (tokens, through the
 worker's cost model), so the prediction follows the workload.
 
 Flex work is shed first: when a realtime job of M is refused, every queued flex job of M is
@@ -31,10 +35,10 @@ serves yet waits (a worker may be starting) and the API's timeout bounds the wai
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scheduler.cost_model import CostModel
-from scheduler.outlook import RealtimeOutlook
+from scheduler.outlook import Backlog, RealtimeOutlook, predict_new_ttft, summarize_backlog
 from scheduler.policies.config import FairwayConfig
 from scheduler.policies.fleet import Fleet
 from scheduler.policies.pool import Pool
@@ -58,22 +62,40 @@ class ServiceEstimate:
         return cost.service_s(int(self.prompt_tokens), int(self.output_tokens), batch)
 
 
-def predict_ttft(
-    job: JobView, pool: Pool, now: float, cost: CostModel, mean: ServiceEstimate
-) -> float:
-    n = max(1, len(pool.workers))
+def pool_outlook(model: str, pool: Pool, now: float, cost: CostModel, mean: ServiceEstimate,
+                 backlog: tuple[Backlog, ...] = ()) -> RealtimeOutlook:
+    """What a new realtime job of the pool would wait behind: the numbers both the policy
+    (``predict_ttft``) and the API's door (scheduler.outlook) predict from."""
     batch = max(1, math.ceil(pool.mean_used()))
-    ahead_tokens = max(0, rt_prefill_ahead(pool) - job.prompt_tokens)
-    ahead_jobs = max(0, pool.rt_queued - 1)
-    queue_s = ahead_tokens * cost.prefill_per_token_s / n
-    past_capacity = pool.rt_inflight + ahead_jobs + 1 - pool.slots_total
-    slot_wait_s = 0.0
-    if past_capacity > 0:
-        slot_wait_s = past_capacity * mean.service_s(cost, batch) / max(1, pool.slots_total)
     ctx = batch * (int(mean.prompt_tokens) + int(mean.output_tokens) // 2)
-    step_s = cost.step_s(batch, ctx, 0)
+    return RealtimeOutlook(
+        model=model, at=now, workers=len(pool.workers), slots_total=pool.slots_total,
+        rt_load=pool.rt_inflight + pool.rt_queued, rt_queued_prefill=rt_prefill_ahead(pool),
+        mean_prompt_tokens=mean.prompt_tokens, job_service_s=mean.service_s(cost, batch),
+        step_s=cost.step_s(batch, ctx, 0), prefill_per_token_s=cost.prefill_per_token_s,
+        prefill_step_s=cost.step_base_s, token_budget=cost.token_budget,
+        rt_queued=pool.rt_queued, rt_engine_prefill=pool.rt_engine_prefill, backlog=backlog)
+
+
+def predict_ttft(
+    job: JobView, pool: Pool, now: float, cost: CostModel, mean: ServiceEstimate,
+    backlog: tuple[Backlog, ...] | None = None,
+) -> float:
+    """The queued ``job``'s predicted TTFT: what it waited, and what the pool's outlook
+    without it predicts for it. With ``backlog`` (the pool's queue by tenant, the job
+    included), only what fair share serves ahead of it counts; without, all of it."""
+    o = pool_outlook(job.model, pool, now, cost, mean, _without(backlog or (), job.tenant_id))
+    o = replace(o, rt_load=max(0, o.rt_load - 1), rt_queued=max(0, o.rt_queued - 1),
+                rt_queued_prefill=max(0, o.rt_queued_prefill - job.prompt_tokens))
     waited = max(0.0, now - job.arrival)
-    return waited + queue_s + slot_wait_s + cost.prefill_s(job.prompt_tokens) + step_s
+    tenant = job.tenant_id if backlog is not None else None
+    return waited + predict_new_ttft(o, prompt_tokens=job.prompt_tokens, tenant=tenant,
+                                     weight=job.tenant_weight)
+
+
+def _without(backlog: tuple[Backlog, ...], tenant: str) -> tuple[Backlog, ...]:
+    """The backlog less one job of ``tenant`` (the one being judged)."""
+    return tuple((t, q - 1 if t == tenant else q, w) for t, q, w in backlog)
 
 
 def rt_prefill_ahead(pool: Pool) -> int:
@@ -127,23 +149,10 @@ class Admission:
     def outlook(self, now: float) -> list[RealtimeOutlook]:
         """For each model's pool, what a new realtime job would wait (the numbers
         ``predict_ttft`` uses), for admission at the API's door."""
-        out = []
-        mean = self.realtime_size
-        for model, pool in self._fleet.pools.items():
-            if not pool.workers:
-                continue
-            cost = pool.cost or self.config.default_cost
-            batch = max(1, math.ceil(pool.mean_used()))
-            ctx = batch * (int(mean.prompt_tokens) + int(mean.output_tokens) // 2)
-            out.append(RealtimeOutlook(
-                model=model, at=now, workers=len(pool.workers), slots_total=pool.slots_total,
-                rt_load=pool.rt_inflight + pool.rt_queued,
-                rt_queued_prefill=rt_prefill_ahead(pool),
-                mean_prompt_tokens=mean.prompt_tokens,
-                job_service_s=mean.service_s(cost, batch), step_s=cost.step_s(batch, ctx, 0),
-                prefill_per_token_s=cost.prefill_per_token_s, prefill_step_s=cost.step_base_s,
-                token_budget=cost.token_budget))
-        return out
+        return [pool_outlook(model, pool, now, pool.cost or self.config.default_cost,
+                             self.realtime_size,
+                             summarize_backlog(self._waiting.backlog(model)))
+                for model, pool in self._fleet.pools.items() if pool.workers]
 
     def _admit_realtime(self, job: JobView, now: float, out: list[Decision]) -> None:
         cfg = self.config
@@ -155,8 +164,15 @@ class Admission:
             return
         cost = pool.cost or cfg.default_cost
         slo = cfg.ttft_slo(job.priority, job.ttft_slo_s)
+        bar = slo * (1 + cfg.admission_tolerance)
+        # Fair share can only shorten the wait: the whole queue ahead first (O(1)), and the
+        # tenant's share of it (O(tenants queued)) only when that would refuse.
         predicted = predict_ttft(job, pool, now, cost, self.realtime_size)
-        if predicted <= slo * (1 + cfg.admission_tolerance):
+        if predicted <= bar:
+            return
+        predicted = predict_ttft(job, pool, now, cost, self.realtime_size,
+                                 tuple(self._waiting.backlog(job.model)))
+        if predicted <= bar:
             return
         if cost.prefill_s(job.prompt_tokens) + cost.step_s(1, job.prompt_tokens, 0) > slo:
             return  # it misses even on an idle pool: refusing it would relieve nothing

@@ -32,6 +32,10 @@ class FairQueue:
     def has_tenant(self, tenant: str) -> bool:
         return self._live.get(tenant, 0) > 0
 
+    def tenant_counts(self) -> list[tuple[str, int]]:
+        """Each backlogged tenant and its queued jobs."""
+        return list(self._live.items())
+
     def get(self, job_id: str) -> JobView | None:
         item = self._jobs.get(job_id)
         return None if item is None else item[0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 
+from scheduler.outlook import Backlog
 from scheduler.policies.config import FairwayConfig
 from scheduler.policies.fairqueue import EdfKey, FairQueue
 from scheduler.policies.fleet import Fleet
@@ -99,6 +100,15 @@ class WaitingJobs:
         assert job is not None  # only non-empty queues are picked
         self._forget(job, level)
         return job
+
+    def backlog(self, model: str) -> list[Backlog]:
+        """The model's queue at level 0 (realtime and due batch) by tenant: (tenant, jobs
+        queued, weight), for the admission's fair-share prediction."""
+        fq = self._queues[0].get(model)
+        if fq is None:
+            return []
+        counters = self.counters[0]
+        return [(t, n, counters.weights.get(t, 1.0)) for t, n in fq.tenant_counts()]
 
     def put_back(self, job: JobView, level: int) -> None:
         """A job ``next_job`` took out found no room this pass: it waits where it was. Its

@@ -121,7 +121,7 @@ class Simulation:
         # arrival times of realtime jobs admitted since it.
         self._outlooks: dict[str, RealtimeOutlook] = {}
         self._next_outlook = 0.0
-        self._door_admitted: dict[str, deque[float]] = defaultdict(deque)
+        self._door_admitted: dict[str, deque[tuple[float, str]]] = defaultdict(deque)
         self.now = 0.0
 
     # -- the loop ------------------------------------------------------------------------
@@ -234,14 +234,16 @@ class Simulation:
         if job.job_class is not JobClass.REALTIME or outlook is None:
             return True
         admitted = self._door_admitted[job.model]
-        while admitted and admitted[0] <= outlook.at:  # the outlook has seen those
+        while admitted and admitted[0][0] <= outlook.at:  # the outlook has seen those
             admitted.popleft()
         target = self.config.ttft_slo(job.priority, job.ttft_slo_s)
+        own = sum(1 for _, tenant in admitted if tenant == job.tenant)
         retry = door_refusal(outlook, prompt_tokens=job.prompt_tokens, target_s=target,
-                             extra_jobs=len(admitted))
+                             extra_jobs=len(admitted), tenant=job.tenant, weight=job.weight,
+                             own_extra=own)
         if retry is not None:
             return False
-        admitted.append(self.now)
+        admitted.append((self.now, job.tenant))
         return True
 
     def _apply(self, decisions: list[Decision]) -> None:

@@ -8,7 +8,6 @@ then the tenant's quotas admit the request (or its 429 is counted); then the gat
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,7 +66,7 @@ async def admit(request: Request, session: AsyncSession, settings: Settings, ten
         classification = _classify(hint, deadline_ms, now, settings, background)
         if classification.kind == JobKind.REALTIME:
             this = DoorPolicy(hint.policy, hint.service_tier, estimate_prompt_tokens(payload))
-            await _admit_by_slo(gate, this, model, classification, now, tenant.id, count=False)
+            await _admit_by_slo(gate, this, model, classification, now, tenant, count=False)
     try:
         door = await door_policy(session, tenant=tenant, body=payload)
     except APIError as exc:
@@ -80,7 +79,7 @@ async def admit(request: Request, session: AsyncSession, settings: Settings, ten
     # past its own rate limit) must not make the pool look busier to anyone else.
     gated = classification.kind == JobKind.REALTIME and settings.api.slo_admission
     if gated:
-        await _admit_by_slo(gate, door, model, classification, now, tenant.id, count=False)
+        await _admit_by_slo(gate, door, model, classification, now, tenant, count=False)
     try:
         admission = await reserve_request(session, quota_store(request.app.state),
                                           tenant=tenant, door=door, max_tokens=max_tokens,
@@ -94,7 +93,7 @@ async def admit(request: Request, session: AsyncSession, settings: Settings, ten
         # one by one. Refused here (the pool filled while the quota answered), the request
         # gets its tokens back.
         try:
-            await _admit_by_slo(gate, door, model, classification, now, tenant.id)
+            await _admit_by_slo(gate, door, model, classification, now, tenant)
         except APIError:
             await admission.refund()
             raise
@@ -130,14 +129,14 @@ def _target_s(classification: Classification, ttft_target_s: float, now: dt.date
 
 async def _admit_by_slo(gate: SloGate, door: DoorPolicy, model: str,
                         classification: Classification, now: dt.datetime,
-                        tenant_id: uuid.UUID, count: bool = True) -> None:
+                        tenant: Tenant, count: bool = True) -> None:
     """Refuse now what cannot start within its target (service.api.slo_gate)."""
     target = _target_s(classification, door.ttft_target_s, now)
     retry = await gate.check(model, prompt_tokens=door.prompt_estimate, target_s=target,
-                             count=count)
+                             count=count, tenant=str(tenant.id), weight=tenant.weight)
     if retry is None:
         return
-    record_rejection(tenant_id, "slo_unattainable")
+    record_rejection(tenant.id, "slo_unattainable")
     raise APIError(429, f"The service is too busy to start this request within its "
                         f"{target:g} s time-to-first-token target; retry in {retry} s.",
                    code="slo_unattainable", headers={"Retry-After": str(retry)},

@@ -34,22 +34,27 @@ class SloGate:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
         self._outlooks: dict[str, tuple[float, RealtimeOutlook | None]] = {}
-        self._admitted: dict[str, deque[float]] = defaultdict(deque)  # model -> epoch times
+        # model -> (epoch time, tenant) of each request admitted here, until an outlook has it
+        self._admitted: dict[str, deque[tuple[float, str]]] = defaultdict(deque)
 
     async def check(self, model: str, *, prompt_tokens: int, target_s: float,
-                    count: bool = True) -> int | None:
+                    count: bool = True, tenant: str | None = None, weight: float = 1.0
+                    ) -> int | None:
         """None: admitted (and, with ``count``, counted against the next request). Else the
-        seconds after which a retry may be admitted."""
+        seconds after which a retry may be admitted. With ``tenant`` (and its fair-share
+        ``weight``), judged by that tenant's share of the queue (scheduler.outlook)."""
         outlook = await self._outlook(model)
         if outlook is None:
             return None
         admitted = self._admitted[model]
-        while admitted and admitted[0] <= outlook.at:  # the outlook has seen those
+        while admitted and admitted[0][0] <= outlook.at:  # the outlook has seen those
             admitted.popleft()
+        own = sum(1 for _, t in admitted if t == tenant) if tenant is not None else 0
         retry = door_refusal(outlook, prompt_tokens=prompt_tokens, target_s=target_s,
-                             extra_jobs=len(admitted))
+                             extra_jobs=len(admitted), tenant=tenant, weight=weight,
+                             own_extra=own)
         if retry is None and count:
-            admitted.append(time.time())
+            admitted.append((time.time(), tenant or ""))
         return retry
 
     async def idle_ttft_s(self, model: str, *, prompt_tokens: int) -> float | None:

@@ -5,7 +5,7 @@ its realtime outlook per model (scheduler.outlook)."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 from scheduler.outlook import RealtimeOutlook
 
@@ -57,11 +57,16 @@ def encode_outlook(outlook: RealtimeOutlook) -> str:
 
 
 def decode_outlook(raw: bytes | str | None) -> RealtimeOutlook | None:
-    """The outlook back; None when absent or not one (an older or newer writer)."""
+    """The outlook back; None when absent or not one. Fields a newer writer added are
+    ignored, and those an older writer lacks take their defaults (or, with none, None)."""
     try:
         body = json.loads(raw) if raw else None
         if not isinstance(body, dict):
             return None
-        return RealtimeOutlook(**{f.name: body[f.name] for f in fields(RealtimeOutlook)})
+        known = {f.name for f in fields(RealtimeOutlook)}
+        outlook = RealtimeOutlook(**{k: v for k, v in body.items() if k in known})
+        # JSON brings the backlog back as lists; the outlook holds tuples.
+        return replace(outlook, backlog=tuple((str(t), int(q), float(w))
+                                              for t, q, w in outlook.backlog))
     except (ValueError, KeyError, TypeError):
         return None

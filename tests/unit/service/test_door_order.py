@@ -29,7 +29,9 @@ class FakeGate:
         self.prompts: list[int] = []
 
     async def check(self, model: str, *, prompt_tokens: int, target_s: float,
-                    count: bool = True) -> int | None:
+                    count: bool = True, tenant: str | None = None, weight: float = 1.0
+                    ) -> int | None:
+        assert tenant == str(TENANT.id) and weight == TENANT.weight  # judged as its tenant
         self.prompts.append(prompt_tokens)
         retry = self.counted_retry if count else self.retry
         if retry is None and count:
@@ -61,7 +63,7 @@ def _door(monkeypatch: pytest.MonkeyPatch, gate: FakeGate, quota_error: APIError
     return calls
 
 
-TENANT = SimpleNamespace(id=uuid.uuid4(), tier="premium")
+TENANT = SimpleNamespace(id=uuid.uuid4(), tier="premium", weight=2.0)
 
 
 def _admit(gate: FakeGate, state: Any = None, content: str = "") -> Any:
