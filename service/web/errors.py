@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.store.outages import POSTGRES, DependencyState, is_outage
-from service.web.request_id import HEADER, request_id_of
+from service.web.request_id import identity_headers, request_id_of
 from service.web.validation import describe
 
 log = logging.getLogger("fairway.api")
@@ -125,4 +125,4 @@ def install_error_handlers(app: FastAPI) -> None:
         request_id = request_id_of(request.scope)
         log.exception("unhandled error", exc_info=exc, extra={"request_id": request_id})
         return _json(500, error_body("Internal server error", "api_error", "internal_error"),
-                     {HEADER: request_id} if request_id else None)
+                     identity_headers(request.scope) or None)

@@ -3,6 +3,7 @@ kept when sane, and the id on the JSON log lines written while serving the reque
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -36,6 +37,11 @@ def _app() -> FastAPI:
     @app.get("/refused")
     async def refused() -> None:
         raise APIError(429, "Slow down.", headers={"Retry-After": "1"})
+
+    @app.get("/slow")
+    async def slow() -> dict[str, str]:
+        await asyncio.sleep(0.05)
+        return {"ok": "late"}
 
     @app.get("/broken")
     async def broken() -> None:
@@ -76,6 +82,12 @@ def test_every_response_carries_a_generated_request_id(client: TestClient, path:
     resp = client.get(path)
     assert resp.status_code == status
     assert GENERATED.fullmatch(resp.headers["x-request-id"]), resp.headers
+    assert int(resp.headers["openai-processing-ms"]) >= 0
+
+
+def test_processing_ms_is_the_servers_time_to_its_response(client: TestClient) -> None:
+    assert int(client.get("/slow").headers["openai-processing-ms"]) >= 50
+    assert int(client.get("/ok").headers["openai-processing-ms"]) < 50
 
 
 def test_each_request_gets_its_own_id(client: TestClient) -> None:
