@@ -15,6 +15,7 @@ first token on an idle pool can never be met, whatever the load, so retrying is 
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections import defaultdict, deque
@@ -28,12 +29,14 @@ from service.store.keys import outlook_key
 from service.web.errors import APIError
 
 REFRESH_S = 0.05  # how stale an outlook this process reuses before reading it again
+STALE_S = 1.0  # how stale one may be used while a fresh read is under way
 
 
 class SloGate:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
         self._outlooks: dict[str, tuple[float, RealtimeOutlook | None]] = {}
+        self._reading: dict[str, asyncio.Task[RealtimeOutlook | None]] = {}  # single flight
         # model -> (epoch time, tenant) of each request admitted here, until an outlook has it
         self._admitted: dict[str, deque[tuple[float, str]]] = defaultdict(deque)
 
@@ -64,15 +67,27 @@ class SloGate:
         return None if outlook is None else alone_ttft(outlook, prompt_tokens=prompt_tokens)
 
     async def _outlook(self, model: str) -> RealtimeOutlook | None:
+        """The model's outlook as last read. Older than REFRESH_S, one background read
+        refreshes it while requests go on with it (no request waits on Redis for it, so a
+        refusal does no I/O); only a first read, or one older than STALE_S, is awaited."""
         now = time.monotonic()
         cached = self._outlooks.get(model)
         if cached is not None and now - cached[0] < REFRESH_S:
             return cached[1]
+        if cached is not None and now - cached[0] < STALE_S:
+            if model not in self._reading:
+                task = asyncio.create_task(self._read(model))
+                self._reading[model] = task
+                task.add_done_callback(lambda _: self._reading.pop(model, None))
+            return cached[1]
+        return await self._read(model)
+
+    async def _read(self, model: str) -> RealtimeOutlook | None:
         try:
             outlook = decode_outlook(await self.redis.get(outlook_key(model)))
         except RedisError:
             outlook = None
-        self._outlooks[model] = (now, outlook)
+        self._outlooks[model] = (time.monotonic(), outlook)
         return outlook
 
 

@@ -1,0 +1,77 @@
+"""The SLO gate never makes a request wait on Redis for a stale outlook: it goes on with the
+last one read while a single background read refreshes it (service/api/slo_gate.py). Under
+overload a refusal then does no I/O at all, and its latency is the API's CPU alone."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from scheduler.outlook import RealtimeOutlook
+from service.api import slo_gate
+from service.api.slo_gate import SloGate
+from service.store.heartbeats import encode_outlook
+
+
+def _outlook(load: int) -> str:
+    return encode_outlook(RealtimeOutlook(
+        model="m", at=time.time() + 3600, workers=1, slots_total=4, rt_load=load,
+        rt_queued_prefill=0, mean_prompt_tokens=50, job_service_s=1.0, step_s=0.02,
+        prefill_per_token_s=1e-4, prefill_step_s=0.01, token_budget=512))
+
+
+class SlowRedis:
+    """A Redis whose GETs wait for ``release`` (set at once unless ``hold``)."""
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+        self.gets = 0
+        self.release = asyncio.Event()
+        self.release.set()
+
+    async def get(self, key: str) -> Any:
+        self.gets += 1
+        await self.release.wait()
+        return self.value
+
+
+def test_a_stale_outlook_is_used_while_one_read_refreshes_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(slo_gate, "REFRESH_S", 0.01)
+
+    async def run() -> None:
+        redis = SlowRedis(_outlook(0))
+        gate = SloGate(redis)  # type: ignore[arg-type]
+        assert await gate.check("m", prompt_tokens=50, target_s=1.0) is None  # read, awaited
+        assert redis.gets == 1
+        await asyncio.sleep(0.02)  # now stale
+        redis.value, redis.release = _outlook(200), asyncio.Event()  # Redis is slow now
+        answers = await asyncio.wait_for(asyncio.gather(*(
+            gate.check("m", prompt_tokens=50, target_s=1.0, count=False)
+            for _ in range(20))), timeout=1.0)
+        assert answers == [None] * 20  # judged by the last outlook, without waiting
+        assert redis.gets == 2  # one read in flight for all of them
+        redis.release.set()
+        await asyncio.sleep(0.01)
+        assert await gate.check("m", prompt_tokens=50, target_s=1.0) is not None  # overloaded
+
+    asyncio.run(run())
+
+
+def test_a_first_or_very_old_outlook_is_read_before_judging(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(slo_gate, "STALE_S", 0.01)
+
+    async def run() -> None:
+        redis = SlowRedis(_outlook(200))
+        gate = SloGate(redis)  # type: ignore[arg-type]
+        assert await gate.check("m", prompt_tokens=50, target_s=1.0) is not None
+        redis.value = _outlook(0)
+        await asyncio.sleep(0.06)  # past REFRESH_S and STALE_S: too old to judge by
+        assert await gate.check("m", prompt_tokens=50, target_s=1.0) is None
+        assert redis.gets == 2
+
+    asyncio.run(run())
