@@ -15,6 +15,7 @@ from service.admin import audit
 from service.cli.state import read_text, write_private
 from service.store.db import sync_session
 from service.store.models.tenants import ApiKey, Tenant
+from service.store.models.tiers import Tier
 from service.store.settings import Settings
 from service.tenants.keys import hash_key
 from service.tenants.service import create_tenant, get_tenant_by_name, issue_key
@@ -24,8 +25,13 @@ UP_ACTOR = "fairway-up"
 
 
 def create_tenant_with_key(settings: Settings, name: str, *, tier: str = "standard",
-                           weight: float = 1.0, actor: str = "cli") -> tuple[uuid.UUID, str]:
+                           weight: float | None = None, actor: str = "cli"
+                           ) -> tuple[uuid.UUID, str]:
+    """A tenant and its key. Its fair-share weight is its tier's (as the admin API gives it)
+    unless ``weight`` says otherwise; 1.0 for a tier not in the table."""
     with sync_session(settings.database_url) as session:
+        if weight is None:
+            weight = session.scalar(select(Tier.weight).where(Tier.name == tier)) or 1.0
         tenant = _new_tenant(session, name=name, tier=tier, weight=weight, actor=actor)
         key = _issue_audited(session, tenant, settings.secret_key, name="default", actor=actor)
         session.commit()
