@@ -45,42 +45,59 @@ class SloGate:
                     ) -> int | None:
         """None: admitted (and, with ``count``, counted against the next request). Else the
         seconds after which a retry may be admitted. With ``tenant`` (and its fair-share
-        ``weight``), judged by that tenant's share of the queue (scheduler.outlook)."""
-        outlook = await self._outlook(model)
+        ``weight``), judged by that tenant's share of the queue (scheduler.outlook).
+
+        A stale outlook may admit, never refuse: a refusal it would make is judged again on a
+        fresh read (one read shared by every request waiting on it). A stale outlook from a
+        busy moment must not refuse a request on a pool that has gone quiet since."""
+        outlook, fresh = await self._outlook(model)
+        retry = self._judge(outlook, model, prompt_tokens, target_s, tenant, weight)
+        if retry is not None and not fresh:
+            outlook, _ = await self._outlook(model, fresh=True)
+            retry = self._judge(outlook, model, prompt_tokens, target_s, tenant, weight)
+        if retry is None and count and outlook is not None:
+            self._admitted[model].append((time.time(), tenant or ""))
+        return retry
+
+    def _judge(self, outlook: RealtimeOutlook | None, model: str, prompt_tokens: int,
+               target_s: float, tenant: str | None, weight: float) -> int | None:
         if outlook is None:
             return None
         admitted = self._admitted[model]
         while admitted and admitted[0][0] <= outlook.at:  # the outlook has seen those
             admitted.popleft()
         own = sum(1 for _, t in admitted if t == tenant) if tenant is not None else 0
-        retry = door_refusal(outlook, prompt_tokens=prompt_tokens, target_s=target_s,
-                             extra_jobs=len(admitted), tenant=tenant, weight=weight,
-                             own_extra=own)
-        if retry is None and count:
-            admitted.append((time.time(), tenant or ""))
-        return retry
+        return door_refusal(outlook, prompt_tokens=prompt_tokens, target_s=target_s,
+                            extra_jobs=len(admitted), tenant=tenant, weight=weight,
+                            own_extra=own)
 
     async def idle_ttft_s(self, model: str, *, prompt_tokens: int) -> float | None:
         """The request's predicted time to first token on an idle pool; None without an
         outlook (nothing to judge by)."""
-        outlook = await self._outlook(model)
+        outlook, _ = await self._outlook(model)
         return None if outlook is None else alone_ttft(outlook, prompt_tokens=prompt_tokens)
 
-    async def _outlook(self, model: str) -> RealtimeOutlook | None:
-        """The model's outlook as last read. Older than REFRESH_S, one background read
-        refreshes it while requests go on with it (no request waits on Redis for it, so a
-        refusal does no I/O); only a first read, or one older than STALE_S, is awaited."""
+    async def _outlook(self, model: str, *, fresh: bool = False
+                       ) -> tuple[RealtimeOutlook | None, bool]:
+        """The model's outlook, and whether it is fresh (read in the last REFRESH_S). An older
+        one, up to STALE_S, is returned at once while one background read refreshes it (no
+        request waits on Redis to be admitted); ``fresh`` waits for that read instead."""
         now = time.monotonic()
         cached = self._outlooks.get(model)
         if cached is not None and now - cached[0] < REFRESH_S:
-            return cached[1]
-        if cached is not None and now - cached[0] < STALE_S:
-            if model not in self._reading:
-                task = asyncio.create_task(self._read(model))
-                self._reading[model] = task
-                task.add_done_callback(lambda _: self._reading.pop(model, None))
-            return cached[1]
-        return await self._read(model)
+            return cached[1], True
+        if not fresh and cached is not None and now - cached[0] < STALE_S:
+            self._reading_task(model)
+            return cached[1], False
+        return await self._reading_task(model), True
+
+    def _reading_task(self, model: str) -> asyncio.Task[RealtimeOutlook | None]:
+        """The read of the model's outlook under way, or a new one (single flight)."""
+        task = self._reading.get(model)
+        if task is None:
+            task = self._reading[model] = asyncio.create_task(self._read(model))
+            task.add_done_callback(lambda _: self._reading.pop(model, None))
+        return task
 
     async def _read(self, model: str) -> RealtimeOutlook | None:
         try:

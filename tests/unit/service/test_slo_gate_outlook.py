@@ -1,6 +1,7 @@
-"""The SLO gate never makes a request wait on Redis for a stale outlook: it goes on with the
-last one read while a single background read refreshes it (service/api/slo_gate.py). Under
-overload a refusal then does no I/O at all, and its latency is the API's CPU alone."""
+"""The SLO gate never makes a request wait on Redis to be admitted by a stale outlook: it goes
+on with the last one read while a single background read refreshes it
+(service/api/slo_gate.py). A stale outlook never refuses, though: a refusal is judged again on
+a fresh read, shared by every request waiting on it."""
 
 from __future__ import annotations
 
@@ -71,6 +72,24 @@ def test_a_first_or_very_old_outlook_is_read_before_judging(
         assert await gate.check("m", prompt_tokens=50, target_s=1.0) is not None
         redis.value = _outlook(0)
         await asyncio.sleep(0.06)  # past REFRESH_S and STALE_S: too old to judge by
+        assert await gate.check("m", prompt_tokens=50, target_s=1.0) is None
+        assert redis.gets == 2
+
+    asyncio.run(run())
+
+
+def test_a_stale_busy_outlook_never_refuses_on_a_pool_gone_quiet(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request soon after a busy moment (CI: one real-engine test right after another) was
+    refused by the outlook read during that moment."""
+    monkeypatch.setattr(slo_gate, "REFRESH_S", 0.01)
+
+    async def run() -> None:
+        redis = SlowRedis(_outlook(200))
+        gate = SloGate(redis)  # type: ignore[arg-type]
+        assert await gate.check("m", prompt_tokens=50, target_s=1.0) is not None  # busy
+        redis.value = _outlook(0)  # the pool has gone quiet
+        await asyncio.sleep(0.02)
         assert await gate.check("m", prompt_tokens=50, target_s=1.0) is None
         assert redis.gets == 2
 
