@@ -18,6 +18,7 @@ from service.store.heartbeats import decode_step_clock
 from service.store.keys import step_clock_key
 from service.store.models.jobs import Job
 from service.store.settings import Settings
+from tests.support.services import PATIENT_TIER
 from tests.support.stack import Stack, wait_until
 from worker.model_prep import ensure_default_model
 
@@ -28,7 +29,8 @@ QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 @pytest.fixture(scope="module")
 def api_key(vllm_stack: Stack) -> str:
     settings = Settings(database_url=vllm_stack.database_url, redis_url=vllm_stack.redis_url)
-    return create_tenant_with_key(settings, f"e2e-{uuid.uuid4().hex[:6]}")[1]
+    return create_tenant_with_key(settings, f"e2e-{uuid.uuid4().hex[:6]}",
+                                  tier=PATIENT_TIER)[1]
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +149,8 @@ def test_prefix_cache_is_per_tenant(vllm_stack: Stack, client: openai.OpenAI):
     """vLLM's cache_salt keyed per tenant: a repeated prompt hits the prefix cache within a
     tenant, and the same prompt from another tenant does not."""
     settings = Settings(database_url=vllm_stack.database_url, redis_url=vllm_stack.redis_url)
-    other_key = create_tenant_with_key(settings, f"e2e-{uuid.uuid4().hex[:6]}")[1]
+    other_key = create_tenant_with_key(settings, f"e2e-{uuid.uuid4().hex[:6]}",
+                                  tier=PATIENT_TIER)[1]
     other = openai.OpenAI(base_url=vllm_stack.base_url + "/v1", timeout=300, max_retries=0,
                           api_key=other_key)
     system = "You are a careful assistant. " * 40  # ~240 tokens: many full KV blocks
