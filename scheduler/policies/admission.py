@@ -84,11 +84,24 @@ def predict_ttft(
     """The queued ``job``'s predicted TTFT: what it waited, and what the pool's outlook
     without it predicts for it. With ``backlog`` (the pool's queue by tenant, the job
     included), only what fair share serves ahead of it counts; without, all of it."""
-    o = pool_outlook(job.model, pool, now, cost, mean, _without(backlog or (), job.tenant_id))
-    o = replace(o, rt_load=max(0, o.rt_load - 1), rt_queued=max(0, o.rt_queued - 1),
-                rt_queued_prefill=max(0, o.rt_queued_prefill - job.prompt_tokens))
+    return _predict_from(outlook_without(job, pool, now, cost, mean), job, now, backlog)
+
+
+def outlook_without(job: JobView, pool: Pool, now: float, cost: CostModel,
+                    mean: ServiceEstimate) -> RealtimeOutlook:
+    """The pool's outlook less the queued ``job`` itself (no backlog: ``_predict_from`` adds
+    it, only where fair share is asked for)."""
+    o = pool_outlook(job.model, pool, now, cost, mean)
+    return replace(o, rt_load=max(0, o.rt_load - 1), rt_queued=max(0, o.rt_queued - 1),
+                   rt_queued_prefill=max(0, o.rt_queued_prefill - job.prompt_tokens))
+
+
+def _predict_from(o: RealtimeOutlook, job: JobView, now: float,
+                  backlog: tuple[Backlog, ...] | None) -> float:
+    tenant = None
+    if backlog is not None:
+        o, tenant = replace(o, backlog=_without(backlog, job.tenant_id)), job.tenant_id
     waited = max(0.0, now - job.arrival)
-    tenant = job.tenant_id if backlog is not None else None
     return waited + predict_new_ttft(o, prompt_tokens=job.prompt_tokens, tenant=tenant,
                                      weight=job.tenant_weight)
 
@@ -167,11 +180,11 @@ class Admission:
         bar = slo * (1 + cfg.admission_tolerance)
         # Fair share can only shorten the wait: the whole queue ahead first (O(1)), and the
         # tenant's share of it (O(tenants queued)) only when that would refuse.
-        predicted = predict_ttft(job, pool, now, cost, self.realtime_size)
+        outlook = outlook_without(job, pool, now, cost, self.realtime_size)
+        predicted = _predict_from(outlook, job, now, None)
         if predicted <= bar:
             return
-        predicted = predict_ttft(job, pool, now, cost, self.realtime_size,
-                                 tuple(self._waiting.backlog(job.model)))
+        predicted = _predict_from(outlook, job, now, tuple(self._waiting.backlog(job.model)))
         if predicted <= bar:
             return
         if cost.prefill_s(job.prompt_tokens) + cost.step_s(1, job.prompt_tokens, 0) > slo:

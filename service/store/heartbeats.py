@@ -56,6 +56,9 @@ def encode_outlook(outlook: RealtimeOutlook) -> str:
     return json.dumps(outlook.as_dict())
 
 
+_OUTLOOK_FIELDS = frozenset(f.name for f in fields(RealtimeOutlook))
+
+
 def decode_outlook(raw: bytes | str | None) -> RealtimeOutlook | None:
     """The outlook back; None when absent or not one. Fields a newer writer added are
     ignored, and those an older writer lacks take their defaults (or, with none, None)."""
@@ -63,8 +66,7 @@ def decode_outlook(raw: bytes | str | None) -> RealtimeOutlook | None:
         body = json.loads(raw) if raw else None
         if not isinstance(body, dict):
             return None
-        known = {f.name for f in fields(RealtimeOutlook)}
-        outlook = RealtimeOutlook(**{k: v for k, v in body.items() if k in known})
+        outlook = RealtimeOutlook(**{k: v for k, v in body.items() if k in _OUTLOOK_FIELDS})
         # JSON brings the backlog back as lists; the outlook holds tuples.
         return replace(outlook, backlog=tuple((str(t), int(q), float(w))
                                               for t, q, w in outlook.backlog))
