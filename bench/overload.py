@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import random
 import sys
@@ -24,7 +25,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import httpx
@@ -56,10 +57,11 @@ class Outcome:
     server_ms: int | None = None  # the API's own time to its response (openai-processing-ms)
     finished: bool = False  # a final chunk (finish_reason) and [DONE]
     error_code: str | None = None  # an error event in the stream, or the refusal's code
+    sent_at: float = 0.0  # time.monotonic() when sent
 
 
 async def one(client: httpx.AsyncClient, base: str, key: str, tier: str) -> Outcome:
-    out = Outcome(tier)
+    out = Outcome(tier, sent_at=time.monotonic())
     t0 = time.perf_counter()
     try:
         async with client.stream("POST", base + "/v1/chat/completions", json=BODY,
@@ -175,6 +177,11 @@ def report(name: str, outs: list[Outcome]) -> None:
         if server:
             print(f"  refusal in the API (openai-processing-ms) p50 {pct(server, 50):.0f} ms, "
                   f"p99 {pct(server, 99):.0f} ms")
+        # When the slowest came tells a stall (all at one moment) from steady queueing.
+        first = min(o.sent_at for o in outs)
+        slow = sorted(refused, key=lambda o: o.latency_s, reverse=True)[:8]
+        print("  slowest refusals (sent at +s: client / API ms): " + ", ".join(
+            f"+{o.sent_at - first:.1f}: {o.latency_s * 1000:.0f} / {o.server_ms}" for o in slow))
 
 
 def explain(database_url: str, tenants: dict[str, uuid.UUID], since: float) -> None:
@@ -243,6 +250,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--sim-speed", type=float, default=1.0)
     parser.add_argument("--slots", type=int, default=4, help="engine slots per worker")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="the sustainable rate, requests/s: skip measuring it (to compare "
+                             "runs at the same arrival rate)")
+    parser.add_argument("--dump", type=Path, default=None,
+                        help="write every request's outcome of the admission-on run as JSON lines")
     parser.add_argument("--on-only", action="store_true",
                         help="skip the run with admission off (measure capacity only)")
     args = parser.parse_args()
@@ -265,7 +277,9 @@ def main() -> None:
         for admission in ("false", "true"):
             stack.env_overrides["FAIRWAY_SLO_ADMISSION"] = admission
             stack.start_api()
-            if admission == "false":
+            if admission == "false" and args.rate:
+                rate = args.rate
+            elif admission == "false":
                 rate = asyncio.run(capacity(stack.base_url, capacity_tenant(
                     stack.base_url, settings), burst=args.slots * args.workers * 6))
                 print(f"sustainable rate: {rate:.2f} requests/s "
@@ -276,6 +290,10 @@ def main() -> None:
             if admission == "false" and args.on_only:
                 stack.kill("api")
                 continue
+            # The client's own full collections would stall every stream it times (as the
+            # service's would; service.store.telemetry.gc_pauses): freeze what set-up made.
+            gc.collect()
+            gc.freeze()
             runs[admission] = asyncio.run(drive(stack.base_url, keys, args.factor * rate,
                                                 args.seconds))
             stack.kill("api")
@@ -284,6 +302,10 @@ def main() -> None:
         if "false" in runs:
             report("admission off", runs["false"])
         report("admission on (default)", runs["true"])
+        if args.dump:
+            first = min(o.sent_at for o in runs["true"])
+            args.dump.write_text("".join(json.dumps({**asdict(o), "sent_at": o.sent_at - first})
+                                         + "\n" for o in runs["true"]))
         explain(servers.database_url, {t: tid for t, (tid, _) in made.items()}, started)
     finally:
         stack.stop()

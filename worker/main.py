@@ -6,6 +6,7 @@ import logging
 import os
 import socket
 
+from celery.signals import worker_ready
 from redis import Redis
 
 from scheduler.cost_profiles import profile
@@ -14,6 +15,7 @@ from service.store import tracing
 from service.store.keys import worker_queue
 from service.store.settings import EngineSettings, Settings
 from service.store.task_queue import make_celery
+from service.store.telemetry.gc_pauses import freeze_startup_heap
 from worker.broker import CONSUMER
 from worker.engine import Engine, SimEngineConfig, VllmEngineConfig, build_engine
 from worker.engine.vllm_guard import PHASE_COST_FIELDS
@@ -96,6 +98,8 @@ def run_worker(settings: Settings) -> None:
     app = make_celery(settings)
     app.conf.worker_consumer = CONSUMER  # reconnects to Redis within 2 s of its return
     register_tasks(app, host)
+    # Once Celery has booted too: a full collection then walks only what came after.
+    worker_ready.connect(lambda **_: freeze_startup_heap("worker"), weak=False)
     concurrency = settings.engine.max_num_seqs + settings.worker.realtime_headroom_slots
     try:
         app.worker_main([

@@ -20,6 +20,7 @@ from service.api.model_routes import router as model_router
 from service.api.openai_routes import router as openai_router
 from service.api.responses_routes import router as responses_router
 from service.api.slo_gate import SloGate
+from service.api.warmup import warm_up
 from service.batches.router import router as batches_router
 from service.files.router import router as files_router
 from service.observability import http as obs_http
@@ -48,6 +49,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                          max_connections=settings.redis_max_connections)
         app.state.catalog = ModelCatalog(settings, app.state.redis)
         app.state.slo_gate = SloGate(app.state.redis)
+        db = async_engine(settings.database_url)
+        await warm_up(db, app.state.redis, connections=db.pool.size())  # type: ignore[attr-defined]
         try:
             yield
         finally:

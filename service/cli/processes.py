@@ -68,11 +68,14 @@ def cmd_api(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.api.app import create_app
+    from service.store.telemetry.gc_pauses import freeze_startup_heap
     from service.store.telemetry.logs import configure_logging
 
     settings = Settings(api=ApiSettings(**_given(port=args.port)))
     configure_logging(settings.logging.level)  # uvicorn's own loggers then log JSON lines too
-    uvicorn.run(create_app(settings), host=settings.api.host, port=settings.api.port,
+    app = create_app(settings)
+    freeze_startup_heap("api")
+    uvicorn.run(app, host=settings.api.host, port=settings.api.port,
                 log_level=settings.logging.level.lower(), access_log=False, log_config=None)
     return 0
 
@@ -82,6 +85,7 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
 
     from scheduler.dispatcher.loop import Dispatcher
     from service.batches.maintenance import BatchMaintenance
+    from service.store.telemetry.gc_pauses import freeze_startup_heap
     from service.store.telemetry.logs import configure_logging
     from service.store.usage import UsageRollup
     from service.webhooks.delivery import WebhookSender
@@ -95,7 +99,9 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     webhooks = WebhookSender(settings)
     try:
         usage = UsageRollup(settings.database_url)
-        Dispatcher(settings, upkeep=[batches.tick, webhooks.tick, usage.tick]).run(stop)
+        dispatcher = Dispatcher(settings, upkeep=[batches.tick, webhooks.tick, usage.tick])
+        freeze_startup_heap("scheduler")
+        dispatcher.run(stop)
     finally:
         webhooks.close()
     return 0

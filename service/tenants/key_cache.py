@@ -12,10 +12,11 @@ and guessing cannot fill the cache.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,7 @@ class KeyCache:
         self.clock = clock
         self.max_entries = max_entries
         self._entries: dict[str, tuple[float, KeyLookup]] = {}
+        self._reading: dict[str, asyncio.Future[KeyLookup | None]] = {}
 
     def get(self, key_hash: str) -> KeyLookup | None:
         entry = self._entries.get(key_hash)
@@ -79,6 +81,33 @@ class KeyCache:
 
     def clear(self) -> None:
         self._entries.clear()
+
+    async def read_once(self, key_hash: str,
+                        read: Callable[[], Awaitable[KeyLookup | None]]) -> KeyLookup | None:
+        """``read()`` the key, unless a read of it is under way: then share that one's answer.
+        A burst on a key not (or no longer) cached would otherwise send one query per request
+        at once (each with its own pooled connection), and they stood in line for ~100s of ms
+        after a start (issue #14). A waiter whose shared read failed reads on its own."""
+        pending = self._reading.get(key_hash)
+        if pending is not None:
+            try:
+                return await asyncio.shield(pending)
+            except Exception:
+                return await read()
+        future: asyncio.Future[KeyLookup | None] = asyncio.get_running_loop().create_future()
+        self._reading[key_hash] = future
+        try:
+            found = await read()
+        except BaseException as exc:
+            future.set_exception(exc if isinstance(exc, Exception) else RuntimeError("cancelled"))
+            future.exception()  # retrieved: no "never retrieved" warning when nobody waits
+            raise
+        finally:
+            self._reading.pop(key_hash, None)
+        if found is not None:
+            self.put(key_hash, found)
+        future.set_result(found)
+        return found
 
     def __len__(self) -> int:
         return len(self._entries)

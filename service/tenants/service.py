@@ -66,23 +66,12 @@ async def authenticate_key(session: AsyncSession, *, clear_key: str, secret: str
     key_hash = hash_key(clear_key, secret)
     found = cache.get(key_hash) if cache is not None else None
     if found is None:
-        row = (await session.execute(
-            select(ApiKey, Tenant).join(Tenant, Tenant.id == ApiKey.tenant_id)
-            .where(ApiKey.key_hash == key_hash)
-        )).first()
-        if row is None:
-            return None  # never cached: a new key works at once, guesses fill nothing
-        found = KeyLookup.of(*row)
-        # Coarse last-used stamp: one write a minute per key is plenty for an admin list.
-        if (found.revoked_at is None and found.suspended_at is None
-                and (found.expires_at is None or found.expires_at > now)
-                and (found.last_used_at is None
-                     or now - found.last_used_at > dt.timedelta(minutes=1))):
-            await session.execute(update(ApiKey).where(ApiKey.id == found.key_id)
-                                  .values(last_used_at=now))
-            await session.commit()
         if cache is not None:
-            cache.put(key_hash, found)
+            found = await cache.read_once(key_hash, lambda: _read_key(session, key_hash, now))
+        else:
+            found = await _read_key(session, key_hash, now)
+        if found is None:
+            return None  # never cached: a new key works at once, guesses fill nothing
     if found.revoked_at is not None:
         return None
     if found.expires_at is not None and found.expires_at <= now:
@@ -90,3 +79,22 @@ async def authenticate_key(session: AsyncSession, *, clear_key: str, secret: str
     if found.suspended_at is not None:
         raise TenantSuspended(found.tenant())
     return found.tenant(), found.key_id
+
+
+async def _read_key(session: AsyncSession, key_hash: str, now: dt.datetime) -> KeyLookup | None:
+    row = (await session.execute(
+        select(ApiKey, Tenant).join(Tenant, Tenant.id == ApiKey.tenant_id)
+        .where(ApiKey.key_hash == key_hash)
+    )).first()
+    if row is None:
+        return None
+    found = KeyLookup.of(*row)
+    # Coarse last-used stamp: one write a minute per key is plenty for an admin list.
+    if (found.revoked_at is None and found.suspended_at is None
+            and (found.expires_at is None or found.expires_at > now)
+            and (found.last_used_at is None
+                 or now - found.last_used_at > dt.timedelta(minutes=1))):
+        await session.execute(update(ApiKey).where(ApiKey.id == found.key_id)
+                              .values(last_used_at=now))
+        await session.commit()
+    return found

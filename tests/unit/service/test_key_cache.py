@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import uuid
 
@@ -51,3 +52,52 @@ def test_each_request_gets_its_own_detached_tenant() -> None:
     one, two = found.tenant(), found.tenant()
     assert one is not two and one.id == two.id == found.tenant_id and one.name == "acme"
     assert one.tier == "standard"
+
+
+def test_a_burst_of_misses_on_one_key_reads_it_once() -> None:
+    cache, found, reads = KeyCache(5.0), lookup(), []
+
+    async def read() -> KeyLookup:
+        reads.append(1)
+        await asyncio.sleep(0.01)
+        return found
+
+    async def burst() -> list[KeyLookup | None]:
+        return list(await asyncio.gather(*(cache.read_once("h", read) for _ in range(10))))
+
+    assert asyncio.run(burst()) == [found] * 10
+    assert len(reads) == 1
+    assert cache.get("h") is found
+
+
+def test_an_unknown_key_is_shared_with_the_burst_but_never_kept() -> None:
+    cache = KeyCache(5.0)
+
+    async def read() -> None:
+        await asyncio.sleep(0.01)
+
+    async def burst() -> list[KeyLookup | None]:
+        return list(await asyncio.gather(*(cache.read_once("h", read) for _ in range(3))))
+
+    assert asyncio.run(burst()) == [None] * 3
+    assert cache.get("h") is None
+
+
+def test_when_the_shared_read_fails_each_waiter_reads_on_its_own() -> None:
+    cache, found, calls = KeyCache(5.0), lookup(), []
+
+    async def read() -> KeyLookup:
+        calls.append(1)
+        await asyncio.sleep(0.01)
+        if len(calls) == 1:
+            raise ConnectionError("the first read's connection dropped")
+        return found
+
+    async def burst() -> list[KeyLookup | BaseException | None]:
+        return list(await asyncio.gather(*(cache.read_once("h", read) for _ in range(3)),
+                                         return_exceptions=True))
+
+    first, *others = asyncio.run(burst())
+    assert isinstance(first, ConnectionError)
+    assert others == [found, found]
+    assert len(calls) == 3
