@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
 from harness import pct  # noqa: E402
 
 from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
-from service.cli.embedded import EmbeddedServers  # noqa: E402
+from service.cli.embedded import EmbeddedServers, free_port  # noqa: E402
 from service.store.migrate import upgrade  # noqa: E402
 from service.store.settings import Settings  # noqa: E402
 from tests.support.stack import Stack, wait_until  # noqa: E402
@@ -93,8 +93,9 @@ async def one(client: httpx.AsyncClient, base: str, key: str, tier: str) -> Outc
     return out
 
 
-async def drive(base: str, keys: dict[str, str], rate: float, seconds: float,
+async def drive(bases: list[str], keys: dict[str, str], rate: float, seconds: float,
                 seed: int = 7) -> list[Outcome]:
+    """Poisson arrivals, each to the next API replica in turn (a round-robin balancer)."""
     rng = random.Random(seed)
     limits = httpx.Limits(max_connections=2000, max_keepalive_connections=200)
     async with httpx.AsyncClient(timeout=300, limits=limits) as client:
@@ -105,6 +106,7 @@ async def drive(base: str, keys: dict[str, str], rate: float, seconds: float,
             t += rng.expovariate(rate)
             await asyncio.sleep(max(0.0, start + t - time.monotonic()))
             tier = rng.choice(list(keys))
+            base = bases[len(tasks) % len(bases)]
             tasks.append(asyncio.create_task(one(client, base, keys[tier], tier)))
         outs = list(await asyncio.gather(*tasks))
         await watch
@@ -243,6 +245,22 @@ def explain(database_url: str, tenants: dict[str, uuid.UUID], since: float) -> N
                       f"when it came")
 
 
+def start_replica(stack: Stack, index: int) -> str:
+    """One more API process of the stack, on a port of its own; returns its base URL."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    stack.spawn(f"api-{index}", ["api", "--port", str(port)])
+    wait_until(lambda: _ready(base), 60, "replica", stack)
+    return base
+
+
+def _ready(base: str) -> bool:
+    try:
+        return httpx.get(base + "/readyz").status_code == 200
+    except httpx.TransportError:  # not listening yet
+        return False
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--factor", type=float, default=4.0)
@@ -253,6 +271,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=None,
                         help="the sustainable rate, requests/s: skip measuring it (to compare "
                              "runs at the same arrival rate)")
+    parser.add_argument("--api-replicas", type=int, default=1,
+                        help="API processes in the admission-on run, each on its own port, "
+                             "requests spread round-robin as a load balancer would")
     parser.add_argument("--dump", type=Path, default=None,
                         help="write every request's outcome of the admission-on run as JSON lines")
     parser.add_argument("--on-only", action="store_true",
@@ -294,9 +315,11 @@ def main() -> None:
             # service's would; service.store.telemetry.gc_pauses): freeze what set-up made.
             gc.collect()
             gc.freeze()
-            runs[admission] = asyncio.run(drive(stack.base_url, keys, args.factor * rate,
-                                                args.seconds))
-            stack.kill("api")
+            bases = [stack.base_url] + [start_replica(stack, i)
+                                        for i in range(1, args.api_replicas)]
+            runs[admission] = asyncio.run(drive(bases, keys, args.factor * rate, args.seconds))
+            for name in [n for n in stack.procs if n.startswith("api")]:
+                stack.kill(name)
         print(f"\narrivals: Poisson at {args.factor:g} x {rate:.2f} = {args.factor * rate:.1f}/s "
               f"for {args.seconds:g} s, half premium, half standard, streamed")
         if "false" in runs:

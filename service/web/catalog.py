@@ -3,6 +3,7 @@ the models clients may name, with the time each was first offered here (``create
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -40,13 +41,22 @@ class ModelCatalog:
         # cannot turn every request into a Redis scan.
         self._miss_refresh = miss_refresh_s
         self._cached: tuple[float, list[str]] = (0.0, [])
+        self._loaded = False
+        self._refreshing: asyncio.Task[list[str]] | None = None  # single flight
         # model -> the capabilities every live worker serving it has (absent: no live worker)
         self._capabilities: dict[str, frozenset[str]] = {}
         self._created: dict[str, int] = {}  # name -> first offered (epoch s); never changes
 
     async def models(self) -> list[str]:
+        """The names, as of at most ``ttl_s`` ago. Once loaded, an older list is returned at
+        once while one background read refreshes it: a request never waits on the scan, and
+        a burst at the TTL's end starts one scan, not one each (they stood in line, issue
+        #14)."""
         at, names = self._cached
         if time.monotonic() - at < self._ttl:
+            return names
+        if self._loaded:
+            self._reading_task()
             return names
         return await self.refresh()
 
@@ -58,6 +68,16 @@ class ModelCatalog:
             return False
         return model in await self.refresh()
 
+    def _reading_task(self) -> asyncio.Task[list[str]]:
+        """The read of the live workers under way, or a new one (single flight)."""
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.create_task(self._read())
+            # Nobody may await a background read: its error (Redis away) is then only
+            # retrieved here, and the next request past the TTL tries again.
+            self._refreshing.add_done_callback(
+                lambda t: None if t.cancelled() else t.exception())
+        return self._refreshing
+
     async def supports(self, model: str, capability: str) -> bool | None:
         """Can the engines serving ``model`` do ``capability``? Only if every live worker
         serving it says so: the dispatcher places a job on any of them. None when no live
@@ -67,6 +87,10 @@ class ModelCatalog:
         return None if capabilities is None else capability in capabilities
 
     async def refresh(self) -> list[str]:
+        """Read the live workers now; a read already under way is shared, not repeated."""
+        return await asyncio.shield(self._reading_task())
+
+    async def _read(self) -> list[str]:
         workers = await live_workers(self._redis)
         capabilities: dict[str, frozenset[str]] = {}
         for worker in workers:
@@ -76,6 +100,7 @@ class ModelCatalog:
         names = sorted(set(capabilities) | {self._configured})
         self._capabilities = capabilities
         self._cached = (time.monotonic(), names)
+        self._loaded = True
         return names
 
     async def created(self, session: AsyncSession, names: list[str]) -> dict[str, int]:

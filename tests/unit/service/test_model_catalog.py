@@ -46,3 +46,23 @@ def test_a_new_model_is_found_at_once_and_misses_are_rate_limited() -> None:
         assert redis.scans == scans + 1
 
     asyncio.run(run())
+
+
+def test_past_the_ttl_a_burst_gets_the_last_list_at_once_and_one_scan_refreshes_it() -> None:
+    async def run() -> None:
+        redis = FakeRedis()
+        redis.beats["fairway:worker:w1"] = json.dumps({"models": ["m1"]})
+        settings = Settings(engine=EngineSettings(served_model_name="base"))
+        catalog = ModelCatalog(settings, redis, ttl_s=0.05)  # type: ignore[arg-type]
+        assert await catalog.models() == ["base", "m1"]
+        redis.beats["fairway:worker:w2"] = json.dumps({"models": ["m2"]})
+        time.sleep(0.06)
+        scans = redis.scans
+        burst = await asyncio.gather(*(catalog.models() for _ in range(10)))
+        assert burst == [["base", "m1"]] * 10  # no request waited on the scan
+        await asyncio.sleep(0)  # the one background read runs
+        await asyncio.sleep(0)
+        assert redis.scans == scans + 1
+        assert await catalog.models() == ["base", "m1", "m2"]
+
+    asyncio.run(run())
