@@ -61,6 +61,7 @@ class KeyCache:
         self.max_entries = max_entries
         self._entries: dict[str, tuple[float, KeyLookup]] = {}
         self._reading: dict[str, asyncio.Future[KeyLookup | None]] = {}
+        self._renewals: dict[str, asyncio.Task[KeyLookup | None]] = {}
 
     def get(self, key_hash: str) -> KeyLookup | None:
         entry = self._entries.get(key_hash)
@@ -106,8 +107,29 @@ class KeyCache:
             self._reading.pop(key_hash, None)
         if found is not None:
             self.put(key_hash, found)
+        else:
+            self._entries.pop(key_hash, None)  # deleted meanwhile
         future.set_result(found)
         return found
+
+    def refresh_ahead(self, key_hash: str,
+                      read: Callable[[], Awaitable[KeyLookup | None]]) -> None:
+        """Past half its TTL, an entry still answers while one background read renews it: a
+        busy key is never read on a request's path (a burst at the TTL's end all waited on
+        that read, behind a busy pool's connections). What is kept is never older than
+        ``ttl_s``, so a revocation still binds within it."""
+        entry = self._entries.get(key_hash)
+        if (entry is None or key_hash in self._renewals or key_hash in self._reading
+                or self.clock() < entry[0] - self.ttl_s / 2):
+            return
+        task = asyncio.get_running_loop().create_task(self.read_once(key_hash, read))
+        self._renewals[key_hash] = task
+        task.add_done_callback(lambda _: self._renewed(key_hash, task))
+
+    def _renewed(self, key_hash: str, task: asyncio.Task[KeyLookup | None]) -> None:
+        self._renewals.pop(key_hash, None)
+        if not task.cancelled():
+            task.exception()  # a failed renewal: the entry expires, the next miss reads it
 
     def __len__(self) -> int:
         return len(self._entries)

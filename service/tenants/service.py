@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 
 from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session
 
 from service.store.models.tenants import ApiKey, Tenant
@@ -58,13 +58,18 @@ async def authenticate(session: AsyncSession, *, clear_key: str, secret: str) ->
 
 
 async def authenticate_key(session: AsyncSession, *, clear_key: str, secret: str,
-                           cache: KeyCache | None = None) -> tuple[Tenant, uuid.UUID] | None:
+                           cache: KeyCache | None = None,
+                           sessions: async_sessionmaker[AsyncSession] | None = None
+                           ) -> tuple[Tenant, uuid.UUID] | None:
     """The tenant and the key's id (jobs record it, for per-key usage), as `authenticate`.
     With a ``cache``, a key looked up within its TTL costs no query (service.tenants.key_cache:
-    a revocation or suspension made elsewhere binds within that TTL)."""
+    a revocation or suspension made elsewhere binds within that TTL); with ``sessions`` too,
+    a busy key's entry is renewed in the background before it expires."""
     now = dt.datetime.now(dt.UTC)
     key_hash = hash_key(clear_key, secret)
     found = cache.get(key_hash) if cache is not None else None
+    if found is not None and cache is not None and sessions is not None:
+        cache.refresh_ahead(key_hash, lambda: _read_key_apart(sessions, key_hash))
     if found is None:
         if cache is not None:
             found = await cache.read_once(key_hash, lambda: _read_key(session, key_hash, now))
@@ -79,6 +84,12 @@ async def authenticate_key(session: AsyncSession, *, clear_key: str, secret: str
     if found.suspended_at is not None:
         raise TenantSuspended(found.tenant())
     return found.tenant(), found.key_id
+
+
+async def _read_key_apart(sessions: async_sessionmaker[AsyncSession],
+                          key_hash: str) -> KeyLookup | None:
+    async with sessions() as session:
+        return await _read_key(session, key_hash, dt.datetime.now(dt.UTC))
 
 
 async def _read_key(session: AsyncSession, key_hash: str, now: dt.datetime) -> KeyLookup | None:

@@ -76,7 +76,8 @@ async def current_tenant(request: Request, session: SessionDep, settings: Settin
     try:
         found = await authenticate_key(session, clear_key=_bearer(request),
                                        secret=settings.secret_key,
-                                       cache=key_cache(request.app.state))
+                                       cache=key_cache(request.app.state),
+                                       sessions=request.app.state.sessionmaker)
     except TenantSuspended as exc:
         raise APIError(403, "Your account is suspended: an administrator suspended this API "
                             "key's tenant. Contact your administrator to restore access.",

@@ -101,3 +101,33 @@ def test_when_the_shared_read_fails_each_waiter_reads_on_its_own() -> None:
     assert isinstance(first, ConnectionError)
     assert others == [found, found]
     assert len(calls) == 3
+
+
+def test_past_half_its_ttl_an_entry_answers_while_one_background_read_renews_it() -> None:
+    clock = Clock()
+    cache, old, new, reads = KeyCache(4.0, clock=clock), lookup(), lookup(), []
+    cache.put("h", old)
+
+    async def read() -> KeyLookup:
+        reads.append(1)
+        await asyncio.sleep(0.01)
+        return new
+
+    async def run() -> None:
+        clock.now = 1.9
+        cache.refresh_ahead("h", read)
+        await asyncio.sleep(0.02)
+        assert reads == []  # not yet half its TTL
+        clock.now = 2.1
+        cache.refresh_ahead("h", read)
+        cache.refresh_ahead("h", read)
+        assert cache.get("h") is old  # answers meanwhile
+        await asyncio.sleep(0.02)
+        assert reads == [1]
+        assert cache.get("h") is new
+        clock.now = 6.0  # renewed at 2.1: kept until 6.1, never older than its TTL
+        assert cache.get("h") is new
+        clock.now = 6.1
+        assert cache.get("h") is None
+
+    asyncio.run(run())

@@ -64,6 +64,7 @@ def test_a_stale_outlook_is_used_while_one_read_refreshes_it(
 
 def test_a_first_or_very_old_outlook_is_read_before_judging(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(slo_gate, "REFRESH_S", 0.005)
     monkeypatch.setattr(slo_gate, "STALE_S", 0.01)
 
     async def run() -> None:
