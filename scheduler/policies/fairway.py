@@ -75,9 +75,12 @@ class FairwayPolicy(SchedulingPolicy):
     ) -> None:
         self._settle(job_id, prompt_tokens, completion_tokens)
         item = self._unassign(job_id, refund=False)
-        if item is not None and item.is_realtime:
+        # 0/0 is unknown usage (a job that failed before its engine ran it): it says nothing
+        # of how large realtime jobs are or how long a tenant's answers run.
+        known = prompt_tokens > 0 or completion_tokens > 0
+        if item is not None and item.is_realtime and known:
             self.admission.note_realtime_done(prompt_tokens, completion_tokens)
-        if item is not None and self.config.length_aware:  # finished, not preempted
+        if item is not None and self.config.length_aware and known:  # finished, not preempted
             done = item.job.generated_tokens
             self.waiting.lengths.observe(
                 item.job.tenant_id, prompt_tokens - done, completion_tokens + done

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scheduler.outlook import door_refusal, predict_new_ttft
-from scheduler.policies import FairwayPolicy
+from scheduler.policies import FairwayConfig, FairwayPolicy
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import Scenario
 from scheduler.types import Reject
@@ -17,8 +17,8 @@ SCENARIOS = Path(__file__).resolve().parents[3] / "bench" / "scenarios"
 BURST, PROMPT = 10, 1000  # 10 x 1000 tokens on 2 workers: 0.5 s of prefill (1e-4 s a token)
 
 
-def _burst_placed() -> FairwayPolicy:
-    policy = FairwayPolicy()
+def _burst_placed(policy: FairwayPolicy | None = None) -> FairwayPolicy:
+    policy = policy or FairwayPolicy()
     for wid in ("w1", "w2"):
         policy.on_worker_heartbeat(worker(wid, slots=16))
     for i in range(BURST):
@@ -80,3 +80,17 @@ def test_the_simulator_reports_first_tokens_as_engines_produce_them() -> None:
                 if s.is_realtime and s.first_token]
     assert decoding, "the run should stop with realtime decoding"
     assert pool.rt_engine_prefill == sum(s.prompt for s in waiting)
+
+
+def test_a_job_that_failed_before_its_engine_ran_teaches_no_sizes() -> None:
+    """A worker reports 0/0 usage for a job it refused (a prompt past the context window):
+    unknown, not an empty job, so the mean realtime size and the tenant's answer lengths
+    keep what they were."""
+    policy = _burst_placed(FairwayPolicy(FairwayConfig(length_aware=True)))
+    for i in (1, 2, 3):  # enough answers of 10 tokens for the tenant's length to be learnt
+        policy.on_job_finished(f"b{i}", policy.worker_of(f"b{i}") or "", PROMPT, 10)
+    sizes, lengths = policy.admission.realtime_size, policy.waiting.lengths
+    before = (sizes.prompt_tokens, sizes.output_tokens, lengths.predict("a", PROMPT, 64))
+    assert before[2] == 10
+    policy.on_job_finished("b0", policy.worker_of("b0") or "", 0, 0)
+    assert (sizes.prompt_tokens, sizes.output_tokens, lengths.predict("a", PROMPT, 64)) == before
