@@ -1,8 +1,9 @@
 """Keep the garbage collector's full passes short in long-lived processes, and time them.
 
 A full (generation 2) collection walks every tracked object. After start-up the API holds
-~165k of them (FastAPI, SQLAlchemy, pydantic, OpenTelemetry), the dispatcher and workers
-~120k, and on this 2-core box one such pass took 100-325 ms: the whole process (GIL) stops,
+~165-175k of them (FastAPI, SQLAlchemy, pydantic, OpenTelemetry), the dispatcher ~150k, a sim
+worker ~120k and a vLLM worker ~725k (torch, vLLM, the tokenizer). On a 2-core box one such
+pass took 100-325 ms in the smaller ones: the whole process (GIL) stops,
 so a refusal at the door, a dispatch decision or a token relay waits behind it. Under
 overload that pause was the p99 of the door's refusal latency (issue #14).
 
