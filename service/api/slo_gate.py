@@ -15,7 +15,6 @@ first token on an idle pool can never be met, whatever the load, so retrying is 
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections import defaultdict, deque
@@ -26,6 +25,7 @@ from redis.exceptions import RedisError
 from scheduler.outlook import RealtimeOutlook, alone_ttft, door_refusal
 from service.store.heartbeats import decode_outlook
 from service.store.keys import outlook_key
+from service.store.single_flight import SingleFlight
 from service.web.errors import APIError
 
 # How stale an outlook this process reuses before reading it again, and judges refusals by
@@ -41,7 +41,7 @@ class SloGate:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
         self._outlooks: dict[str, tuple[float, RealtimeOutlook | None]] = {}
-        self._reading: dict[str, asyncio.Task[RealtimeOutlook | None]] = {}  # single flight
+        self._reading: SingleFlight[str, RealtimeOutlook | None] = SingleFlight()
         # model -> (epoch time, tenant) of each request admitted here, until an outlook has it
         self._admitted: dict[str, deque[tuple[float, str]]] = defaultdict(deque)
 
@@ -92,17 +92,9 @@ class SloGate:
         if cached is not None and now - cached[0] < REFRESH_S:
             return cached[1], True
         if not fresh and cached is not None and now - cached[0] < STALE_S:
-            self._reading_task(model)
+            self._reading.run(model, lambda: self._read(model))
             return cached[1], False
-        return await self._reading_task(model), True
-
-    def _reading_task(self, model: str) -> asyncio.Task[RealtimeOutlook | None]:
-        """The read of the model's outlook under way, or a new one (single flight)."""
-        task = self._reading.get(model)
-        if task is None:
-            task = self._reading[model] = asyncio.create_task(self._read(model))
-            task.add_done_callback(lambda _: self._reading.pop(model, None))
-        return task
+        return await self._reading.run(model, lambda: self._read(model)), True
 
     async def _read(self, model: str) -> RealtimeOutlook | None:
         try:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.store.models.tenants import ApiKey, Tenant
+from service.store.single_flight import SingleFlight
 
 MAX_ENTRIES = 10_000  # distinct live keys remembered at once; the oldest go first
 
@@ -61,7 +62,7 @@ class KeyCache:
         self.max_entries = max_entries
         self._entries: dict[str, tuple[float, KeyLookup]] = {}
         self._reading: dict[str, asyncio.Future[KeyLookup | None]] = {}
-        self._renewals: dict[str, asyncio.Task[KeyLookup | None]] = {}
+        self._renewals: SingleFlight[str, KeyLookup | None] = SingleFlight()
 
     def get(self, key_hash: str) -> KeyLookup | None:
         entry = self._entries.get(key_hash)
@@ -119,17 +120,11 @@ class KeyCache:
         that read, behind a busy pool's connections). What is kept is never older than
         ``ttl_s``, so a revocation still binds within it."""
         entry = self._entries.get(key_hash)
-        if (entry is None or key_hash in self._renewals or key_hash in self._reading
+        if (entry is None or key_hash in self._reading
                 or self.clock() < entry[0] - self.ttl_s / 2):
             return
-        task = asyncio.get_running_loop().create_task(self.read_once(key_hash, read))
-        self._renewals[key_hash] = task
-        task.add_done_callback(lambda _: self._renewed(key_hash, task))
-
-    def _renewed(self, key_hash: str, task: asyncio.Task[KeyLookup | None]) -> None:
-        self._renewals.pop(key_hash, None)
-        if not task.cancelled():
-            task.exception()  # a failed renewal: the entry expires, the next miss reads it
+        # A failed renewal is dropped: the entry expires, and the next miss reads it.
+        self._renewals.run(key_hash, lambda: self.read_once(key_hash, read))
 
     def __len__(self) -> int:
         return len(self._entries)

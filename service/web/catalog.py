@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.store.keys import WORKER_KEY_PATTERN
 from service.store.models.served_models import ServedModel
 from service.store.settings import Settings
+from service.store.single_flight import SingleFlight
 
 
 async def live_workers(redis: Redis) -> list[dict[str, Any]]:
@@ -42,7 +43,7 @@ class ModelCatalog:
         self._miss_refresh = miss_refresh_s
         self._cached: tuple[float, list[str]] = (0.0, [])
         self._loaded = False
-        self._refreshing: asyncio.Task[list[str]] | None = None  # single flight
+        self._reading: SingleFlight[None, list[str]] = SingleFlight()
         # model -> the capabilities every live worker serving it has (absent: no live worker)
         self._capabilities: dict[str, frozenset[str]] = {}
         self._created: dict[str, int] = {}  # name -> first offered (epoch s); never changes
@@ -56,7 +57,7 @@ class ModelCatalog:
         if time.monotonic() - at < self._ttl:
             return names
         if self._loaded:
-            self._reading_task()
+            self._reading.run(None, self._read)  # in the background
             return names
         return await self.refresh()
 
@@ -68,16 +69,6 @@ class ModelCatalog:
             return False
         return model in await self.refresh()
 
-    def _reading_task(self) -> asyncio.Task[list[str]]:
-        """The read of the live workers under way, or a new one (single flight)."""
-        if self._refreshing is None or self._refreshing.done():
-            self._refreshing = asyncio.create_task(self._read())
-            # Nobody may await a background read: its error (Redis away) is then only
-            # retrieved here, and the next request past the TTL tries again.
-            self._refreshing.add_done_callback(
-                lambda t: None if t.cancelled() else t.exception())
-        return self._refreshing
-
     async def supports(self, model: str, capability: str) -> bool | None:
         """Can the engines serving ``model`` do ``capability``? Only if every live worker
         serving it says so: the dispatcher places a job on any of them. None when no live
@@ -88,7 +79,7 @@ class ModelCatalog:
 
     async def refresh(self) -> list[str]:
         """Read the live workers now; a read already under way is shared, not repeated."""
-        return await asyncio.shield(self._reading_task())
+        return await asyncio.shield(self._reading.run(None, self._read))
 
     async def _read(self) -> list[str]:
         workers = await live_workers(self._redis)
