@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import random
 import sys
@@ -37,9 +36,10 @@ if str(ROOT) not in sys.path:
 from harness import pct  # noqa: E402
 
 from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
-from service.cli.embedded import EmbeddedServers, free_port  # noqa: E402
+from service.cli.embedded import EmbeddedServers  # noqa: E402
 from service.store.migrate import upgrade  # noqa: E402
 from service.store.settings import Settings  # noqa: E402
+from service.store.telemetry.gc_pauses import freeze_startup_heap  # noqa: E402
 from tests.support.stack import Stack, wait_until  # noqa: E402
 
 MODEL = "sim-model"
@@ -57,7 +57,7 @@ class Outcome:
     server_ms: int | None = None  # the API's own time to its response (openai-processing-ms)
     finished: bool = False  # a final chunk (finish_reason) and [DONE]
     error_code: str | None = None  # an error event in the stream, or the refusal's code
-    sent_at: float = 0.0  # time.monotonic() when sent
+    sent_at: float = 0.0  # when sent: time.monotonic(), then seconds into the run (drive)
 
 
 async def one(client: httpx.AsyncClient, base: str, key: str, tier: str) -> Outcome:
@@ -110,6 +110,8 @@ async def drive(bases: list[str], keys: dict[str, str], rate: float, seconds: fl
             tasks.append(asyncio.create_task(one(client, base, keys[tier], tier)))
         outs = list(await asyncio.gather(*tasks))
         await watch
+        for out in outs:
+            out.sent_at -= start
         return outs
 
 
@@ -180,10 +182,9 @@ def report(name: str, outs: list[Outcome]) -> None:
             print(f"  refusal in the API (openai-processing-ms) p50 {pct(server, 50):.0f} ms, "
                   f"p99 {pct(server, 99):.0f} ms")
         # When the slowest came tells a stall (all at one moment) from steady queueing.
-        first = min(o.sent_at for o in outs)
         slow = sorted(refused, key=lambda o: o.latency_s, reverse=True)[:8]
         print("  slowest refusals (sent at +s: client / API ms): " + ", ".join(
-            f"+{o.sent_at - first:.1f}: {o.latency_s * 1000:.0f} / {o.server_ms}" for o in slow))
+            f"+{o.sent_at:.1f}: {o.latency_s * 1000:.0f} / {o.server_ms}" for o in slow))
 
 
 def explain(database_url: str, tenants: dict[str, uuid.UUID], since: float) -> None:
@@ -245,22 +246,6 @@ def explain(database_url: str, tenants: dict[str, uuid.UUID], since: float) -> N
                       f"when it came")
 
 
-def start_replica(stack: Stack, index: int) -> str:
-    """One more API process of the stack, on a port of its own; returns its base URL."""
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    stack.spawn(f"api-{index}", ["api", "--port", str(port)])
-    wait_until(lambda: _ready(base), 60, "replica", stack)
-    return base
-
-
-def _ready(base: str) -> bool:
-    try:
-        return httpx.get(base + "/readyz").status_code == 200
-    except httpx.TransportError:  # not listening yet
-        return False
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--factor", type=float, default=4.0)
@@ -311,11 +296,10 @@ def main() -> None:
             if admission == "false" and args.on_only:
                 stack.kill("api")
                 continue
-            # The client's own full collections would stall every stream it times (as the
-            # service's would; service.store.telemetry.gc_pauses): freeze what set-up made.
-            gc.collect()
-            gc.freeze()
-            bases = [stack.base_url] + [start_replica(stack, i)
+            # The client's own full collections would stall every stream it times, as the
+            # service's would: freeze what set-up made.
+            freeze_startup_heap("bench")
+            bases = [stack.base_url] + [stack.start_api_replica(f"api-{i}")
                                         for i in range(1, args.api_replicas)]
             runs[admission] = asyncio.run(drive(bases, keys, args.factor * rate, args.seconds))
             for name in [n for n in stack.procs if n.startswith("api")]:
@@ -326,9 +310,7 @@ def main() -> None:
             report("admission off", runs["false"])
         report("admission on (default)", runs["true"])
         if args.dump:
-            first = min(o.sent_at for o in runs["true"])
-            args.dump.write_text("".join(json.dumps({**asdict(o), "sent_at": o.sent_at - first})
-                                         + "\n" for o in runs["true"]))
+            args.dump.write_text("".join(json.dumps(asdict(o)) + "\n" for o in runs["true"]))
         explain(servers.database_url, {t: tid for t, (tid, _) in made.items()}, started)
     finally:
         stack.stop()

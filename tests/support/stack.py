@@ -81,6 +81,15 @@ class Stack:
         self.spawn("api", ["api", "--port", str(self.port)])
         wait_until(lambda: _http_ok(self.base_url + "/healthz"), 60, "api", self)
 
+    def start_api_replica(self, name: str) -> str:
+        """One more API process on a port of its own (behind a balancer, in production):
+        its base URL once it is ready."""
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        self.spawn(name, ["api", "--port", str(port)])
+        wait_until(lambda: _http_ok(base + "/readyz"), 60, name, self)
+        return base
+
     def start_dispatcher(self, name: str = "scheduler", policy: str = "fairway") -> Proc:
         return self.spawn(name, ["scheduler", "--policy", policy])
 
