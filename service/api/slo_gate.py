@@ -35,6 +35,10 @@ from service.web.errors import APIError
 # since are counted on top (``_admitted``).
 REFRESH_S = 0.2
 STALE_S = 1.0  # how stale one may be used while a fresh read is under way
+# No outlook admits everything, so its absence is looked at again sooner: at start-up the
+# dispatcher publishes its first one moments after the API serves, and a burst in between
+# would otherwise all be admitted on one empty read.
+ABSENT_REFRESH_S = 0.05
 
 
 class SloGate:
@@ -86,12 +90,15 @@ class SloGate:
                        ) -> tuple[RealtimeOutlook | None, bool]:
         """The model's outlook, and whether it is fresh (read in the last REFRESH_S). An older
         one, up to STALE_S, is returned at once while one background read refreshes it (no
-        request waits on Redis to be admitted); ``fresh`` waits for that read instead."""
+        request waits on Redis to be admitted); ``fresh`` waits for that read instead, as does
+        a request after an empty read (which would admit it unjudged)."""
         now = time.monotonic()
         cached = self._outlooks.get(model)
-        if cached is not None and now - cached[0] < REFRESH_S:
+        if cached is not None and now - cached[0] < (
+                REFRESH_S if cached[1] is not None else ABSENT_REFRESH_S):
             return cached[1], True
-        if not fresh and cached is not None and now - cached[0] < STALE_S:
+        if not fresh and cached is not None and cached[1] is not None \
+                and now - cached[0] < STALE_S:
             self._reading.run(model, lambda: self._read(model))
             return cached[1], False
         return await self._reading.run(model, lambda: self._read(model)), True

@@ -11,13 +11,15 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+import redis
 from sqlalchemy import func, select
 
 from service.cli.bootstrap import create_tenant_with_key
 from service.store.db import sync_session
+from service.store.keys import outlook_key
 from service.store.models.jobs import Job
 from service.store.settings import Settings
-from tests.support.stack import Stack, own_stack
+from tests.support.stack import Stack, own_stack, wait_until
 
 MODEL = "sim-model"
 
@@ -27,6 +29,10 @@ def small_pool() -> Iterator[Stack]:
     env = {"FAIRWAY_SERVED_MODEL_NAME": MODEL, "FAIRWAY_MAX_NUM_SEQS": "4",
            "FAIRWAY_HEARTBEAT_SECONDS": "0.5", "FAIRWAY_SIM_SPEED": "0.5"}
     with own_stack("sloadmit", env, workers=("slo-1",)) as stack:
+        # The door judges by the dispatcher's outlook; until its first one, all is admitted.
+        client = redis.Redis.from_url(stack.redis_url)
+        wait_until(lambda: client.exists(outlook_key(MODEL)), 30, "the first outlook", stack)
+        client.close()
         yield stack
 
 

@@ -95,3 +95,21 @@ def test_a_stale_busy_outlook_never_refuses_on_a_pool_gone_quiet(
         assert redis.gets == 2
 
     asyncio.run(run())
+
+
+def test_no_outlook_yet_is_looked_at_again_sooner_than_a_present_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """At start-up the first requests can come before the dispatcher's first outlook; an empty
+    read kept as long as a real one let a whole burst in (CI: nothing was shed)."""
+    monkeypatch.setattr(slo_gate, "ABSENT_REFRESH_S", 0.01)
+
+    async def run() -> None:
+        redis = SlowRedis(None)  # type: ignore[arg-type]
+        gate = SloGate(redis)  # type: ignore[arg-type]
+        assert await gate.check("m", prompt_tokens=50, target_s=1.0) is None  # nothing to judge
+        redis.value = _outlook(200)  # the dispatcher's first outlook: overloaded
+        await asyncio.sleep(0.02)  # past ABSENT_REFRESH_S, well inside REFRESH_S
+        assert await gate.check("m", prompt_tokens=50, target_s=1.0) is not None
+        assert redis.gets == 2
+
+    asyncio.run(run())
