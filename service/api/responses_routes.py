@@ -65,7 +65,6 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
         session, tenant_id=tenant.id, endpoint=RESPONSES_ENDPOINT, model=body.model,
         request=payload, stream=body.stream, max_tokens=max_tokens,
         classification=classification, api_key_id=getattr(request.state, "api_key_id", None)))
-    await session.refresh(job, ["created_at"])  # the database's clock, as GET shows it
     shape = ResponseShape.of(job)
     headers = {"X-Fairway-Job": job.public_id, **admission.headers}
     if body.background:

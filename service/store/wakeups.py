@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import TextClause, text
+from sqlalchemy import ColumnElement, TextClause, func, text
 
 CHANNEL = "fairway_jobs"  # the Postgres NOTIFY channel the dispatcher LISTENs on
 
@@ -116,6 +116,12 @@ def notify(message: Wakeup) -> tuple[TextClause, dict[str, str]]:
     """``session.execute(*notify(msg))``: the NOTIFY, delivered when the transaction commits."""
     return text("SELECT pg_notify(:channel, :payload)"), {"channel": CHANNEL,
                                                          "payload": encode(message)}
+
+
+def notify_expr(message: Wakeup) -> ColumnElement[Any]:
+    """``pg_notify`` as an expression, to ride in another statement (the API's insert: the row
+    and its wake-up in one round trip)."""
+    return func.pg_notify(CHANNEL, encode(message))
 
 
 def notify_all(messages: Iterable[Wakeup]) -> tuple[TextClause, dict[str, Any]]:

@@ -1,0 +1,65 @@
+"""The API's insert of a job (service/jobs/service.py ``create_job``): the row and its NOTIFY
+in one statement, committed, and the dispatcher's channel hears the new job only then (issue
+#16: an ORM flush, a separate NOTIFY and the commit cost the realtime path a round trip and
+the ORM's unit of work)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from typing import Any
+
+import psycopg
+from sqlalchemy import event
+
+from service.jobs.service import create_job
+from service.jobs.tiers import Classification
+from service.store import wakeups
+from service.store.db import async_sessionmaker_for, sync_session
+from service.store.models.jobs import Job, JobKind
+from service.store.settings import to_libpq_url
+
+
+def test_a_job_and_its_wake_up_are_one_statement(database_url: str, make_tenant: Any) -> None:
+    tenant_id, _ = make_tenant()
+    sessionmaker = async_sessionmaker_for(database_url)
+    engine = sessionmaker.kw["bind"].sync_engine
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    listener = psycopg.connect(to_libpq_url(database_url), autocommit=True)
+    listener.execute(f"LISTEN {wakeups.CHANNEL}")
+
+    deadline = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=60)
+
+    async def insert() -> Job:
+        async with sessionmaker() as session:
+            event.listen(engine, "before_cursor_execute", seen)
+            try:
+                return await create_job(
+                    session, tenant_id=tenant_id, endpoint="chat.completions", model="m",
+                    request={"messages": [{"role": "user", "content": "a\u0000b"}]},
+                    stream=True, max_tokens=8,
+                    classification=Classification(JobKind.REALTIME, 0, "default", deadline))
+            finally:
+                event.remove(engine, "before_cursor_execute", seen)
+
+    try:
+        job = asyncio.run(insert())
+        assert len(statements) == 1 and "INSERT INTO jobs" in statements[0]
+        assert "pg_notify" in statements[0]
+        heard = [n.payload for n in listener.notifies(timeout=2, stop_after=1)]
+        assert [wakeups.decode(p) for p in heard] == [wakeups.JobQueued(job.id)]
+    finally:
+        listener.close()
+    assert job.created_at is not None and job.seq is not None  # the database's, returned
+    with sync_session(database_url) as session:
+        row = session.get(Job, job.id)
+        assert row is not None
+        assert (row.status, row.attempt, row.tenant_id, row.created_at, row.seq) == (
+            "queued", 0, tenant_id, job.created_at, job.seq)
+        assert row.preemptions == 0 and row.request["messages"][0]["content"] != "a\u0000b"
+        assert uuid.UUID(str(row.id)) == job.id
