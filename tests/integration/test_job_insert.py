@@ -8,21 +8,34 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
+import pytest
 from sqlalchemy import event
 
+from service.cli.bootstrap import create_tenant_with_key
 from service.jobs.service import create_job
 from service.jobs.tiers import Classification
 from service.store import wakeups
 from service.store.db import async_sessionmaker_for, sync_session
 from service.store.models.jobs import Job, JobKind
-from service.store.settings import to_libpq_url
+from service.store.settings import Settings, to_libpq_url
+from tests.support.services import create_database, drop_database
 
 
-def test_a_job_and_its_wake_up_are_one_statement(database_url: str, make_tenant: Any) -> None:
-    tenant_id, _ = make_tenant()
+@pytest.fixture
+def database_url() -> Iterator[str]:
+    """A database of its own: the shared one's dispatcher would hear of (and keep queued) a
+    job of a model no worker serves."""
+    url = create_database("fairway_insert")
+    yield url
+    drop_database(url)
+
+
+def test_a_job_and_its_wake_up_are_one_statement(database_url: str) -> None:
+    tenant_id, _ = create_tenant_with_key(Settings(database_url=database_url), "insert-probe")
     sessionmaker = async_sessionmaker_for(database_url)
     engine = sessionmaker.kw["bind"].sync_engine
     statements: list[str] = []
