@@ -21,7 +21,7 @@ from worker.checkpoint import preemption_mode
 from worker.engine.base import Engine, EngineRequest
 
 if TYPE_CHECKING:
-    from worker.runner import ClaimedJob
+    from worker.claimed_job import ClaimedJob
 
 log = logging.getLogger("fairway.worker")
 

@@ -10,6 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.types import Assign, JobClass
+from service.store import handoff
+from service.store.job_queries import QueuedJob
+
+# Bodies kept for realtime jobs not yet sent, at most (past it, hand-offs carry none).
+BODIES_MAX = 2_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +26,7 @@ class Placed:
     attempt: int
     job_class: JobClass
     trace: dict[str, str] | None = None  # W3C trace context, for the hand-off message
+    body: handoff.JobBody | None = None  # the engine input the hand-off carries, if any
 
 
 @dataclass(slots=True)
@@ -38,9 +44,19 @@ def placements(assigns: Sequence[Assign]) -> list[tuple[uuid.UUID, str]]:
     return [(uuid.UUID(j), w) for j, w in seen.items()]
 
 
+def carried(job: QueuedJob) -> handoff.JobBody | None:
+    """What a realtime job's hand-off carries for its worker to start the engine while it
+    claims (service.store.handoff): only a fresh job's (no checkpoint to continue from)."""
+    if job.request is None or job.generated_tokens or job.kind != JobClass.REALTIME:
+        return None
+    return handoff.carried_body(job.endpoint, job.request, max_tokens=job.max_tokens,
+                                priority=job.priority, tenant_id=str(job.tenant_id))
+
+
 def plan_sends(assigns: Sequence[Assign], attempts: Mapping[uuid.UUID, int],
                classes: Mapping[str, JobClass],
-               traces: Mapping[str, dict[str, str]] | None = None) -> SendPlan:
+               traces: Mapping[str, dict[str, str]] | None = None,
+               bodies: Mapping[str, handoff.JobBody | None] | None = None) -> SendPlan:
     """Split a pass's assignments by what the claim returned (``attempts``: job -> attempt)
     and by class: realtime goes by hand-off, everything else by Celery. A job the policy did
     not tell us the class of is realtime, as before (the lowest latency path)."""
@@ -53,7 +69,8 @@ def plan_sends(assigns: Sequence[Assign], attempts: Mapping[uuid.UUID, int],
             continue
         done.add(a.job_id)
         job_class = classes.get(a.job_id, JobClass.REALTIME)
+        body = (bodies or {}).get(a.job_id) if attempt == 1 else None
         placed = Placed(a.job_id, a.worker_id, attempt, job_class,
-                        (traces or {}).get(a.job_id))
+                        (traces or {}).get(a.job_id), body)
         (plan.realtime if job_class is JobClass.REALTIME else plan.batch).append(placed)
     return plan

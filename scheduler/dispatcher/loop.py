@@ -16,6 +16,7 @@ import psycopg
 from redis import Redis
 from sqlalchemy.orm import Session
 
+from scheduler.dispatcher import handout
 from scheduler.dispatcher import metrics as sched_obs
 from scheduler.dispatcher.hops import HopTraces
 from scheduler.dispatcher.leader import acquire_leadership, connect, still_leader
@@ -26,8 +27,8 @@ from scheduler.dispatcher.views import job_view, live_beats, worker_view
 from scheduler.interface import SchedulingPolicy
 from scheduler.policies import FairwayConfig, make_policy
 from scheduler.types import Assign, Decision, JobClass, Preempt, Reject
+from service.store import handoff, job_stream, tracing, wakeups
 from service.store import job_queries as store
-from service.store import job_stream, tracing, wakeups
 from service.store.db import sync_session
 from service.store.heartbeats import LeaderBeat, decode_step_clock, encode_outlook
 from service.store.keys import (
@@ -78,6 +79,8 @@ class Dispatcher(Sends):
         )
         self.placed: dict[str, tuple[str, JobClass]] = {}  # job id -> (worker id, class)
         self.classes: dict[str, JobClass] = {}  # queued job id -> class, for placed
+        # Fresh realtime job id -> the engine input its hand-off carries (handout.carried)
+        self.bodies: dict[str, handoff.JobBody] = {}
         self.workers: set[str] = set()
         # Realtime placed whose first token we have not seen: its prefill still queues in the
         # engine, and the policy's TTFT prediction counts it until told (on_first_token).
@@ -200,12 +203,18 @@ class Dispatcher(Sends):
     def _arrived(self, job: store.QueuedJob) -> None:
         view = job_view(job)
         self.classes[view.job_id] = view.job_class
+        body = handout.carried(job)
+        if body is not None and len(self.bodies) < handout.BODIES_MAX:
+            self.bodies[view.job_id] = body
+        else:  # e.g. parked since: its checkpoint is read by the claim
+            self.bodies.pop(view.job_id, None)
         self._realtime_arrived |= view.job_class is JobClass.REALTIME
         self.policy.on_job_arrived(view)
 
     def _release(self, job_id: str, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
         """0/0 usage means unknown: the policy keeps what it charged at assignment."""
         self.hops.forget(job_id)  # e.g. found by a rescan and sent before its NOTIFY was read
+        self.bodies.pop(job_id, None)
         placed = self.placed.pop(job_id, None)
         self.awaiting_first.discard(job_id)
         if placed is not None:
@@ -329,6 +338,7 @@ class Dispatcher(Sends):
     def _reject(self, session: Session, decision: Reject) -> None:
         retry = max(1, round(decision.retry_after_s))
         self.classes.pop(decision.job_id, None)
+        self.bodies.pop(decision.job_id, None)
         self.hops.forget(decision.job_id)
         record_rejection(None, "slo_unattainable")
         message = refusal_message(decision.reason, retry)

@@ -34,6 +34,7 @@ class Sends:
     celery: Any
     hops: HopTraces
     classes: dict[str, JobClass]
+    bodies: dict[str, handoff.JobBody]
     placed: dict[str, tuple[str, JobClass]]
     awaiting_first: set[str]
 
@@ -43,10 +44,11 @@ class Sends:
         sent), then the realtime hand-offs and the preemptions in one Redis pipeline, then the
         batch tasks over one Celery producer."""
         classes = {a.job_id: self.classes.pop(a.job_id, JobClass.REALTIME) for a in assigns}
+        bodies = {a.job_id: self.bodies.pop(a.job_id, None) for a in assigns}
         with self.hops.sending(assigns) as traces:  # the send hops: claim and message
             attempts = store.claim_jobs(session, placements=handout.placements(assigns),
                                         lease_s=self.settings.jobs.lease_seconds) if assigns else {}
-            plan = handout.plan_sends(assigns, attempts, classes, traces)
+            plan = handout.plan_sends(assigns, attempts, classes, traces, bodies)
             for lost in plan.lost:  # cancelled (or claimed) since the policy saw it
                 self.policy.on_job_finished(lost.job_id, lost.worker_id, 0, 0)
             self._send_realtime(session, plan.realtime, preempts)
@@ -63,7 +65,7 @@ class Sends:
             with self.redis.pipeline(transaction=False) as pipe:
                 for job in placed:
                     pipe.xadd(handoff_stream(job.worker_id), handoff.encode(handoff.Handoff(
-                        job.job_id, job.attempt, job.trace)),  # type: ignore[arg-type]
+                        job.job_id, job.attempt, job.trace, job.body)),  # type: ignore[arg-type]
                         maxlen=HANDOFF_MAXLEN, approximate=True)
                 for decision in preempts:  # the victim's room is already free to the policy
                     pipe.publish(control_channel(decision.worker_id),

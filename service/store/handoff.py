@@ -7,23 +7,46 @@ and the attempt is committed before the entry is added, the worker starts the jo
 ``lifecycle.start`` for that attempt (a duplicate or stale entry starts nothing), and a job whose
 worker dies before or after reading its entry is re-queued from its row (the dispatcher's
 dead-worker detection, or the lease).
+
+A fresh job's entry also carries what its engine request is built from (``JobBody``: the
+request as stored, as the dispatcher read it from the row), so the worker starts the engine
+while its claim commits: the claim leaves the time to first token (issue #16). Nothing of the
+job is delivered before the claim is confirmed; a claim that fails aborts the engine request.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# A request larger than this (as JSON) is not carried: its prefill dwarfs the claim, and the
+# dispatcher keeps each carried body in memory until the job is sent.
+BODY_MAX_CHARS = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class JobBody:
+    """A fresh job's engine input, as its row stores it (no checkpoint: a first attempt)."""
+
+    endpoint: str
+    request: dict[str, Any]  # as stored (U+0000 escaped, service.store.nul_codec)
+    max_tokens: int
+    priority: int
+    tenant_id: str
 
 
 @dataclass(frozen=True, slots=True)
 class Handoff:
     """Run this attempt of a claimed realtime job. ``trace``: W3C trace-context headers
-    (``{"traceparent": ..., "tracestate": ...}``) of the job's trace, carried untouched."""
+    (``{"traceparent": ..., "tracestate": ...}``) of the job's trace, carried untouched.
+    ``body``: the job's engine input, when the dispatcher had it (``JobBody``)."""
 
     job_id: str
     attempt: int
     trace: dict[str, str] | None = None
+    body: JobBody | None = None
 
 
 def encode(message: Handoff) -> dict[str, str]:
@@ -31,7 +54,17 @@ def encode(message: Handoff) -> dict[str, str]:
     fields = {"job": message.job_id, "attempt": str(message.attempt)}
     if message.trace:
         fields["trace"] = json.dumps(message.trace, separators=(",", ":"))
+    if message.body is not None:
+        fields["body"] = json.dumps(asdict(message.body), separators=(",", ":"))
     return fields
+
+
+def carried_body(endpoint: str, request: dict[str, Any], *, max_tokens: int, priority: int,
+                 tenant_id: str) -> JobBody | None:
+    """The body a hand-off may carry, or None when the request is too large to."""
+    if len(json.dumps(request, separators=(",", ":"))) > BODY_MAX_CHARS:
+        return None
+    return JobBody(endpoint, request, max_tokens, priority, tenant_id)
 
 
 def decode(fields: Mapping[bytes | str, bytes | str]) -> Handoff | None:
@@ -44,11 +77,27 @@ def decode(fields: Mapping[bytes | str, bytes | str]) -> Handoff | None:
             return None
         attempt = int(plain["attempt"])
         job_id = plain["job"]
+        body = _body(plain["body"]) if "body" in plain else None
     except (KeyError, ValueError):
         return None
     if not job_id or attempt < 1:
         return None
-    return Handoff(job_id, attempt, trace)
+    return Handoff(job_id, attempt, trace, body)
+
+
+def _body(text: str) -> JobBody | None:
+    """A carried body back; one that does not parse is dropped, not the hand-off (the job
+    then starts from its claim's row, as without a body)."""
+    try:
+        raw = json.loads(text)
+        body = JobBody(**raw) if isinstance(raw, dict) else None
+    except (ValueError, TypeError):
+        return None
+    if body is None or not (isinstance(body.request, dict) and isinstance(body.endpoint, str)
+                            and type(body.max_tokens) is int and type(body.priority) is int
+                            and isinstance(body.tenant_id, str)):
+        return None
+    return body
 
 
 def _text(value: bytes | str) -> str:

@@ -41,12 +41,14 @@ class QueuedJob:
     prefix_tokens: int = 0  # the shared prefix's length (estimate), what a cache hit saves
     ttft_target_s: float | None = None  # the tenant's tier's TTFT target (realtime)
     attempt: int = 0  # > 0: it was placed before (a lost worker, an unclaim, a preemption)
+    endpoint: str = ""
+    request: dict[str, Any] | None = None  # as stored: what a realtime hand-off may carry
 
 
 _QUEUED_COLUMNS = (Job.id, Job.seq, Job.tenant_id, Tenant.weight, Job.kind, Job.priority,
                    Job.model, Job.created_at, Job.deadline_at, Job.max_tokens, Job.request,
                    func.coalesce(func.jsonb_array_length(Job.checkpoint_token_ids), 0)
-                   .label("generated"), Tier.ttft_slo_ms, Job.attempt)
+                   .label("generated"), Tier.ttft_slo_ms, Job.attempt, Job.endpoint)
 
 
 def _to_queued(row: Row[Any]) -> QueuedJob:
@@ -61,7 +63,8 @@ def _to_queued(row: Row[Any]) -> QueuedJob:
     return QueuedJob(row.id, row.seq, row.tenant_id, row.weight, row.kind, row.priority,
                      row.model, row.created_at, row.deadline_at, row.max_tokens,
                      max(1, len(body_text) // 4), prefix_key, row.generated, prefix_tokens,
-                     row.ttft_slo_ms / 1000 if row.ttft_slo_ms else None, row.attempt)
+                     row.ttft_slo_ms / 1000 if row.ttft_slo_ms else None, row.attempt,
+                     row.endpoint, request)
 
 
 def fetch_queued(session: Session, *, job_ids: Iterable[uuid.UUID] | None = None,

@@ -48,9 +48,14 @@ def _job(stack: Stack, job_id: uuid.UUID) -> Job:
         return job
 
 
-def _entries(stack: Stack, worker_id: str) -> list[handoff.Handoff | None]:
+def _messages(stack: Stack, worker_id: str) -> list[handoff.Handoff | None]:
     raw = Redis.from_url(stack.redis_url).xrange(handoff_stream(worker_id))
     return [handoff.decode(fields) for _, fields in raw]
+
+
+def _entries(stack: Stack, worker_id: str) -> list[tuple[str, int] | None]:
+    """(job, attempt) of each hand-off entry."""
+    return [(m.job_id, m.attempt) if m else None for m in _messages(stack, worker_id)]
 
 
 def _tenant(stack: Stack) -> str:
@@ -69,7 +74,9 @@ def test_a_realtime_job_arrives_by_hand_off_not_celery(stack: Stack) -> None:
     job_id = uuid.UUID(resp.id.split("-", 1)[1])
     job = _job(stack, job_id)
     assert (job.status, job.attempt, job.worker_id) == ("succeeded", 1, "ho-a")
-    assert handoff.Handoff(str(job_id), 1) in _entries(stack, "ho-a")
+    entry = next(m for m in _messages(stack, "ho-a") if m and m.job_id == str(job_id))
+    assert entry.attempt == 1 and entry.body is not None  # the worker started from its body
+    assert entry.body.request["messages"] == [{"role": "user", "content": "hand me off"}]
     # The worker's Celery consumer received no task for it (it logs each task it receives,
     # with its arguments: "Task fairway.run_job[...] received", args [job id, attempt]).
     log = stack.procs["worker-ho-a"].log_path.read_text(errors="replace").splitlines()
@@ -85,7 +92,7 @@ def test_duplicate_hand_offs_run_the_job_once(stack: Stack) -> None:
     redis = Redis.from_url(stack.redis_url)
     for _ in range(2):  # a replayed entry for the attempt that already ran
         redis.xadd(handoff_stream("ho-a"), handoff.encode(handoff.Handoff(str(job_id), 1)))
-    wait_until(lambda: _entries(stack, "ho-a").count(handoff.Handoff(str(job_id), 1)) == 3, 5,
+    wait_until(lambda: _entries(stack, "ho-a").count((str(job_id), 1)) == 3, 5,
                "entries added")
     since = time.time()
     wait_until(lambda: stack.engine_idle_since("ho-a", since), 10, "a beat after the replay")
@@ -113,7 +120,7 @@ def test_cancel_aborts_a_handed_off_job_on_its_worker(stack: Stack) -> None:
         cancelled = httpx.post(f"{stack.base_url}/v1/jobs/{public_id}/cancel",
                                headers=headers, timeout=10)
         assert cancelled.status_code == 200, cancelled.text
-    assert handoff.Handoff(str(job_id), 1) in _entries(stack, "ho-a")
+    assert (str(job_id), 1) in _entries(stack, "ho-a")
     wait_until(lambda: stack.aborted_on_request("ho-a", job_id), 10, "abort on the worker")
     job = _job(stack, job_id)
     assert job.status == "cancelled" and job.completion_tokens is None
@@ -127,7 +134,7 @@ def test_a_worker_dead_with_its_hand_off_unread_has_the_job_rerun_elsewhere() ->
             future = pool.submit(api.chat.completions.create, model=MODEL, max_tokens=4,
                                  messages=[{"role": "user", "content": "left unread"}])
             wait_until(lambda: len(_entries(stack, "hk-a")) == 1, 10, "hand-off to hk-a")
-            (entry,) = _entries(stack, "hk-a")
+            (entry,) = _messages(stack, "hk-a")
             assert entry is not None and entry.attempt == 1
             assert _job(stack, uuid.UUID(entry.job_id)).status == "assigned"
             stack.kill("worker-hk-a")  # died before reading it

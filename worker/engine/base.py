@@ -19,7 +19,7 @@ Errors convention
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -127,7 +127,7 @@ class Engine(Protocol):
 
     async def start(self) -> None: ...
 
-    def generate(self, request: EngineRequest) -> AsyncIterator[TokenDelta]:
+    def generate(self, request: EngineRequest) -> AsyncGenerator[TokenDelta, None]:
         """Async generator; the last delta has finished=True.
 
         If aborted, the last delta has finish_reason="abort" (or the iterator ends).

@@ -31,7 +31,7 @@ import hashlib
 import heapq
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from worker.engine.base import (
@@ -112,7 +112,7 @@ class SimEngine(SimScheduling):
 
     # ---- public API ------------------------------------------------------------------------
 
-    async def generate(self, request: EngineRequest) -> AsyncIterator[TokenDelta]:
+    async def generate(self, request: EngineRequest) -> AsyncGenerator[TokenDelta, None]:
         if self._task is None or self._task.done():
             raise EngineNotStarted("engine is not running")
         validate_request(request, self.max_model_len,

@@ -37,7 +37,7 @@ def test_a_system_prompt_becomes_prefix_key_and_its_length_estimate() -> None:
     row = SimpleNamespace(
         id=uuid.uuid4(), seq=1, tenant_id=uuid.uuid4(), weight=1.0, kind="realtime",
         priority=1, model="m", created_at=dt.datetime.now(dt.UTC), deadline_at=None,
-        max_tokens=16, generated=0, ttft_slo_ms=500, attempt=0,
+        max_tokens=16, generated=0, ttft_slo_ms=500, attempt=0, endpoint="chat.completions",
         request={"messages": [system, {"role": "user", "content": "hi"}]},
     )
     view = job_view(_to_queued(row))  # type: ignore[arg-type]

@@ -42,3 +42,34 @@ def test_no_trace_field_when_there_is_no_trace() -> None:
 ])
 def test_junk_decodes_to_none(fields: dict[bytes, bytes]) -> None:
     assert handoff.decode(fields) is None
+
+
+BODY = handoff.JobBody("chat.completions", {"messages": [{"role": "user", "content": "a"}]},
+                       16, 0, "6f0c2d43-2f2e-4f4a-9c3e-0d0f5b1c2a33")
+
+
+def test_a_body_round_trips_with_its_hand_off() -> None:
+    message = Handoff(JOB, 1, {"traceparent": "00-x-y-01"}, BODY)
+    fields = {k.encode(): v.encode() for k, v in handoff.encode(message).items()}
+    assert handoff.decode(fields) == message
+    assert "body" not in handoff.encode(Handoff(JOB, 1))
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"[1]", b'{"endpoint": "x"}',
+                                  b'{"endpoint": "x", "request": [], "max_tokens": 1, '
+                                  b'"priority": 0, "tenant_id": "t"}',
+                                  b'{"endpoint": "x", "request": {}, "max_tokens": "1", '
+                                  b'"priority": 0, "tenant_id": "t"}'])
+def test_an_unreadable_body_is_dropped_not_the_hand_off(body: bytes) -> None:
+    """The job then starts from its claim's row, as without a body."""
+    assert handoff.decode({b"job": JOB.encode(), b"attempt": b"3", b"body": body}) == Handoff(
+        JOB, 3)
+
+
+def test_a_large_request_is_not_carried() -> None:
+    small = {"messages": [{"role": "user", "content": "x" * 100}]}
+    large = {"messages": [{"role": "user", "content": "x" * handoff.BODY_MAX_CHARS}]}
+    assert handoff.carried_body("chat.completions", small, max_tokens=1, priority=0,
+                                tenant_id="t") is not None
+    assert handoff.carried_body("chat.completions", large, max_tokens=1, priority=0,
+                                tenant_id="t") is None

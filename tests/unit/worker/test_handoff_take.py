@@ -7,27 +7,31 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from service.store.handoff import Handoff
+from service.store.handoff import Handoff, JobBody
 from service.store.settings import EngineSettings, Settings
 from worker.engine.config import SimEngineConfig
 from worker.engine.sim import SimEngine
 from worker.host import EngineHost
 
 JOB = "0b6f1f3e-5d0c-4f5e-9a43-3c2d1e0f9a11"
+OTHER = "5c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f"
 
 
 class Runner:
     def __init__(self) -> None:
         self.active: dict[str, str] = {}
         self.runs: list[tuple[str, int, Any]] = []
+        self.bodies: list[JobBody | None] = []
 
-    async def run(self, job_id: str, attempt: int, trace: dict[str, str] | None = None) -> str:
+    async def run(self, job_id: str, attempt: int, trace: dict[str, str] | None = None,
+                  body: JobBody | None = None) -> str:
         self.runs.append((job_id, attempt, trace))
+        self.bodies.append(body)
         return "succeeded"
 
 
-def _taken(*messages: Handoff | None, active: dict[str, str] | None = None
-           ) -> list[tuple[str, int, Any]]:
+def _taken(*messages: Handoff | None, active: dict[str, str] | None = None,
+           bodies: list[JobBody | None] | None = None) -> list[tuple[str, int, Any]]:
     host = EngineHost(SimEngine(SimEngineConfig()),
                       Settings(engine=EngineSettings(kind="sim")), "w1")
     runner = Runner()
@@ -42,6 +46,8 @@ def _taken(*messages: Handoff | None, active: dict[str, str] | None = None
     asyncio.run(take())
     host.loop.close()  # the host's own loop, never started here
     assert not host._jobs  # finished tasks are let go
+    if bodies is not None:
+        bodies.extend(runner.bodies)
     return runner.runs
 
 
@@ -54,3 +60,11 @@ def test_the_attempt_running_here_is_not_started_again_but_a_newer_one_is() -> N
     running = {JOB: f"{JOB}:1"}
     assert _taken(Handoff(JOB, 1), active=running) == []
     assert _taken(Handoff(JOB, 2), active=running) == [(JOB, 2, None)]
+
+
+def test_a_carried_body_reaches_the_runner() -> None:
+    body = JobBody("chat.completions", {"messages": []}, 8, 0, "t")
+    bodies: list[JobBody | None] = []
+    assert _taken(Handoff(JOB, 1, None, body), Handoff(OTHER, 1), bodies=bodies) == [
+        (JOB, 1, None), (OTHER, 1, None)]
+    assert bodies == [body, None]

@@ -12,6 +12,7 @@ import pytest
 
 from service.store.heartbeats import STRUCTURED_OUTPUTS
 from service.store.settings import EngineSettings, Settings
+from worker.claimed_job import ClaimedJob
 from worker.engine import vllm_structured
 from worker.engine.base import (
     EngineRequest,
@@ -22,7 +23,7 @@ from worker.engine.base import (
 )
 from worker.engine.sim import SimEngine
 from worker.host import engine_capabilities
-from worker.runner import ClaimedJob, JobRunner
+from worker.runner import JobRunner
 from worker.structured import resume_checkpoint, structured_output
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
