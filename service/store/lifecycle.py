@@ -196,8 +196,16 @@ def requeue_expired(now: dt.datetime) -> Update:
 def requeue_worker(worker_id: str, now: dt.datetime) -> Update:
     """Every job of a worker that stopped heartbeating goes back to the queue now, without
     waiting for the leases: the next attempt continues from the job's last checkpoint. A worker
-    that was only slow finds its writes refused (its attempt no longer owns the job)."""
-    return guarded(JobEvent.REQUEUE, Job.worker_id == worker_id, now=now, values={
+    that was only slow finds its writes refused (its attempt no longer owns the job).
+
+    Rows locked are skipped, not waited for: a worker frozen (SIGSTOP, a stalled VM) inside a
+    write holds its row's lock until it runs again, and waiting for it stopped the whole
+    dispatcher that long. A skipped row goes back with its lease (``requeue_expired``, which
+    skips locked rows too) once the lock is let go."""
+    rule = TRANSITIONS[JobEvent.REQUEUE]
+    gone = (select(Job.id).where(Job.worker_id == worker_id, Job.status.in_(sorted(rule.sources)))
+            .with_for_update(skip_locked=True).cte("gone"))
+    return guarded(JobEvent.REQUEUE, Job.id == gone.c.id, now=now, values={
         "queued_at": now, "lease_expires_at": None, "worker_id": None}).returning(Job.id)
 
 
