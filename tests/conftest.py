@@ -44,6 +44,16 @@ def database_url() -> Iterator[str]:
     drop_database(url)
 
 
+@pytest.fixture
+def private_database_url() -> Iterator[str]:
+    """A database of this test's own, for rows the shared stack's dispatcher must not see (it
+    would queue, re-queue or run them)."""
+    url = create_database("fairway_private")
+    yield url
+    sync_engine(url).dispose()
+    drop_database(url)
+
+
 @pytest.fixture(scope="session")
 def test_redis_url() -> Iterator[str]:
     url = claim_redis_db()

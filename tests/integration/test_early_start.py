@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import psycopg
@@ -27,7 +27,6 @@ from service.store.models.jobs import Job
 from service.store.outages import REDIS, Dependencies
 from service.store.settings import EngineSettings, Settings, to_libpq_url
 from tests.integration.test_job_writes import WORKER, queued_claimed_job, row
-from tests.support.services import create_database, drop_database
 from worker.engine.base import EngineRequest, TokenDelta
 from worker.engine.config import SimEngineConfig
 from worker.engine.sim import SimEngine
@@ -36,12 +35,10 @@ from worker.stream_outbox import StreamOutbox
 
 
 @pytest.fixture
-def database_url() -> Iterator[str]:
+def database_url(private_database_url: str) -> str:
     """A database of its own: a job left assigned here (a failed claim) must not be re-queued
     into the shared stack's queue when its lease ends."""
-    url = create_database("fairway_early")
-    yield url
-    drop_database(url)
+    return private_database_url
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -22,16 +21,13 @@ from service.store import wakeups
 from service.store.db import async_sessionmaker_for, sync_session
 from service.store.models.jobs import Job, JobKind
 from service.store.settings import Settings, to_libpq_url
-from tests.support.services import create_database, drop_database
 
 
 @pytest.fixture
-def database_url() -> Iterator[str]:
+def database_url(private_database_url: str) -> str:
     """A database of its own: the shared one's dispatcher would hear of (and keep queued) a
     job of a model no worker serves."""
-    url = create_database("fairway_insert")
-    yield url
-    drop_database(url)
+    return private_database_url
 
 
 def test_a_job_and_its_wake_up_are_one_statement(database_url: str) -> None:
