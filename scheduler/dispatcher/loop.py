@@ -204,11 +204,15 @@ class Dispatcher(Sends):
     def _arrived(self, job: store.QueuedJob) -> None:
         view = job_view(job)
         self.classes[view.job_id] = view.job_class
-        body = handout.carried(job)
-        if body is not None and len(self.bodies) < handout.BODIES_MAX:
-            self.bodies[view.job_id] = body
-        else:  # e.g. parked since: its checkpoint is read by the claim
-            self.bodies.pop(view.job_id, None)
+        # A body kept from an earlier arrival stands unless the job was parked since (its
+        # checkpoint is then the claim's to read): a rescan re-offers every queued job, and
+        # each body's size check serializes its request.
+        if job.generated_tokens or view.job_id not in self.bodies:
+            body = handout.carried(job)
+            if body is not None and len(self.bodies) < handout.BODIES_MAX:
+                self.bodies[view.job_id] = body
+            else:
+                self.bodies.pop(view.job_id, None)
         self._realtime_arrived |= view.job_class is JobClass.REALTIME
         self.policy.on_job_arrived(view)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 # A request larger than this (as JSON) is not carried: its prefill dwarfs the claim, and the
@@ -54,8 +54,11 @@ def encode(message: Handoff) -> dict[str, str]:
     fields = {"job": message.job_id, "attempt": str(message.attempt)}
     if message.trace:
         fields["trace"] = json.dumps(message.trace, separators=(",", ":"))
-    if message.body is not None:
-        fields["body"] = json.dumps(asdict(message.body), separators=(",", ":"))
+    if message.body is not None:  # not asdict: it would deep-copy the request first
+        b = message.body
+        fields["body"] = json.dumps({"endpoint": b.endpoint, "request": b.request,
+                                     "max_tokens": b.max_tokens, "priority": b.priority,
+                                     "tenant_id": b.tenant_id}, separators=(",", ":"))
     return fields
 
 
