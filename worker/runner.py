@@ -49,6 +49,12 @@ _LAST_EVENT_TYPE = Job.events.op("->", return_type=JSONB)(literal_column("-1")).
     "->>", return_type=String)(literal_column("'type'"))
 
 
+# The claim, built once (service.store.lifecycle, "built once"), with what the attempt needs.
+_CLAIM = lifecycle.START.returning(
+    Job.endpoint, Job.request, Job.max_tokens, Job.priority, Job.checkpoint_token_ids,
+    Job.preempted_at, _LAST_EVENT_TYPE.label("last_event"), *OBSERVED_COLUMNS)
+
+
 # A running job's tokens are checkpointed (with the worker's heartbeat) once this many are new.
 CHECKPOINT_EVERY_TOKENS = 16
 # How long a finished attempt keeps trying to write its result through a Postgres outage.
@@ -182,14 +188,9 @@ class JobRunner(RowStamps):
             async with self.sessionmaker() as session:
                 conn = await session.connection(
                     execution_options={"isolation_level": "AUTOCOMMIT"})
-                return (await conn.execute(
-                    lifecycle.start(job_id, attempt=attempt, worker_id=self.worker_id,
-                                    lease_s=self.settings.jobs.lease_seconds, now=now)
-                    .returning(Job.endpoint, Job.request, Job.max_tokens, Job.priority,
-                               Job.checkpoint_token_ids, Job.preempted_at,
-                               _LAST_EVENT_TYPE.label("last_event"),
-                               *OBSERVED_COLUMNS)
-                )).first()
+                return (await conn.execute(_CLAIM, lifecycle.start_params(
+                    job_id, attempt=attempt, worker_id=self.worker_id,
+                    lease_s=self.settings.jobs.lease_seconds, now=now))).first()
 
         # Through a Postgres outage no longer than the lease: after that the job is re-queued.
         row = await through_outages(start, self.deps,

@@ -29,7 +29,7 @@ from scheduler.policies import FairwayConfig, make_policy
 from scheduler.types import Assign, Decision, JobClass, Preempt, Reject
 from service.store import handoff, job_stream, tracing, wakeups
 from service.store import job_queries as store
-from service.store.db import sync_session
+from service.store.db import sync_autocommit_session, sync_session
 from service.store.heartbeats import LeaderBeat, decode_step_clock, encode_outlook
 from service.store.keys import (
     LEADER_KEY,
@@ -195,8 +195,8 @@ class Dispatcher(Sends):
                     self._next_scan = 0.0
                 case None:
                     log.warning("unreadable wake-up ignored: %.80s", payload)
-        if new_ids:
-            with sync_session(self.settings.database_url) as session:
+        if new_ids:  # one read: no transaction around it
+            with sync_autocommit_session(self.settings.database_url) as session:
                 for job in store.fetch_queued(session, job_ids=new_ids):
                     self._arrived(job)
             self.hops.arrived()
@@ -334,10 +334,13 @@ class Dispatcher(Sends):
             return
         assigns = [d for d in decisions if isinstance(d, Assign)]
         preempts = [d for d in decisions if isinstance(d, Preempt)]
-        with sync_session(self.settings.database_url) as session:
-            self._assign_all(session, assigns, preempts)
-            for decision in decisions:
-                if isinstance(decision, Reject):
+        rejects = [d for d in decisions if isinstance(d, Reject)]
+        if assigns or preempts:  # one claim statement (and an unclaim each if a send fails)
+            with sync_autocommit_session(self.settings.database_url) as session:
+                self._assign_all(session, assigns, preempts)
+        if rejects:
+            with sync_session(self.settings.database_url) as session:
+                for decision in rejects:
                     self._reject(session, decision)
 
     def _reject(self, session: Session, decision: Reject) -> None:

@@ -27,6 +27,7 @@ from service.quotas.admission import (
     reserve_request,
 )
 from service.store import tracing
+from service.store.db import without_transaction
 from service.store.models.jobs import JobKind
 from service.store.models.tenants import Tenant
 from service.store.settings import Settings
@@ -67,6 +68,7 @@ async def admit(request: Request, session: AsyncSession, settings: Settings, ten
         if classification.kind == JobKind.REALTIME:
             this = DoorPolicy(hint.policy, hint.service_tier, estimate_prompt_tokens(payload))
             await _admit_by_slo(gate, this, model, classification, now, tenant, count=False)
+    await without_transaction(session)
     try:
         door = await door_policy(session, tenant=tenant, body=payload)
     except APIError as exc:

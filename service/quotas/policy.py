@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, Select, select
+from sqlalchemy import Row, Select, String, Uuid, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
@@ -24,12 +24,18 @@ class TenantPolicy:
     tpot_slo_ms: int
 
 
-def _policy_query(tenant_id: uuid.UUID, tier: str) -> Select[Any]:
-    return (select(Tier.quotas, Tier.allowed_service_tiers, Tier.ttft_slo_ms, Tier.tpot_slo_ms,
-                   TenantQuota.overrides)
-            .select_from(Tier)
-            .outerjoin(TenantQuota, TenantQuota.tenant_id == tenant_id)
-            .where(Tier.name == tier))
+# Built once, run for every request with its tenant and tier (building it cost more than
+# the lookup; service.store.lifecycle, "built once").
+_POLICY: Select[Any] = (
+    select(Tier.quotas, Tier.allowed_service_tiers, Tier.ttft_slo_ms, Tier.tpot_slo_ms,
+           TenantQuota.overrides)
+    .select_from(Tier)
+    .outerjoin(TenantQuota, TenantQuota.tenant_id == bindparam("p_tenant_id", type_=Uuid()))
+    .where(Tier.name == bindparam("p_tier", type_=String())))
+
+
+def _params(tenant_id: uuid.UUID, tier: str) -> dict[str, Any]:
+    return {"p_tenant_id": tenant_id, "p_tier": tier}
 
 
 def _policy(tier: str, row: Row[Any] | None) -> TenantPolicy:
@@ -43,12 +49,12 @@ async def load_policy(session: AsyncSession, *, tenant_id: uuid.UUID, tier: str)
     # Read per request, not cached: an admin's change must bind the tenant's very next call,
     # on every API process. It is one primary-key lookup. (The tenant's tier itself comes from
     # the key lookup, which other API processes may reuse for FAIRWAY_KEY_CACHE_SECONDS.)
-    return _policy(tier, (await session.execute(_policy_query(tenant_id, tier))).first())
+    return _policy(tier, (await session.execute(_POLICY, _params(tenant_id, tier))).first())
 
 
 def load_policy_sync(session: Session, *, tenant_id: uuid.UUID, tier: str) -> TenantPolicy:
     """The same lookup on a synchronous session (batch ingest runs in a thread)."""
-    return _policy(tier, session.execute(_policy_query(tenant_id, tier)).first())
+    return _policy(tier, session.execute(_POLICY, _params(tenant_id, tier)).first())
 
 
 def resolve_service_tier(requested: str | None, allowed: tuple[str, ...]) -> str | None:

@@ -82,6 +82,16 @@ def async_engine(url: str) -> AsyncEngine:
     return engine
 
 
+async def without_transaction(session: AsyncSession) -> None:
+    """Run ``session``'s statements from here on each as its own transaction (autocommit):
+    for a request whose work is single statements (the door's reads, then the job's insert
+    with its NOTIFY), a transaction around them costs a BEGIN and a COMMIT round trip, and
+    holds a snapshot open across the quota and SLO checks in between."""
+    if session.in_transaction():  # e.g. the key lookup's read (a cache miss)
+        await session.commit()
+    await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+
+
 def async_sessionmaker_for(url: str) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(async_engine(url), expire_on_commit=False)
 
@@ -90,4 +100,14 @@ def async_sessionmaker_for(url: str) -> async_sessionmaker[AsyncSession]:
 def sync_session(url: str) -> Iterator[Session]:
     factory = sessionmaker(sync_engine(url), expire_on_commit=False)
     with factory() as session:
+        yield session
+
+
+@contextmanager
+def sync_autocommit_session(url: str) -> Iterator[Session]:
+    """A session whose statements each commit by themselves, for work that is one statement
+    (or several independent ones): one round trip each, where a transaction adds a BEGIN and
+    a COMMIT or ROLLBACK (1.0 ms -> 0.35 ms a statement here, most of it Python)."""
+    with Session(sync_engine(url).execution_options(isolation_level="AUTOCOMMIT"),
+                 expire_on_commit=False) as session:
         yield session

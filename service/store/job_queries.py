@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, func, select
+from sqlalchemy import ARRAY, Row, Uuid, any_, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from service.store import lifecycle
@@ -67,14 +67,20 @@ def _to_queued(row: Row[Any]) -> QueuedJob:
                      row.endpoint, request)
 
 
+_QUEUED = (select(*_QUEUED_COLUMNS).join(Tenant, Tenant.id == Job.tenant_id)
+           .outerjoin(Tier, Tier.name == Tenant.tier)
+           .where(Job.status == JobStatus.QUEUED).order_by(Job.seq))
+# The read of every new job's NOTIFY, built once (service.store.lifecycle, "built once").
+_QUEUED_BY_ID = _QUEUED.where(Job.id == any_(bindparam("p_job_ids", type_=ARRAY(Uuid()))))
+
+
 def fetch_queued(session: Session, *, job_ids: Iterable[uuid.UUID] | None = None,
                  limit: int = 10_000) -> list[QueuedJob]:
-    query = (select(*_QUEUED_COLUMNS).join(Tenant, Tenant.id == Job.tenant_id)
-             .outerjoin(Tier, Tier.name == Tenant.tier)
-             .where(Job.status == JobStatus.QUEUED).order_by(Job.seq).limit(limit))
     if job_ids is not None:
-        query = query.where(Job.id.in_(list(job_ids)))
-    return [_to_queued(r) for r in session.execute(query)]
+        rows = session.execute(_QUEUED_BY_ID, {"p_job_ids": list(job_ids)})
+    else:
+        rows = session.execute(_QUEUED.limit(limit))
+    return [_to_queued(r) for r in rows]
 
 
 def claim_jobs(session: Session, *, placements: list[tuple[uuid.UUID, str]],
@@ -83,8 +89,9 @@ def claim_jobs(session: Session, *, placements: list[tuple[uuid.UUID, str]],
     for those still queued (a job cancelled or claimed meanwhile is left out)."""
     if not placements:
         return {}
-    now = dt.datetime.now(dt.UTC)
-    rows = session.execute(lifecycle.claim_many(placements, lease_s=lease_s, now=now)).all()
+    params = lifecycle.claim_many_params(placements, lease_s=lease_s,
+                                         now=dt.datetime.now(dt.UTC))
+    rows = session.execute(lifecycle.CLAIM_MANY, params).all()
     session.commit()
     return {r.id: r.attempt for r in rows}
 

@@ -82,6 +82,31 @@ def test_every_write_is_guarded_by_status() -> None:
         assert "jobs.attempt =" in where and "jobs.worker_id =" in where
 
 
+def test_the_statements_built_once_are_the_ones_built_per_call() -> None:
+    """START and CLAIM_MANY (bound parameters, built at import) say what start() and
+    claim_many() say for the same values."""
+    now, jid = dt.datetime.now(dt.UTC), uuid.uuid4()
+    pairs = [(jid, "w"), (uuid.uuid4(), "v")]
+    for built_once, params, per_call in [
+        (lifecycle.START, lifecycle.start_params(jid, attempt=2, worker_id="w", lease_s=5,
+                                                 now=now),
+         lifecycle.start(jid, attempt=2, worker_id="w", lease_s=5, now=now)),
+        (lifecycle.CLAIM_MANY, lifecycle.claim_many_params(pairs, lease_s=5, now=now),
+         lifecycle.claim_many(pairs, lease_s=5, now=now)),
+    ]:
+        once, each = built_once.compile(dialect=postgresql.dialect()), per_call.compile(
+            dialect=postgresql.dialect())
+        # The same values (a value used twice is one parameter built once, two per call).
+        assert {repr(v) for v in once.construct_params(params).values()} == {
+            repr(v) for v in each.params.values()}
+        assert _shape(str(once)) == _shape(str(each))
+
+
+def _shape(sql: str) -> str:
+    """The SQL with its parameter names blanked."""
+    return re.sub(r"%\(\w+\)s", "?", sql)
+
+
 def test_a_narrower_source_set_is_allowed_and_a_wider_one_refused() -> None:
     now = dt.datetime.now(dt.UTC)
     lifecycle.guarded(lifecycle.JobEvent.CANCEL, now=now, sources={JobStatus.QUEUED})
