@@ -47,19 +47,43 @@ from scheduler.policies.workers import kv_need
 from scheduler.types import Decision, JobClass, JobView, Reject
 
 
+# The moving averages' weight once past their first jobs (each of which weighs 1/n).
+SIZE_WEIGHT = 0.05
+
+
 @dataclass(slots=True)
 class ServiceEstimate:
-    """Running means of realtime job sizes, for the slot-wait term."""
+    """Running means of realtime job sizes, for the slot-wait term. The first jobs weigh in
+    fully (1/n, then a 5% moving average), so the estimate leaves its prior after one job,
+    not dozens; and what arrivals ask bounds the answers, which never run past max_tokens:
+    a cold pool's burst of short requests is not judged by a long prior and refused."""
 
     prompt_tokens: float = 256.0
     output_tokens: float = 128.0
+    asked_tokens: float = math.inf  # mean max_tokens of recent realtime arrivals
+    done: int = 0
+    asked: int = 0
 
     def observe(self, prompt_tokens: int, output_tokens: int) -> None:
-        self.prompt_tokens = 0.95 * self.prompt_tokens + 0.05 * prompt_tokens
-        self.output_tokens = 0.95 * self.output_tokens + 0.05 * output_tokens
+        self.done += 1
+        w = max(SIZE_WEIGHT, 1 / self.done)
+        self.prompt_tokens = (1 - w) * self.prompt_tokens + w * prompt_tokens
+        self.output_tokens = (1 - w) * self.output_tokens + w * output_tokens
+
+    def note_asked(self, max_tokens: int) -> None:
+        self.asked += 1
+        if self.asked == 1:
+            self.asked_tokens = float(max_tokens)
+            return
+        w = max(SIZE_WEIGHT, 1 / self.asked)
+        self.asked_tokens = (1 - w) * self.asked_tokens + w * max_tokens
+
+    @property
+    def expected_output(self) -> float:
+        return min(self.output_tokens, self.asked_tokens)
 
     def service_s(self, cost: CostModel, batch: int) -> float:
-        return cost.service_s(int(self.prompt_tokens), int(self.output_tokens), batch)
+        return cost.service_s(int(self.prompt_tokens), int(self.expected_output), batch)
 
 
 def pool_outlook(model: str, pool: Pool, now: float, cost: CostModel, mean: ServiceEstimate,
@@ -67,7 +91,7 @@ def pool_outlook(model: str, pool: Pool, now: float, cost: CostModel, mean: Serv
     """What a new realtime job of the pool would wait behind: the numbers both the policy
     (``predict_ttft``) and the API's door (scheduler.outlook) predict from."""
     batch = max(1, math.ceil(pool.mean_used()))
-    ctx = batch * (int(mean.prompt_tokens) + int(mean.output_tokens) // 2)
+    ctx = batch * (int(mean.prompt_tokens) + int(mean.expected_output) // 2)
     return RealtimeOutlook(
         model=model, at=now, workers=len(pool.workers), slots_total=pool.slots_total,
         rt_load=pool.rt_inflight + pool.rt_queued, rt_queued_prefill=rt_prefill_ahead(pool),
@@ -138,6 +162,8 @@ class Admission:
     def note_arrival(self, job: JobView) -> None:
         if job.job_class is JobClass.REALTIME:
             self._new_realtime.append(job.job_id)
+            if not job.requeued:  # asked once, however often it comes back
+                self.realtime_size.note_asked(job.max_tokens)
         elif job.priority == self.config.flex_priority:
             self._new_flex.append(job.job_id)
 

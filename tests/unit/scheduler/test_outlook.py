@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -36,11 +37,12 @@ def test_the_outlook_predicts_as_the_policy_does(queued: int) -> None:
     for i in range(queued):
         policy.on_job_arrived(_job(i))
     (outlook,) = policy.outlook(100.0)
-    newcomer = _job(999, prompt=200)
+    sizes = replace(policy.admission.realtime_size)  # as the outlook saw them (its ask
+    newcomer = _job(999, prompt=200)                 # moves them, with none queued yet)
     policy.on_job_arrived(newcomer)  # now it is queued, as the policy would judge it
     pool = policy.fleet.pools[MODEL]
     cost = pool.cost or FairwayConfig().default_cost
-    expected = predict_ttft(newcomer, pool, 100.0, cost, policy.admission.realtime_size)
+    expected = predict_ttft(newcomer, pool, 100.0, cost, sizes)
     assert predict_new_ttft(outlook, prompt_tokens=200) == pytest.approx(expected)
 
 
