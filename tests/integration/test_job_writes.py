@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import re
 import uuid
 from typing import Any
 
@@ -54,8 +55,9 @@ class JobUpdates:
         self._engine = engine
 
     def _seen(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.lstrip().upper().startswith("UPDATE JOBS"):
-            self.statements.append(statement.split(" WHERE ")[0])
+        # A plain UPDATE, or one inside a CTE (the end write rides with its NOTIFY).
+        if re.match(r"\s*(WITH\s+\w+\s+AS\s*\()?\s*UPDATE\s+jobs", statement, re.I):
+            self.statements.append(" ".join(statement.split()))
 
     def close(self) -> None:
         event.remove(self._engine, "before_cursor_execute", self._seen)
@@ -105,6 +107,7 @@ def test_a_short_job_is_written_twice_by_its_worker(database_url, test_redis_url
                                      stamp_s=stamp_s))
     # start + end; stamping at once (0) is the old way: start + first token + end.
     assert len(statements) == (2 if stamp_s else 3), statements
+    assert "pg_notify" in statements[-1]  # the end's wake-up rides in the end write
     job = row(database_url, job_id)
     assert job.status == "succeeded" and job.completion_tokens == 4
     assert job.first_token_at is not None
