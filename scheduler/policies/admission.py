@@ -46,7 +46,6 @@ from scheduler.policies.waiting import WaitingJobs
 from scheduler.policies.workers import kv_need
 from scheduler.types import Decision, JobClass, JobView, Reject
 
-
 # The moving averages' weight once past their first jobs (each of which weighs 1/n).
 SIZE_WEIGHT = 0.05
 

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from redis.asyncio import Redis
-from sqlalchemy import insert, select
+from sqlalchemy import String, bindparam, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.jobs.tiers import Classification
@@ -21,6 +21,18 @@ from service.store.nul_codec import result_text
 from service.store.response_events import record_response_end_async
 
 log = logging.getLogger("fairway.jobs")
+
+# The columns the API's insert sets (the rest take their defaults), and the insert with its
+# NOTIFY built once with bound parameters: building the INSERT and its cache key per request
+# cost more than its round trip (service.store.lifecycle, "built once").
+_CREATE_COLUMNS = ("id", "tenant_id", "api_key_id", "kind", "service_tier", "priority",
+                   "endpoint", "model", "request", "stream", "max_tokens", "deadline_at",
+                   "status", "attempt")
+_CREATED = insert(Job).values({
+    key: bindparam(f"p_{key}", type_=Job.__table__.c[key].type) for key in _CREATE_COLUMNS
+}).returning(Job.created_at, Job.seq).cte("created")
+_CREATE_AND_NOTIFY = select(_CREATED.c.created_at, _CREATED.c.seq, func.pg_notify(
+    wakeups.CHANNEL, bindparam("p_wakeup", type_=String()))).select_from(_CREATED)
 
 
 async def create_job(
@@ -58,12 +70,9 @@ async def create_job(
         api_key_id=api_key_id,
     )
     with tracing.span("fairway.api.insert"):  # the dispatcher's hops continue this span
-        created = insert(Job).values(lifecycle.insert_values(job)).returning(
-            Job.created_at, Job.seq).cte("created")
-        row = (await session.execute(select(
-            created.c.created_at, created.c.seq,
-            wakeups.notify_expr(wakeups.JobQueued(job.id, tracing.traceparent())),
-        ).select_from(created))).one()
+        params = {f"p_{key}": getattr(job, key) for key in _CREATE_COLUMNS}
+        params["p_wakeup"] = wakeups.encode(wakeups.JobQueued(job.id, tracing.traceparent()))
+        row = (await session.execute(_CREATE_AND_NOTIFY, params)).one()
         await session.commit()
     job.created_at, job.seq = row.created_at, row.seq
     # Links the request (its request_id is on the line, from the log context) to the job id

@@ -148,12 +148,6 @@ def new_job(**fields: Any) -> Job:
     return Job(**fields, status=TRANSITIONS[JobEvent.CREATE].target, attempt=0)
 
 
-def insert_values(job: Job) -> dict[str, Any]:
-    """A new job's column values for a Core INSERT (columns left unset take their defaults)."""
-    return {column.key: value for column in Job.__table__.columns
-            if (value := getattr(job, column.key, None)) is not None}
-
-
 # Batch lines arrive by COPY (service.batches.ingest): the columns, and each row's status part.
 COPY_COLUMNS = ("id", "tenant_id", "kind", "service_tier", "priority", "endpoint", "model",
                 "request", "stream", "max_tokens", "deadline_at", "status", "attempt",
