@@ -57,6 +57,10 @@ def _door(monkeypatch: pytest.MonkeyPatch, gate: FakeGate, quota_error: APIError
             calls.append("refund")
         return SimpleNamespace(refund=refund)
 
+    async def no_session(session: Any) -> None:  # no database here: the reads are faked
+        return None
+
+    monkeypatch.setattr(door, "without_transaction", no_session)
     monkeypatch.setattr(door, "door_policy", fake_policy)
     monkeypatch.setattr(door, "reserve_request", fake_reserve)
     monkeypatch.setattr(door, "quota_store", lambda state: None)
