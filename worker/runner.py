@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from redis.asyncio import Redis
-from sqlalchemy import Row, String, literal_column, select
+from sqlalchemy import Row, String, literal_column
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -29,6 +29,7 @@ from service.store.telemetry.logfmt import bind_job
 from worker.accounting import account_job_end
 from worker.checkpoint import park_job
 from worker.claimed_job import ClaimedJob, ClaimLost, Progress, StaleBody, confirm
+from worker.end_write import end_statement
 from worker.engine.base import Engine, EngineError, EngineRequest, SamplingSpec
 from worker.metrics import observe_job
 from worker.stamps import RowStamps
@@ -353,18 +354,16 @@ class JobRunner(RowStamps):
         prompt = int(values.get("prompt_tokens") or 0)
         completion = int(values.get("completion_tokens") or 0)
 
-        # The row and the dispatcher's wake-up in one statement (a Core one: the ORM's bulk
-        # UPDATE machinery cost more than the round trip); pg_notify runs only if the row
-        # was this attempt's to end.
-        ended = lifecycle.end(job.job_id, attempt=job.attempt, worker_id=self.worker_id,
-                              succeeded=succeeded, values=values, now=now).cte("ended")
-        statement = select(ended, wakeups.notify_expr(wakeups.JobEnded(
-            job.job_id, self.worker_id, prompt, completion)).label("notified")
-        ).select_from(ended)
+        # The row and its wake-up in one Core statement, built once (worker.end_write).
+        statement, params = end_statement(
+            job.job_id, attempt=job.attempt, worker_id=self.worker_id, succeeded=succeeded,
+            values=values, now=now,
+            wakeup=wakeups.JobEnded(job.job_id, self.worker_id, prompt, completion))
 
         async def write() -> Row[Any] | None:
             async with self.sessionmaker() as session:
-                row = (await (await session.connection()).execute(statement)).first()
+                conn = await session.connection()
+                row: Row[Any] | None = (await conn.execute(statement, params)).first()
                 if row is not None:
                     await account_job_end(self.redis, job_id=row.id,
                                           tenant_id=row.tenant_id, values=values)

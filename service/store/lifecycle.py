@@ -304,8 +304,8 @@ def park(job_id: uuid.UUID, *, attempt: int, worker_id: str, generated_ids: list
                    values=values).returning(Job.id)
 
 
-def end(job_id: uuid.UUID, *, attempt: int, worker_id: str, succeeded: bool,
-        values: Mapping[str, Any], now: dt.datetime) -> Update:
+def end(job_id: Value, *, attempt: Value, worker_id: Value, succeeded: bool,
+        values: Mapping[str, Any], now: Value) -> Update:
     """running -> succeeded | failed: the attempt's final write, only while it owns the job
     (``values`` carries ``first_token_at`` when the attempt's own stamp may not have been
     written: a short job's first token costs no write of its own). RETURNING what usage
