@@ -4,6 +4,7 @@ collector needed.
 
     python bench/hop_latency.py [--engine sim|vllm] [--idle 40] [--load 200]
                                 [--concurrency 16] [--workers 2] [--sim-speed inf]
+                                [--no-tracing]
 
 A private stack (embedded Postgres and Redis, as bench/control_plane.py), then streamed
 realtime chat requests: `--idle` one after another, then `--load` from `--concurrency` clients
@@ -183,6 +184,8 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=64, help="engine slots per worker")
     parser.add_argument("--max-tokens", type=int, default=4)
     parser.add_argument("--sim-speed", default="inf", help="FAIRWAY_SIM_SPEED of sim workers")
+    parser.add_argument("--no-tracing", action="store_true",
+                        help="tracing off (its own cost out of the TTFT): client TTFT only")
     parser.add_argument("--keep", action="store_true",
                         help="keep the data directory (spans, per-trace hops) afterwards")
     args = parser.parse_args()
@@ -193,7 +196,9 @@ def main() -> None:
     upgrade(servers.database_url)
     global MODEL
     env = {"FAIRWAY_MAX_NUM_SEQS": str(args.slots), "FAIRWAY_LOG_LEVEL": "WARNING",
-           "FAIRWAY_METRICS_ENABLED": "false", "FAIRWAY_OTEL_SPANS_DIR": str(spans_dir)}
+           "FAIRWAY_METRICS_ENABLED": "false"}
+    if not args.no_tracing:
+        env["FAIRWAY_OTEL_SPANS_DIR"] = str(spans_dir)
     if args.engine == "sim":
         env |= {"FAIRWAY_SERVED_MODEL_NAME": MODEL, "FAIRWAY_SIM_SPEED": args.sim_speed}
     else:  # the default model (SmolLM2-135M), a small KV cache as the e2e tests use
@@ -212,7 +217,8 @@ def main() -> None:
         engine = (f"sim engine, FAIRWAY_SIM_SPEED={args.sim_speed}" if args.engine == "sim"
                   else f"vLLM engine ({MODEL})")
         print(f"stack: 1 API, 1 dispatcher, {args.workers} workers x {args.slots} slots, "
-              f"{engine}; streamed chat, max_tokens {args.max_tokens}; tracing on (files)")
+              f"{engine}; streamed chat, max_tokens {args.max_tokens}; tracing "
+              f"{'off' if args.no_tracing else 'on (files)'}")
         phases = [(Phase("idle"), args.idle, 1)]
         if args.load:
             phases.append((Phase(f"load c={args.concurrency}"), args.load, args.concurrency))
@@ -220,6 +226,12 @@ def main() -> None:
             asyncio.run(run_phase(stack.base_url, key, phase, total, concurrency,
                                   args.max_tokens))
             time.sleep(0.3)
+        if args.no_tracing:
+            for p, _, _ in phases:
+                print(f"{p.name}: client TTFT p50 {pct(p.client_ttft_ms, 50):.2f} ms, p99 "
+                      f"{pct(p.client_ttft_ms, 99):.2f} ms ({len(p.client_ttft_ms)} requests, "
+                      f"{p.failed} failed)")
+            return
         time.sleep(2.0)  # the processes export every 0.5 s
         results = [(p, *phase_hops(spans_dir, p)) for p, _, _ in phases]
         print_table(results)
