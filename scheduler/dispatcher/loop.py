@@ -87,6 +87,7 @@ class Dispatcher(Sends):
         self.awaiting_first: set[str] = set()
         self._next_first_tokens = 0.0
         self._incarnations: dict[str, object] = {}  # worker id -> the process we last heard
+        self._all_silent_since: float | None = None  # every worker's key gone, since when
         self._next_maintenance = 0.0
         self._next_scan = 0.0
         self._next_outlook = 0.0
@@ -245,6 +246,8 @@ class Dispatcher(Sends):
     def _refresh_workers(self) -> None:
         keys = list(self.redis.scan_iter(match=WORKER_KEY_PATTERN, count=500))
         beats = [json.loads(v) for v in self.redis.mget(keys) if v] if keys else []
+        if self._pool_went_silent(beats):
+            return
         # A worker that missed a few beats while others beat is dead to us (its key outlives
         # it a while).
         beats = live_beats(beats, silence_s=self.settings.dispatcher.dead_worker_after_beats
@@ -266,6 +269,22 @@ class Dispatcher(Sends):
             self._worker_lost(gone)
         self.workers = seen
         self._refresh_step_clocks()
+
+    def _pool_went_silent(self, beats: list[dict[str, object]]) -> bool:
+        """True while every worker's heartbeat key is gone at once, for up to a lease: a box
+        too busy to beat (a lone worker in a long CPU prefill let its key expire, and its jobs
+        were re-run from their checkpoints) or a Redis that lost its keys. As ``live_beats``
+        leaves a pool that went silent together, its jobs are left to their leases; re-queuing
+        them would only repeat work that no other worker is there to take."""
+        if beats or not self.workers:
+            self._all_silent_since = None
+            return False
+        now = time.monotonic()
+        if self._all_silent_since is None:
+            self._all_silent_since = now
+            log.warning("no worker heartbeat at all (%d worker(s) known); leaving their jobs "
+                        "to their leases", len(self.workers))
+        return now - self._all_silent_since < self.settings.jobs.lease_seconds
 
     def _worker_lost(self, worker_id: str, why: str = "missed its heartbeats") -> None:
         """Its jobs go back to the queue at once (not when their leases run out), so a
