@@ -15,11 +15,10 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import DateTime, Integer, Select, String, Uuid, bindparam, func, select
+from sqlalchemy import ColumnElement, Select, Update, select
 from sqlalchemy.sql import ClauseElement
 
 from service.store import lifecycle, wakeups
-from service.store.models.jobs import Job
 
 
 def end_statement(job_id: uuid.UUID, *, attempt: int, worker_id: str, succeeded: bool,
@@ -28,23 +27,23 @@ def end_statement(job_id: uuid.UUID, *, attempt: int, worker_id: str, succeeded:
     """The statement and its parameters: the row ended as ``lifecycle.end`` says, RETURNING
     its columns and ``notified``; no row if the attempt no longer owns the job."""
     if any(isinstance(v, ClauseElement) for v in values.values()):
-        ended = lifecycle.end(job_id, attempt=attempt, worker_id=worker_id,
-                              succeeded=succeeded, values=values, now=now).cte("ended")
-        return select(ended, wakeups.notify_expr(wakeup).label("notified")).select_from(
-            ended), {}
-    params = {f"p_{key}": value for key, value in values.items()}
-    params |= {"p_job_id": job_id, "p_attempt": attempt, "p_worker_id": worker_id,
-               "p_now": now, "p_wakeup": wakeups.encode(wakeup)}
+        return _with_wakeup(lifecycle.end(job_id, attempt=attempt, worker_id=worker_id,
+                                          succeeded=succeeded, values=values, now=now),
+                            wakeups.notify_expr(wakeup)), {}
+    params = wakeups.notify_params(wakeup)
+    params |= lifecycle.owner_params(job_id, attempt=attempt, worker_id=worker_id, now=now)
+    params |= {f"p_{key}": value for key, value in values.items()}
     return _built(succeeded, tuple(sorted(values))), params
 
 
 @functools.lru_cache(maxsize=32)
 def _built(succeeded: bool, keys: tuple[str, ...]) -> Select[Any]:
-    columns = Job.__table__.c
-    ended = lifecycle.end(
-        bindparam("p_job_id", type_=Uuid()), attempt=bindparam("p_attempt", type_=Integer()),
-        worker_id=bindparam("p_worker_id", type_=String()), succeeded=succeeded,
-        values={key: bindparam(f"p_{key}", type_=columns[key].type) for key in keys},
-        now=bindparam("p_now", type_=DateTime(timezone=True))).cte("ended")
-    return select(ended, func.pg_notify(wakeups.CHANNEL, bindparam(
-        "p_wakeup", type_=String())).label("notified")).select_from(ended)
+    return _with_wakeup(lifecycle.end(
+        lifecycle.P_JOB_ID, attempt=lifecycle.P_ATTEMPT, worker_id=lifecycle.P_WORKER_ID,
+        succeeded=succeeded, values={key: lifecycle.column_param(key) for key in keys},
+        now=lifecycle.P_NOW), wakeups.NOTIFY)
+
+
+def _with_wakeup(end: Update, notify: ColumnElement[Any]) -> Select[Any]:
+    ended = end.cte("ended")
+    return select(ended, notify.label("notified")).select_from(ended)

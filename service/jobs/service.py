@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from redis.asyncio import Redis
-from sqlalchemy import String, bindparam, func, insert, select
+from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.jobs.tiers import Classification
@@ -28,11 +28,10 @@ log = logging.getLogger("fairway.jobs")
 _CREATE_COLUMNS = ("id", "tenant_id", "api_key_id", "kind", "service_tier", "priority",
                    "endpoint", "model", "request", "stream", "max_tokens", "deadline_at",
                    "status", "attempt")
-_CREATED = insert(Job).values({
-    key: bindparam(f"p_{key}", type_=Job.__table__.c[key].type) for key in _CREATE_COLUMNS
-}).returning(Job.created_at, Job.seq).cte("created")
-_CREATE_AND_NOTIFY = select(_CREATED.c.created_at, _CREATED.c.seq, func.pg_notify(
-    wakeups.CHANNEL, bindparam("p_wakeup", type_=String()))).select_from(_CREATED)
+_CREATED = insert(Job).values({key: lifecycle.column_param(key) for key in _CREATE_COLUMNS}
+                               ).returning(Job.created_at, Job.seq).cte("created")
+_CREATE_AND_NOTIFY = select(_CREATED.c.created_at, _CREATED.c.seq, wakeups.NOTIFY
+                            ).select_from(_CREATED)
 
 
 async def create_job(
@@ -71,7 +70,7 @@ async def create_job(
     )
     with tracing.span("fairway.api.insert"):  # the dispatcher's hops continue this span
         params = {f"p_{key}": getattr(job, key) for key in _CREATE_COLUMNS}
-        params["p_wakeup"] = wakeups.encode(wakeups.JobQueued(job.id, tracing.traceparent()))
+        params |= wakeups.notify_params(wakeups.JobQueued(job.id, tracing.traceparent()))
         row = (await session.execute(_CREATE_AND_NOTIFY, params)).one()
         await session.commit()
     job.created_at, job.seq = row.created_at, row.seq

@@ -56,6 +56,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.sql.elements import BindParameter
 
 from service.store.models.jobs import Job, JobStatus
 from service.store.usage import CURRENT_XID
@@ -255,8 +256,8 @@ def _start(job_id: Value, attempt: Value, worker_id: Value, *, now: Value,
 def start_params(job_id: uuid.UUID, *, attempt: int, worker_id: str, lease_s: float,
                  now: dt.datetime) -> dict[str, Any]:
     """The values of ``START`` for ``start``'s arguments."""
-    return {"p_job_id": job_id, "p_attempt": attempt, "p_worker_id": worker_id, "p_now": now,
-            "p_lease_until": now + dt.timedelta(seconds=lease_s)}
+    return owner_params(job_id, attempt=attempt, worker_id=worker_id, now=now) | {
+        "p_lease_until": now + dt.timedelta(seconds=lease_s)}
 
 
 def first_token(job_id: uuid.UUID, *, attempt: int, now: dt.datetime) -> Update:
@@ -355,12 +356,28 @@ def append_events(*events: dict[str, Any]) -> ColumnElement[Any]:
 
 # -- built once --------------------------------------------------------------------------------
 # The writes made for every realtime job, built once with bound parameters and executed with
-# each call's values (``start_params``, ``claim_many_params``): building an UPDATE and its
-# cache key cost SQLAlchemy ~0.4 ms, more than the statement's round trip to Postgres.
-_NOW = bindparam("p_now", type_=DateTime(timezone=True))
+# each call's values (``start_params``, ``claim_many_params``; worker.end_write and the API's
+# insert build theirs from the same parameters): building an UPDATE and its cache key cost
+# SQLAlchemy ~0.4 ms, more than the statement's round trip to Postgres.
+P_JOB_ID = bindparam("p_job_id", type_=Uuid())
+P_ATTEMPT = bindparam("p_attempt", type_=Integer())
+P_WORKER_ID = bindparam("p_worker_id", type_=String())
+P_NOW = bindparam("p_now", type_=DateTime(timezone=True))
 _LEASE_UNTIL = bindparam("p_lease_until", type_=DateTime(timezone=True))
-START = _start(bindparam("p_job_id", type_=Uuid()), bindparam("p_attempt", type_=Integer()),
-               bindparam("p_worker_id", type_=String()), now=_NOW, lease_until=_LEASE_UNTIL)
+
+
+def column_param(key: str) -> BindParameter[Any]:
+    """The bound parameter ``p_<key>``, typed as the ``jobs`` column ``key``."""
+    return bindparam(f"p_{key}", type_=Job.__table__.c[key].type)
+
+
+def owner_params(job_id: uuid.UUID, *, attempt: int, worker_id: str,
+                 now: dt.datetime) -> dict[str, Any]:
+    """The values of P_JOB_ID, P_ATTEMPT, P_WORKER_ID and P_NOW."""
+    return {"p_job_id": job_id, "p_attempt": attempt, "p_worker_id": worker_id, "p_now": now}
+
+
+START = _start(P_JOB_ID, P_ATTEMPT, P_WORKER_ID, now=P_NOW, lease_until=_LEASE_UNTIL)
 CLAIM_MANY = _claim_many(bindparam("p_job_ids", type_=ARRAY(Uuid())),
                          bindparam("p_worker_ids", type_=ARRAY(String())),
-                         now=_NOW, lease_until=_LEASE_UNTIL)
+                         now=P_NOW, lease_until=_LEASE_UNTIL)

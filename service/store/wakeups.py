@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, TextClause, func, text
+from sqlalchemy import ColumnElement, String, TextClause, bindparam, func, text
 
 CHANNEL = "fairway_jobs"  # the Postgres NOTIFY channel the dispatcher LISTENs on
 
@@ -119,9 +119,18 @@ def notify(message: Wakeup) -> tuple[TextClause, dict[str, str]]:
 
 
 def notify_expr(message: Wakeup) -> ColumnElement[Any]:
-    """``pg_notify`` as an expression, to ride in another statement (the API's insert: the row
-    and its wake-up in one round trip)."""
+    """``pg_notify`` as an expression, to ride in another statement built per call."""
     return func.pg_notify(CHANNEL, encode(message))
+
+
+# ``pg_notify`` as an expression with the message bound as ``p_wakeup`` (``notify_params``),
+# to ride in a statement built once: the API's insert and a worker's end write each carry
+# their wake-up in the same round trip.
+NOTIFY = func.pg_notify(CHANNEL, bindparam("p_wakeup", type_=String()))
+
+
+def notify_params(message: Wakeup) -> dict[str, str]:
+    return {"p_wakeup": encode(message)}
 
 
 def notify_all(messages: Iterable[Wakeup]) -> tuple[TextClause, dict[str, Any]]:
