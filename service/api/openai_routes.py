@@ -86,7 +86,7 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
         session, tenant_id=tenant.id, endpoint="chat.completions" if chat else "completions",
         model=body.model, request=payload,
         stream=body.stream, max_tokens=max_tokens, classification=classification,
-        api_key_id=getattr(request.state, "api_key_id", None)))
+        api_key_id=getattr(request.state, "api_key_id", None), job_id=admission.ticket))
     builder = ShapeBuilder(chat=chat, public_id=("chatcmpl-" if chat else "cmpl-") + job.id.hex,
                            created=int(now.timestamp()), model=body.model,
                            service_tier=classification.service_tier)

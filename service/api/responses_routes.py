@@ -64,7 +64,8 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
     job = await admission.guard(create_job(
         session, tenant_id=tenant.id, endpoint=RESPONSES_ENDPOINT, model=body.model,
         request=payload, stream=body.stream, max_tokens=max_tokens,
-        classification=classification, api_key_id=getattr(request.state, "api_key_id", None)))
+        classification=classification, api_key_id=getattr(request.state, "api_key_id", None),
+        job_id=admission.ticket))
     shape = ResponseShape.of(job)
     headers = {"X-Fairway-Job": job.public_id, **admission.headers}
     if body.background:

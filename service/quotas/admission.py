@@ -90,6 +90,8 @@ class Admission:
             await self.release()
             raise
         self.job_id = job.id  # type: ignore[attr-defined]
+        if self.job_id == self.ticket:  # created under the ticket's id: nothing to re-key
+            return job
         try:
             await self.store.bind(tenant_id=self.tenant_id, ticket=self.ticket,
                                   job_id=self.job_id)
