@@ -6,14 +6,15 @@ runs out of CPU first (issue #16, part 3).
                                   [--workers 2] [--slots 64]
 
 A private stack (embedded Postgres and Redis, as bench/overload.py) whose simulated engines
-cost nothing: FAIRWAY_SIM_SPEED=inf, so an engine step only yields to its event loop and every
-millisecond measured is the control plane's (and the load generator's). A closed loop of
-`concurrency` clients, each sending one short streamed realtime chat request (max_tokens
-1-4) after another, is ramped until jobs/s stops rising by `--min-gain`. Per level: jobs/s end
-to end (completed streams, median of `--rounds` windows), latency p50/p99 (request to
-[DONE]), each process group's CPU (psutil, in cores), and Postgres work per job
-(pg_stat_database commits and rows written, WAL bytes) and Redis commands per job (INFO
-commandstats) over the same windows.
+cost nothing: FAIRWAY_SIM_SPEED=inf, so an engine step only yields to its event loop and
+every millisecond measured is the control plane's (and the load generator's). A closed loop
+of `concurrency` clients (by default the lean client of bench/lean_client.py, a keep-alive
+connection each; `--client httpx` for the httpx pool that runs before 2026-12-01 used), each
+sending one short streamed realtime chat request (max_tokens 1-4) after another, is ramped
+until jobs/s stops rising by `--min-gain`. Per level: jobs/s end to end (completed streams,
+median of `--rounds` windows), latency p50/p99 (request to [DONE]), each process group's CPU
+(psutil, in cores), and Postgres work per job (pg_stat_database commits and rows written,
+WAL bytes) and Redis commands per job (INFO commandstats) over the same windows.
 
 The box is shared: "other" is whatever else ran on it during the windows (not ours).
 """
@@ -48,6 +49,7 @@ from cp_probe import (  # noqa: E402
     redis_calls,
 )
 from harness import pct  # noqa: E402
+from lean_client import LeanConnection  # noqa: E402
 from overload import capacity_tenant  # noqa: E402
 
 from service.cli.embedded import EmbeddedServers  # noqa: E402
@@ -68,9 +70,41 @@ class Load:
     errors: dict[str, int] = field(default_factory=dict)
 
 
-async def one(client: httpx.AsyncClient, key: str, rng: random.Random, load: Load) -> None:
-    body = {"model": MODEL, "stream": True, "max_tokens": rng.randint(1, 4), "temperature": 0,
+def request_body(rng: random.Random) -> dict[str, object]:
+    return {"model": MODEL, "stream": True, "max_tokens": rng.randint(1, 4), "temperature": 0,
             "messages": [{"role": "user", "content": f"ping {rng.random():.6f}"}]}
+
+
+def _count(load: Load, t0: float, finished: bool, error: str | None = None) -> None:
+    if error is not None:
+        load.errors[error] = load.errors.get(error, 0) + 1
+    if finished:
+        t1 = time.perf_counter()
+        load.done += 1
+        load.latencies.append((t1, t1 - t0))
+    else:
+        load.failed += 1
+
+
+async def one_lean(conn: LeanConnection, key: str, rng: random.Random, load: Load) -> None:
+    """One request by the lean client (bench/lean_client.py): the default load generator."""
+    t0 = time.perf_counter()
+    try:
+        answer = await conn.post_json("/v1/chat/completions", request_body(rng),
+                                      {"authorization": f"Bearer {key}"})
+    except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+        _count(load, t0, False, type(exc).__name__)
+        return
+    if answer.status != 200:
+        _count(load, t0, False, answer.error_code())
+    elif b'"error"' in answer.body:
+        _count(load, t0, answer.done, "stream error")
+    else:
+        _count(load, t0, answer.done)
+
+
+async def one(client: httpx.AsyncClient, key: str, rng: random.Random, load: Load) -> None:
+    body = request_body(rng)
     t0 = time.perf_counter()
     finished = False
     try:
@@ -97,11 +131,22 @@ async def one(client: httpx.AsyncClient, key: str, rng: random.Random, load: Loa
         load.failed += 1
 
 
-async def client_loop(client: httpx.AsyncClient, key: str, seed: int, load: Load,
-                      stop: asyncio.Event) -> None:
+async def client_loop(client: httpx.AsyncClient | None, base: str, key: str, seed: int,
+                      load: Load, stop: asyncio.Event) -> None:
+    """One closed-loop client: httpx's shared pool when given ``client``, else its own lean
+    connection."""
     rng = random.Random(seed)
-    while not stop.is_set():
-        await one(client, key, rng, load)
+    conn = LeanConnection(base) if client is None else None
+    try:
+        while not stop.is_set():
+            if conn is not None:
+                await one_lean(conn, key, rng, load)
+            else:
+                assert client is not None
+                await one(client, key, rng, load)
+    finally:
+        if conn is not None:
+            await conn.close()
 
 
 @dataclass
@@ -129,12 +174,14 @@ class LevelResult:
 
 
 async def run_level(base: str, key: str, concurrency: int, rounds: int, round_s: float,
-                    meter: CpuMeter, database_url: str, redis_url: str) -> LevelResult:
+                    meter: CpuMeter, database_url: str, redis_url: str,
+                    client_kind: str = "lean") -> LevelResult:
     load, stop = Load(), asyncio.Event()
     pool = concurrency + 8
     limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
     async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
-        tasks = [asyncio.create_task(client_loop(client, key, i, load, stop))
+        shared = client if client_kind == "httpx" else None
+        tasks = [asyncio.create_task(client_loop(shared, base, key, i, load, stop))
                  for i in range(concurrency)]
         await asyncio.sleep(1.5)  # warm: connections, pools, the first flush of pg stats
         pg0 = await asyncio.to_thread(pg_snapshot, database_url)
@@ -211,6 +258,9 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=64, help="engine slots per worker")
     parser.add_argument("--min-gain", type=float, default=0.05,
                         help="stop ramping once a level adds less than this fraction")
+    parser.add_argument("--client", choices=("lean", "httpx"), default="lean",
+                        help="the load generator's HTTP client: lean (bench/lean_client.py, a "
+                             "connection per client) or httpx (what runs before 2026-12-01 used)")
     args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="fairway-cpbench-"))
     servers = EmbeddedServers(data_dir)
@@ -243,14 +293,14 @@ def main() -> None:
         print(f"stack: 1 API process, 1 dispatcher, {args.workers} simulated workers x "
               f"{args.slots} slots, sim speed inf; Postgres {pg_settings(servers.database_url)}")
         print(f"load: closed loop, streamed chat completions, max_tokens 1-4, "
-              f"{args.rounds} windows of {args.round_s:g} s per level")
+              f"{args.rounds} windows of {args.round_s:g} s per level, {args.client} client")
         idle = idle_cores(CpuMeter(groups), 4.0)
         print("idle CPU (cores): " + ", ".join(f"{k} {v:.3f}" for k, v in idle.items()))
         results: list[LevelResult] = []
         for level in (int(x) for x in args.levels.split(",")):
             r = asyncio.run(run_level(stack.base_url, key, level, args.rounds, args.round_s,
                                       CpuMeter(groups), servers.database_url,
-                                      servers.redis_url))
+                                      servers.redis_url, args.client))
             print_level(r, idle)
             results.append(r)
             best = max(x.jobs_s for x in results[:-1]) if len(results) > 1 else 0.0
