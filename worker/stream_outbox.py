@@ -1,9 +1,12 @@
 """Delivery of jobs' stream entries (service.store.job_stream) that survives Redis being away.
 
-Entries go to Redis at once while it is up. When a write fails with an outage, that job's
-entries wait here in order (consecutive deltas of one attempt merged, so a long outage costs
-one entry per job, not one per token) and a background task delivers them once Redis is back:
-generation never stops for Redis, and a reader that reconnects gets every entry, in order.
+Entries go to Redis at once while it is up, the entries of every job that has one in the
+same turn of the event loop (an engine step hands each running job its tokens at once) in
+one pipeline: one round trip for the step, not one per job (issue #16). When a write fails
+with an outage, that job's entries wait here in order (consecutive deltas of one attempt
+merged, so a long outage costs one entry per job, not one per token) and a background task
+delivers them once Redis is back: generation never stops for Redis, and a reader that
+reconnects gets every entry, in order.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ class StreamOutbox:
         self.retry_s = retry_s
         self._pending: dict[uuid.UUID, deque[job_stream.Entry]] = {}
         self._wake = asyncio.Event()
+        # Entries of this turn of the loop, sent together at its end (``_send_group``).
+        self._group: list[tuple[uuid.UUID, job_stream.Entry, asyncio.Future[None]]] = []
 
     @property
     def pending_jobs(self) -> int:
@@ -82,14 +87,51 @@ class StreamOutbox:
         return True
 
     async def _write(self, job_id: uuid.UUID, entry: job_stream.Entry) -> None:
-        key = stream_key(job_id)
-        if isinstance(entry, job_stream.Delta):
-            await self.redis.xadd(key, job_stream.fields(entry))
+        """Write one entry, in the pipeline of this turn's entries; raises what its command
+        (or the whole pipeline, for an outage) raised."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not self._group:  # the first of this turn: send once the others had their turn
+            asyncio.get_running_loop().call_soon(self._send_soon)
+        self._group.append((job_id, entry, future))
+        await future
+
+    def _send_soon(self) -> None:
+        group, self._group = self._group, []
+        task = asyncio.create_task(self._send_group(group))
+        _sending.add(task)
+        task.add_done_callback(_sending.discard)
+
+    async def _send_group(
+            self, group: list[tuple[uuid.UUID, job_stream.Entry, asyncio.Future[None]]]) -> None:
+        spans: list[tuple[asyncio.Future[None], int, int]] = []  # (future, first, last command)
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for job_id, entry, future in group:
+                    key, first = stream_key(job_id), len(pipe)
+                    pipe.xadd(key, job_stream.fields(entry))
+                    if not isinstance(entry, job_stream.Delta):  # the end: expire the stream
+                        pipe.expire(key, self.ttl_s)
+                    spans.append((future, first, len(pipe)))
+                results = await pipe.execute(raise_on_error=False)
+        except BaseException as exc:  # the whole pipeline failed (an outage): every entry
+            for _, _, future in group:
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
             return
-        async with self.redis.pipeline(transaction=False) as pipe:  # the end: expire the stream
-            pipe.xadd(key, job_stream.fields(entry))
-            pipe.expire(key, self.ttl_s)
-            await pipe.execute()
+        for future, first, last in spans:
+            error = next((r for r in results[first:last] if isinstance(r, Exception)), None)
+            if future.done():  # its writer was cancelled meanwhile
+                continue
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(None)
+
+
+# Group sends in flight: the loop keeps only weak references to tasks.
+_sending: set[asyncio.Task[None]] = set()
 
 
 def _append(queue: deque[job_stream.Entry], entry: job_stream.Entry) -> None:
