@@ -106,29 +106,23 @@ async def one_lean(conn: LeanConnection, key: str, rng: random.Random, load: Loa
 async def one(client: httpx.AsyncClient, key: str, rng: random.Random, load: Load) -> None:
     body = request_body(rng)
     t0 = time.perf_counter()
-    finished = False
+    finished, error = False, None
     try:
         async with client.stream("POST", "/v1/chat/completions", json=body,
                                  headers={"authorization": f"Bearer {key}"}) as resp:
             if resp.status_code != 200:
                 raw = await resp.aread()
                 code = json.loads(raw).get("error", {}).get("code") or str(resp.status_code)
-                load.errors[code] = load.errors.get(code, 0) + 1
-                load.failed += 1
+                _count(load, t0, False, code)
                 return
             async for line in resp.aiter_lines():
                 if line == "data: [DONE]":
                     finished = True
                 elif line.startswith("data: ") and '"error"' in line:
-                    load.errors["stream error"] = load.errors.get("stream error", 0) + 1
+                    error = "stream error"
     except httpx.HTTPError as exc:
-        load.errors[type(exc).__name__] = load.errors.get(type(exc).__name__, 0) + 1
-    if finished:
-        t1 = time.perf_counter()
-        load.done += 1
-        load.latencies.append((t1, t1 - t0))
-    else:
-        load.failed += 1
+        error = type(exc).__name__
+    _count(load, t0, finished, error)
 
 
 async def client_loop(client: httpx.AsyncClient | None, base: str, key: str, seed: int,
