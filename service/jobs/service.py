@@ -44,8 +44,8 @@ async def create_job(
     stream: bool,
     max_tokens: int,
     classification: Classification,
+    job_id: uuid.UUID,
     api_key_id: uuid.UUID | None = None,
-    job_id: uuid.UUID | None = None,
 ) -> Job:
     """Insert a queued job and wake the dispatcher, committed before the caller answers.
 
@@ -53,11 +53,11 @@ async def create_job(
     The row and its NOTIFY go in one statement (a data-modifying CTE), so the realtime path
     pays one round trip and its commit here, not an ORM flush, a NOTIFY and the commit
     (issue #16). The returned job is not attached to ``session``; its ``created_at`` and
-    ``seq`` are the database's. ``job_id``: the id to give it (the door's admission ticket, so
-    the quota reservation is already keyed by the job and needs no re-keying), else a new one.
+    ``seq`` are the database's. ``job_id``: the door's admission ticket, so the quota
+    reservation is keyed by the job from the start.
     """
     job = lifecycle.new_job(
-        id=job_id or uuid.uuid4(),
+        id=job_id,
         tenant_id=tenant_id,
         kind=classification.kind,
         service_tier=classification.service_tier,

@@ -83,20 +83,14 @@ class Admission:
     _released: bool = field(default=False)
 
     async def guard(self, create: Awaitable[T]) -> T:
-        """Await the job insert; move the reservation onto the job, or give it back."""
+        """Await the job insert, or give the reservation back. The job is created under the
+        ticket's id (``create_job(job_id=ticket)``), so the reservation already names it."""
         try:
             job = await create
         except BaseException:
             await self.release()
             raise
         self.job_id = job.id  # type: ignore[attr-defined]
-        if self.job_id == self.ticket:  # created under the ticket's id: nothing to re-key
-            return job
-        try:
-            await self.store.bind(tenant_id=self.tenant_id, ticket=self.ticket,
-                                  job_id=self.job_id)
-        except RedisError:
-            log.warning("could not bind reservation; it expires on its own")
         return job
 
     async def release(self) -> None:

@@ -135,11 +135,3 @@ if r[2] == '1' then redis.call('DECRBY', KEYS[4], reserved) end
 if redis.call('EXISTS', r[5]) == 1 then redis.call('INCRBY', r[5], delta) end
 return reserved
 """
-
-# Re-key a reservation from the admission ticket to the job it became.
-# KEYS: old res, new res   Returns 1 if moved.
-BIND = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('RENAME', KEYS[1], KEYS[2])
-return 1
-"""

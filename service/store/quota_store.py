@@ -130,7 +130,6 @@ class QuotaStore:
         self.redis = redis
         self._admit = redis.register_script(scripts.ADMIT)
         self._settle = redis.register_script(scripts.SETTLE)
-        self._bind = redis.register_script(scripts.BIND)
 
     async def admit(self, *, tenant_id: uuid.UUID, limits: QuotaLimits, tokens: int,
                     ticket: uuid.UUID, batch: bool, hold_slot: bool, slot_ttl_s: float,
@@ -153,11 +152,6 @@ class QuotaStore:
         key = TenantKeys(str(tenant_id)).month(month_tag(now or dt.datetime.now(dt.UTC)))
         raw = await self.redis.get(key)
         return None if raw is None else int(raw)
-
-    async def bind(self, *, tenant_id: uuid.UUID, ticket: uuid.UUID, job_id: uuid.UUID) -> bool:
-        keys = TenantKeys(str(tenant_id))
-        moved = await self._bind(keys=[keys.reservation(ticket), keys.reservation(job_id)])
-        return bool(int(moved))
 
     async def settle(self, *, tenant_id: uuid.UUID, ref: uuid.UUID | str, actual_tokens: int,
                      free_slot: uuid.UUID | None = None) -> int | None:

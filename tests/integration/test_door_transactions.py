@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import uuid
 from typing import Any
 
 import psycopg
@@ -54,7 +55,8 @@ def test_the_door_and_the_insert_each_commit_alone(database_url: str) -> None:
                 xids = [(await session.execute(text("SELECT txid_current()"))).scalar_one()
                         for _ in range(2)]
                 job = await create_job(
-                    session, tenant_id=tenant_id, endpoint="chat.completions", model="m",
+                    session, tenant_id=tenant_id, job_id=uuid.uuid4(),
+                    endpoint="chat.completions", model="m",
                     request={"messages": [{"role": "user", "content": "hi"}]}, stream=True,
                     max_tokens=8, classification=Classification(
                         JobKind.REALTIME, 0, "default",

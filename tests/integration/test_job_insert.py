@@ -49,7 +49,8 @@ def test_a_job_and_its_wake_up_are_one_statement(database_url: str) -> None:
             event.listen(engine, "before_cursor_execute", seen)
             try:
                 return await create_job(
-                    session, tenant_id=tenant_id, endpoint="chat.completions", model="m",
+                    session, tenant_id=tenant_id, job_id=uuid.uuid4(),
+                    endpoint="chat.completions", model="m",
                     request={"messages": [{"role": "user", "content": "a\u0000b"}]},
                     stream=True, max_tokens=8,
                     classification=Classification(JobKind.REALTIME, 0, "default", deadline))
