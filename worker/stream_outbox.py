@@ -113,12 +113,14 @@ class StreamOutbox:
                         pipe.expire(key, self.ttl_s)
                     spans.append((future, first, len(pipe)))
                 results = await pipe.execute(raise_on_error=False)
-        except BaseException as exc:  # the whole pipeline failed (an outage): every entry
+        except asyncio.CancelledError:  # the worker is stopping: so are its writers
+            for _, _, future in group:
+                future.cancel()
+            raise
+        except Exception as exc:  # the whole pipeline failed (an outage): every entry with it
             for _, _, future in group:
                 if not future.done():
                     future.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
             return
         for future, first, last in spans:
             error = next((r for r in results[first:last] if isinstance(r, Exception)), None)
