@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import abc
 import enum
+from collections.abc import Mapping
 
 from scheduler.outlook import RealtimeOutlook
-from scheduler.types import Decision, JobView, WorkerView
+from scheduler.types import Decision, ExpressGrant, JobView, WorkerView
 
 
 class PolicyKind(enum.StrEnum):
@@ -66,6 +67,21 @@ class SchedulingPolicy(abc.ABC):
         """What a new realtime job of each model would wait now, for admission at the door
         (scheduler.outlook). Policies without an admission model return none."""
         return []
+
+    def express(self, now: float, held: Mapping[str, int], per_model: int) -> list[ExpressGrant]:
+        """Room to lend the API for realtime jobs that arrive before the next pass: each grant
+        lets the API place up to its tickets of a model's new realtime jobs on one worker at
+        insert, skipping the dispatcher's round trip (docs/jobs.md, "The express path").
+        ``held``: tickets per worker taken since lent and not yet reported back through
+        ``on_job_placed``; ``per_model``: the most tickets to lend a model. A policy lends
+        only where it would place such a job at once anyway. Default: none."""
+        return []
+
+    def on_job_placed(self, job: JobView, worker_id: str) -> bool:
+        """A realtime job the API placed on ``worker_id`` with a ticket from ``express``: it
+        runs there now, charged as if this policy had assigned it. False: the policy cannot
+        take it (the worker is gone, or it lends no tickets), and the caller queues it."""
+        return False
 
     def num_queued(self) -> int:
         """Jobs waiting for a decision (convenience; policies may override)."""

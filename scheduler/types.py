@@ -99,3 +99,14 @@ class Reject:
 
 
 Decision = Assign | Preempt | Reject
+
+
+@dataclass(frozen=True, slots=True)
+class ExpressGrant:
+    """Room the policy lends the API ahead of any job (``SchedulingPolicy.express``): up to
+    ``tickets`` realtime jobs of ``model`` may go straight to ``worker_id``, placed by the
+    API at insert, while the model's queue is empty. Not a decision: nothing is sent."""
+
+    model: str
+    worker_id: str
+    tickets: int

@@ -25,17 +25,29 @@ are made here, in decision order. Admission takes the jobs it refuses out of the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from scheduler.interface import SchedulingPolicy
 from scheduler.outlook import RealtimeOutlook
 from scheduler.policies.admission import Admission
 from scheduler.policies.config import FairwayConfig
+from scheduler.policies.express import express_grants
 from scheduler.policies.fleet import Fleet
 from scheduler.policies.placement import Placer
 from scheduler.policies.victims import VictimChooser
 from scheduler.policies.vtc import VirtualCounters
 from scheduler.policies.waiting import LEVELS, WaitingJobs
 from scheduler.policies.workers import AssignedJob, WorkerState
-from scheduler.types import Assign, Decision, JobClass, JobView, Preempt, Reject, WorkerView
+from scheduler.types import (
+    Assign,
+    Decision,
+    ExpressGrant,
+    JobClass,
+    JobView,
+    Preempt,
+    Reject,
+    WorkerView,
+)
 
 
 class FairwayPolicy(SchedulingPolicy):
@@ -106,6 +118,25 @@ class FairwayPolicy(SchedulingPolicy):
 
     def outlook(self, now: float) -> list[RealtimeOutlook]:
         return self.admission.outlook(now)
+
+    def express(self, now: float, held: Mapping[str, int], per_model: int) -> list[ExpressGrant]:
+        return express_grants(self.fleet, self.placer, now, held, per_model)
+
+    def on_job_placed(self, job: JobView, worker_id: str) -> bool:
+        """The ledger of ``_assign`` for a job the API placed with a lent ticket: it never
+        waited, so it is not admitted again (the door's SLO gate admitted it)."""
+        ws = self.fleet.workers.get(worker_id)
+        if ws is None or job.model not in ws.view.models:
+            return False
+        self.waiting.withdraw(job.job_id)  # e.g. a rescan offered it before its NOTIFY came
+        if self.fleet.worker_of(job.job_id) is not None:
+            return True  # heard twice
+        self.admission.realtime_size.note_asked(job.max_tokens)
+        self.placer.note_realtime(job, self._now)
+        self.fleet.assign(job, ws, 0, self._now)
+        self.waiting.charge_assigned(job, 0)
+        self._charged[job.job_id] = (0, job.tenant_id, job.prompt_tokens, job.max_tokens)
+        return True
 
     def num_queued(self) -> int:
         return len(self.waiting)
