@@ -134,7 +134,7 @@ class FairwayPolicy(SchedulingPolicy):
         self.admission.realtime_size.note_asked(job.max_tokens)
         self.placer.note_realtime(job, self._now)
         self.fleet.assign(job, ws, 0, self._now)
-        self.waiting.charge_assigned(job, 0)
+        self.waiting.charge_placed(job, 0)
         self._charged[job.job_id] = (0, job.tenant_id, job.prompt_tokens, job.max_tokens)
         return True
 

@@ -7,9 +7,10 @@ full Fairway policy is selected.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 
 from scheduler.interface import SchedulingPolicy
-from scheduler.types import Assign, Decision, JobView, WorkerView
+from scheduler.types import Assign, Decision, ExpressGrant, JobView, WorkerView
 
 
 class OrderedPolicy(SchedulingPolicy):
@@ -49,6 +50,26 @@ class OrderedPolicy(SchedulingPolicy):
 
     def num_queued(self) -> int:
         return len(self._jobs)
+
+    def express(self, now: float, held: Mapping[str, int], per_model: int) -> list[ExpressGrant]:
+        """Tickets to the least-loaded worker of each model with nothing queued."""
+        waiting = {job.model for job in self._jobs.values()}
+        served = {model for w in self._workers.values() for model in w.models}
+        grants = []
+        for model in sorted(served - waiting):
+            worker = self._least_loaded(model)
+            room = worker.free_slots - held.get(worker.worker_id, 0) if worker else 0
+            if worker is not None and room >= 1 and per_model >= 1:
+                grants.append(ExpressGrant(model, worker.worker_id, min(per_model, room)))
+        return grants
+
+    def on_job_placed(self, job: JobView, worker_id: str) -> bool:
+        worker = self._workers.get(worker_id)
+        if worker is None or job.model not in worker.models:
+            return False
+        self._jobs.pop(job.job_id, None)  # e.g. a rescan offered it before its NOTIFY came
+        worker.assigned[job.job_id] = job.job_class
+        return True
 
     def schedule(self, now: float) -> list[Decision]:
         decisions: list[Decision] = []

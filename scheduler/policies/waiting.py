@@ -136,6 +136,12 @@ class WaitingJobs:
         counters.charge(job.tenant_id, job.prompt_tokens, job.max_tokens)
         self._refresh(level, job.tenant_id)
 
+    def charge_placed(self, job: JobView, level: int) -> None:
+        """A job placed without ever waiting (the express path, express.py): its tenant's
+        weight and idle lift as an arrival's, then the charge of an assignment."""
+        self._arrive(job, level)
+        self.charge_assigned(job, level)
+
     def charge(self, level: int, tenant: str, prompt_tokens: int, output_tokens: int) -> None:
         """Correct a tenant's counter (negative amounts refund)."""
         self.counters[level].charge(tenant, prompt_tokens, output_tokens)
@@ -166,6 +172,13 @@ class WaitingJobs:
     # -- internals ---------------------------------------------------------------------
 
     def _enqueue(self, job: JobView, level: int) -> None:
+        self._arrive(job, level)
+        queues = self._queues[level]
+        queues.setdefault(job.model, FairQueue(self.counters[level])).add(
+            job, self.edf_key_at(job, level))
+        self._index(job, level)
+
+    def _arrive(self, job: JobView, level: int) -> None:
         counters = self.counters[level]
         counters.set_weight(job.tenant_id, job.tenant_weight)
         queues = self._queues[level]
@@ -173,8 +186,6 @@ class WaitingJobs:
             # Back from idle at this level: no banked credit (vtc.py).
             mins = [c for c in (fq.min_counter() for fq in queues.values()) if c is not None]
             counters.lift(job.tenant_id, min(mins) if mins else None)
-        queues.setdefault(job.model, FairQueue(counters)).add(job, self.edf_key_at(job, level))
-        self._index(job, level)
 
     def _index(self, job: JobView, level: int) -> None:
         self._queued[job.job_id] = (level, job.model)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from sched_helpers import assigns, batch, rt, worker
 
-from scheduler.policies import FairwayConfig, FairwayPolicy
-from scheduler.policies import make_policy
+from scheduler.policies import FairwayConfig, FairwayPolicy, make_policy
 from scheduler.types import ExpressGrant
 
 NO_HEADROOM = FairwayConfig(headroom_enabled=False)
@@ -69,8 +68,25 @@ def test_a_placed_job_on_an_unknown_worker_is_refused_for_the_queue() -> None:
     policy = policy_with(("w", 2, 0))
     assert not policy.on_job_placed(rt("x"), "gone")
     assert not policy.on_job_placed(rt("y", model="other"), "w")
-    assert not make_policy("fcfs").on_job_placed(rt("z"), "w")
-    assert make_policy("fcfs").express(0.0, {}, 2) == []
+    fcfs = make_policy("fcfs")
+    assert not fcfs.on_job_placed(rt("z"), "w")
+    assert fcfs.express(0.0, {}, 2) == []  # no workers
+
+
+def test_the_baselines_lend_to_their_least_loaded_worker_while_nothing_waits() -> None:
+    policy = make_policy("priority")
+    policy.on_worker_heartbeat(worker("busy", slots=4, running=3))
+    policy.on_worker_heartbeat(worker("idle", slots=4, running=0))
+    assert policy.express(0.0, {}, 8) == [ExpressGrant("m", "idle", 4)]
+    assert policy.express(0.0, {"idle": 1}, 2) == [ExpressGrant("m", "idle", 2)]
+    assert policy.on_job_placed(rt("p1"), "idle")
+    assert policy.express(0.0, {}, 8) == [ExpressGrant("m", "idle", 3)]
+    policy.on_worker_heartbeat(worker("idle", slots=4, running=4))
+    policy.on_worker_heartbeat(worker("busy", slots=4, running=4))
+    policy.on_job_arrived(rt("queued"))
+    assert policy.schedule(0.0) == []
+    policy.on_worker_heartbeat(worker("idle", slots=4, running=0))
+    assert policy.express(0.0, {}, 8) == []  # a job waits: the pass places it first
 
 
 def test_a_placed_job_a_rescan_queued_first_leaves_the_queue() -> None:
@@ -90,3 +106,15 @@ def test_batch_waiting_does_not_stop_tickets() -> None:
     policy.on_job_arrived(batch("b2"))
     policy.schedule(0.0)  # the one free slot goes to batch
     assert policy.express(0.0, {}, 2) == []
+
+
+def test_a_placed_job_is_charged_by_its_tenants_weight_and_banks_no_idle_credit() -> None:
+    policy = policy_with(("w", 8, 0))
+    assert policy.on_job_placed(rt("h1", "heavy", prompt=100, out=0, weight=4.0), "w")
+    counters = policy.counters[0]
+    assert counters.value("heavy") == 25.0  # 100 prompt tokens at weight 4
+    assert policy.on_job_placed(rt("h2", "heavy", prompt=100, out=0, weight=4.0), "w")
+    # A tenant back from idle is lifted to the floor (the last pick's counter, 25 when h2
+    # was picked), as an arrival would be.
+    assert policy.on_job_placed(rt("l1", "late", prompt=10, out=0), "w")
+    assert counters.value("late") == 25.0 + 10.0
