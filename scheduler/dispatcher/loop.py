@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from scheduler.dispatcher import handout
 from scheduler.dispatcher import metrics as sched_obs
+from scheduler.dispatcher.express import ExpressLender
 from scheduler.dispatcher.hops import HopTraces
 from scheduler.dispatcher.leader import acquire_leadership, connect, still_leader
 from scheduler.dispatcher.refusals import refusal_message
@@ -93,6 +94,7 @@ class Dispatcher(Sends):
         self._next_outlook = 0.0
         self._realtime_arrived = False
         self.hops = HopTraces()  # traced jobs' hops (none while tracing is off)
+        self.express = ExpressLender(self.settings.dispatcher.express_tickets)
 
     # -- process -------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -157,7 +159,18 @@ class Dispatcher(Sends):
         decisions = self.policy.schedule(now)
         sched_obs.observe_pass(time.perf_counter() - started, decisions)
         self._act(decisions)
+        self._lend_express()
         self._publish_outlook(now)
+
+    def _lend_express(self) -> None:
+        """After every pass: the room the policy would fill at once with new realtime, lent
+        to the API (scheduler.dispatcher.express)."""
+        if self.express.per_model < 1:
+            return
+        mono = time.monotonic()
+        grants = self.policy.express(time.time(), self.express.held(mono),
+                                     self.express.per_model)
+        self.express.lend(self.redis, grants, mono)
 
     def _publish_outlook(self, now: float) -> None:
         """What a new realtime job of each model would wait, for the API to refuse at once
@@ -175,12 +188,16 @@ class Dispatcher(Sends):
 
     def _handle(self, payloads: list[str]) -> None:
         new_ids: list[uuid.UUID] = []
+        placed: dict[uuid.UUID, str] = {}  # placed at insert (express) -> its worker
         heard_ns = time.time_ns()
         for payload in payloads:
             match wakeups.decode(payload):
                 case wakeups.JobQueued(job_id, traceparent):
                     new_ids.append(job_id)
                     self.hops.heard(job_id, traceparent, heard_ns)
+                case wakeups.JobPlaced(job_id, worker_id, ticket, _traceparent):
+                    self.express.heard(worker_id, ticket)
+                    placed[job_id] = worker_id
                 case wakeups.JobEnded(job_id, _worker, prompt, completion):
                     self._release(str(job_id), prompt, completion)
                 case wakeups.JobParked(job_id, _worker, generated):
@@ -196,10 +213,13 @@ class Dispatcher(Sends):
                     self._next_scan = 0.0
                 case None:
                     log.warning("unreadable wake-up ignored: %.80s", payload)
-        if new_ids:  # one read: no transaction around it
+        if new_ids or placed:  # one read each: no transaction around them
             with sync_autocommit_session(self.settings.database_url) as session:
-                for job in store.fetch_queued(session, job_ids=new_ids):
-                    self._arrived(job)
+                if placed:
+                    self._took_placed(session, placed)
+                if new_ids:
+                    for job in store.fetch_queued(session, job_ids=new_ids):
+                        self._arrived(job)
             self.hops.arrived()
 
     def _arrived(self, job: store.QueuedJob) -> None:

@@ -43,6 +43,13 @@ def observe_pass(seconds: float, decisions: list[Any]) -> None:
         m.DECISIONS.labels(type(decision).__name__.lower()).inc()
 
 
+def observe_express_placed() -> None:
+    """A job the API placed with a lent ticket, booked by the dispatcher: the assignment the
+    policy made ahead of time (docs/jobs.md, "The express path")."""
+    if enabled():
+        m.DECISIONS.labels("express").inc()
+
+
 def set_leader(is_leader: bool) -> None:
     if enabled():
         m.SCHED_LEADER.set(1 if is_leader else 0)

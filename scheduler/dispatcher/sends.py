@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from redis import Redis
 from sqlalchemy.orm import Session
 
 from scheduler.dispatcher import handout
+from scheduler.dispatcher import metrics as sched_obs
 from scheduler.dispatcher.hops import HopTraces
+from scheduler.dispatcher.views import job_view
 from scheduler.interface import SchedulingPolicy
 from scheduler.types import Assign, JobClass, Preempt
 from service.store import handoff, wakeups
@@ -37,6 +40,7 @@ class Sends:
     bodies: dict[str, handoff.JobBody]
     placed: dict[str, tuple[str, JobClass]]
     awaiting_first: set[str]
+    _arrived: Callable[[store.QueuedJob], None]
 
     def _assign_all(self, session: Session, assigns: list[Assign],
                     preempts: list[Preempt]) -> None:
@@ -103,6 +107,25 @@ class Sends:
         for job in placed:
             store.unclaim_job(session, job_id=uuid.UUID(job.job_id), attempt=job.attempt,
                               worker_id=job.worker_id)
+
+    def _took_placed(self, session: Session, placed: dict[uuid.UUID, str]) -> None:
+        """Jobs the API placed at insert with express tickets: the policy counts them where
+        they run. One it cannot hold there (its worker was lost meanwhile) goes back to the
+        queue for a pass to place; a job that already ended is not read at all."""
+        for job in store.fetch_placed(session, job_ids=placed):
+            worker_id, job_id = placed[job.job_id], str(job.job_id)
+            if self.policy.on_job_placed(job_view(job), worker_id):
+                self.placed[job_id] = (worker_id, JobClass.REALTIME)
+                self._note_awaiting(job_id)
+                sched_obs.observe_express_placed()
+            elif store.unclaim_job(session, job_id=job.job_id, attempt=job.attempt,
+                                   worker_id=worker_id):
+                log.warning("express job %s placed on %s, which the policy does not have; "
+                            "queued again", job_id, worker_id)
+                self._arrived(job)
+            else:  # started there meanwhile: it runs on, its end frees nothing we counted
+                log.warning("express job %s runs on %s, unknown to the policy", job_id,
+                            worker_id)
 
     def _note_awaiting(self, job_id: str) -> None:
         """A realtime job just sent waits for its first token (``_refresh_first_tokens``)."""

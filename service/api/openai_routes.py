@@ -21,6 +21,7 @@ from service.api.job_waiting import (
     wait_for_job,
 )
 from service.api.relay import Interrupted, NewText, follow_job, relay_span
+from service.jobs.express import express_for
 from service.jobs.response_format import ResponseFormat
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 from service.jobs.service import create_job
@@ -86,7 +87,8 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
         session, tenant_id=tenant.id, endpoint="chat.completions" if chat else "completions",
         model=body.model, request=payload,
         stream=body.stream, max_tokens=max_tokens, classification=classification,
-        api_key_id=getattr(request.state, "api_key_id", None), job_id=admission.ticket))
+        api_key_id=getattr(request.state, "api_key_id", None), job_id=admission.ticket,
+        express=express_for(request.app.state.redis, settings)))
     builder = ShapeBuilder(chat=chat, public_id=("chatcmpl-" if chat else "cmpl-") + job.id.hex,
                            created=int(now.timestamp()), model=body.model,
                            service_tier=classification.service_tier)

@@ -20,6 +20,7 @@ from service.api.door import admit
 from service.api.openai_routes import SSE_EVENT
 from service.api.responses_relay import stream_response, wait_response
 from service.jobs.cancel import cancel_own_job
+from service.jobs.express import express_for
 from service.jobs.response_schemas import ResponseCreate
 from service.jobs.response_view import EventStream, ResponseShape, render
 from service.jobs.service import create_job, get_job, parse_public_id
@@ -65,7 +66,8 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
         session, tenant_id=tenant.id, endpoint=RESPONSES_ENDPOINT, model=body.model,
         request=payload, stream=body.stream, max_tokens=max_tokens,
         classification=classification, api_key_id=getattr(request.state, "api_key_id", None),
-        job_id=admission.ticket))
+        job_id=admission.ticket,
+        express=express_for(request.app.state.redis, settings)))
     shape = ResponseShape.of(job)
     headers = {"X-Fairway-Job": job.public_id, **admission.headers}
     if body.background:

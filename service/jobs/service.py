@@ -8,15 +8,16 @@ import uuid
 from typing import Any
 
 from redis.asyncio import Redis
-from sqlalchemy import insert, select
+from sqlalchemy import Float, bindparam, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service.jobs.express import Express, hand_off, placed_wakeup, take_ticket
 from service.jobs.tiers import Classification
 from service.store import lifecycle, nul_codec, tracing, wakeups
 from service.store.job_stream import Failure, Final
 from service.store.keys import control_channel
 from service.store.models.batches import BATCH_PREFIX
-from service.store.models.jobs import Job, JobStatus
+from service.store.models.jobs import Job, JobKind, JobStatus
 from service.store.nul_codec import result_text
 from service.store.response_events import record_response_end_async
 
@@ -25,13 +26,24 @@ log = logging.getLogger("fairway.jobs")
 # The columns the API's insert sets (the rest take their defaults), and the insert with its
 # NOTIFY built once with bound parameters: building the INSERT and its cache key per request
 # cost more than its round trip (service.store.lifecycle, "built once").
-_CREATE_COLUMNS = ("id", "tenant_id", "api_key_id", "kind", "service_tier", "priority",
-                   "endpoint", "model", "request", "stream", "max_tokens", "deadline_at",
-                   "status", "attempt")
+_CREATE_COLUMNS: tuple[str, ...] = (
+    "id", "tenant_id", "api_key_id", "kind", "service_tier", "priority", "endpoint", "model",
+    "request", "stream", "max_tokens", "deadline_at", "status", "attempt")
 _CREATED = insert(Job).values({key: lifecycle.column_param(key) for key in _CREATE_COLUMNS}
                                ).returning(Job.created_at, Job.seq).cte("created")
 _CREATE_AND_NOTIFY = select(_CREATED.c.created_at, _CREATED.c.seq, wakeups.NOTIFY
                             ).select_from(_CREATED)
+# The same for a job placed at insert with an express ticket (service.jobs.express): assigned
+# and leased by the database's clock, as its ``created_at`` is.
+_PLACE_COLUMNS: tuple[str, ...] = (*_CREATE_COLUMNS, "worker_id")
+_PLACED = insert(Job).values({
+    **{key: lifecycle.column_param(key) for key in _PLACE_COLUMNS},
+    "assigned_at": func.now(),
+    "lease_expires_at": func.now() + func.make_interval(
+        0, 0, 0, 0, 0, 0, bindparam("p_lease_s", type_=Float())),
+}).returning(Job.created_at, Job.seq).cte("placed")
+_PLACE_AND_NOTIFY = select(_PLACED.c.created_at, _PLACED.c.seq, wakeups.NOTIFY
+                           ).select_from(_PLACED)
 
 
 async def create_job(
@@ -46,6 +58,7 @@ async def create_job(
     classification: Classification,
     job_id: uuid.UUID,
     api_key_id: uuid.UUID | None = None,
+    express: Express | None = None,
 ) -> Job:
     """Insert a queued job and wake the dispatcher, committed before the caller answers.
 
@@ -54,9 +67,13 @@ async def create_job(
     pays one round trip and its commit here, not an ORM flush, a NOTIFY and the commit
     (issue #16). The returned job is not attached to ``session``; its ``created_at`` and
     ``seq`` are the database's. ``job_id``: the door's admission ticket, so the quota
-    reservation is keyed by the job from the start.
+    reservation is keyed by the job from the start. ``express``: a realtime job may be placed
+    at insert with a ticket the dispatcher lent, and handed to its worker from here
+    (service.jobs.express).
     """
-    job = lifecycle.new_job(
+    ticket = (await take_ticket(express, model)
+              if express is not None and classification.kind == JobKind.REALTIME else None)
+    fields: dict[str, Any] = dict(
         id=job_id,
         tenant_id=tenant_id,
         kind=classification.kind,
@@ -71,16 +88,31 @@ async def create_job(
         api_key_id=api_key_id,
     )
     with tracing.span("fairway.api.insert"):  # the dispatcher's hops continue this span
-        params = {f"p_{key}": getattr(job, key) for key in _CREATE_COLUMNS}
-        params |= wakeups.notify_params(wakeups.JobQueued(job.id, tracing.traceparent()))
-        row = (await session.execute(_CREATE_AND_NOTIFY, params)).one()
+        if express is None or ticket is None:
+            job = lifecycle.new_job(**fields)
+            statement = _CREATE_AND_NOTIFY
+            params = _params(job, _CREATE_COLUMNS, wakeups.JobQueued(job.id,
+                                                                     tracing.traceparent()))
+        else:
+            job = lifecycle.placed_job(worker_id=ticket.worker_id, **fields)
+            statement = _PLACE_AND_NOTIFY
+            params = _params(job, _PLACE_COLUMNS, placed_wakeup(job, ticket))
+            params["p_lease_s"] = express.lease_s
+        row = (await session.execute(statement, params)).one()
         await session.commit()
     job.created_at, job.seq = row.created_at, row.seq
+    if express is not None and ticket is not None:
+        await hand_off(express, session, job)
     # Links the request (its request_id is on the line, from the log context) to the job id
     # that every later line about the job carries, in the dispatcher and the worker too.
     log.info("job created", extra={"job_id": str(job.id), "tenant_id": str(tenant_id),
-                                   "kind": classification.kind})
+                                   "kind": classification.kind,
+                                   "placed_on": ticket.worker_id if ticket else None})
     return job
+
+
+def _params(job: Job, columns: tuple[str, ...], wakeup: wakeups.Wakeup) -> dict[str, Any]:
+    return {f"p_{key}": getattr(job, key) for key in columns} | wakeups.notify_params(wakeup)
 
 
 async def get_job(session: AsyncSession, *, job_id: uuid.UUID, tenant_id: uuid.UUID) -> Job | None:

@@ -67,11 +67,15 @@ def _to_queued(row: Row[Any]) -> QueuedJob:
                      row.endpoint, request)
 
 
-_QUEUED = (select(*_QUEUED_COLUMNS).join(Tenant, Tenant.id == Job.tenant_id)
-           .outerjoin(Tier, Tier.name == Tenant.tier)
-           .where(Job.status == JobStatus.QUEUED).order_by(Job.seq))
+_JOBS = (select(*_QUEUED_COLUMNS).join(Tenant, Tenant.id == Job.tenant_id)
+         .outerjoin(Tier, Tier.name == Tenant.tier).order_by(Job.seq))
+_QUEUED = _JOBS.where(Job.status == JobStatus.QUEUED)
+_BY_ID = Job.id == any_(bindparam("p_job_ids", type_=ARRAY(Uuid())))
 # The read of every new job's NOTIFY, built once (service.store.lifecycle, "built once").
-_QUEUED_BY_ID = _QUEUED.where(Job.id == any_(bindparam("p_job_ids", type_=ARRAY(Uuid()))))
+_QUEUED_BY_ID = _QUEUED.where(_BY_ID)
+# The read of jobs the API placed with express tickets: still on their worker (a job that
+# ended or was cancelled before this read holds no room any more).
+_PLACED_BY_ID = _JOBS.where(_BY_ID, Job.status.in_([JobStatus.ASSIGNED, JobStatus.RUNNING]))
 
 
 def fetch_queued(session: Session, *, job_ids: Iterable[uuid.UUID] | None = None,
@@ -81,6 +85,12 @@ def fetch_queued(session: Session, *, job_ids: Iterable[uuid.UUID] | None = None
     else:
         rows = session.execute(_QUEUED.limit(limit))
     return [_to_queued(r) for r in rows]
+
+
+def fetch_placed(session: Session, *, job_ids: Iterable[uuid.UUID]) -> list[QueuedJob]:
+    """The policy's view of jobs the API placed at insert (service.jobs.express) that are
+    still assigned or running."""
+    return [_to_queued(r) for r in session.execute(_PLACED_BY_ID, {"p_job_ids": list(job_ids)})]
 
 
 def claim_jobs(session: Session, *, placements: list[tuple[uuid.UUID, str]],

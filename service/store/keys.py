@@ -51,6 +51,12 @@ def worker_queue(worker_id: str) -> str:
     return f"fairway.worker.{worker_id}"
 
 
+def express_key(model: str) -> str:
+    """The express tickets the dispatcher lends the API for ``model`` (a list of
+    ``<worker>|<ticket>``; the API pops one per realtime job it places at insert)."""
+    return f"fairway:express:{model}"
+
+
 def handoff_stream(worker_id: str) -> str:
     """A worker's realtime hand-off stream (service.store.handoff): the dispatcher adds the
     realtime jobs it placed there, the worker's engine loop reads them (batch goes by Celery)."""

@@ -70,6 +70,7 @@ Value = Any
 
 class JobEvent(enum.StrEnum):
     CREATE = "create"
+    PLACE = "place"
     CLAIM = "claim"
     START = "start"
     FIRST_TOKEN = "first_token"
@@ -97,6 +98,7 @@ class Transition:
 
 TRANSITIONS: Mapping[JobEvent, Transition] = {
     JobEvent.CREATE: Transition(frozenset(), Q),
+    JobEvent.PLACE: Transition(frozenset(), A),
     JobEvent.CLAIM: Transition(frozenset({Q}), A),
     JobEvent.START: Transition(frozenset({A}), R),
     JobEvent.FIRST_TOKEN: Transition(frozenset({R}), R),
@@ -147,6 +149,15 @@ def owned_by(job_id: Value, attempt: Value, worker_id: Value) -> tuple[ColumnEle
 def new_job(**fields: Any) -> Job:
     """A queued job for the API to add (its NOTIFY goes in the same transaction)."""
     return Job(**fields, status=TRANSITIONS[JobEvent.CREATE].target, attempt=0)
+
+
+def placed_job(*, worker_id: str, **fields: Any) -> Job:
+    """A realtime job the API places at insert with an express ticket (docs/jobs.md, "The
+    express path"): created assigned to ``worker_id``, first attempt. Its insert leases it as
+    a claim would (``assigned_at``, ``lease_expires_at``), so a hand-off that never arrives
+    re-runs it at the lease's end."""
+    return Job(**fields, status=TRANSITIONS[JobEvent.PLACE].target, attempt=1,
+               worker_id=worker_id)
 
 
 # Batch lines arrive by COPY (service.batches.ingest): the columns, and each row's status part.

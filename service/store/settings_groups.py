@@ -94,6 +94,12 @@ class DispatcherSettings(SettingsGroup):
         description="realtime goes to the worker whose engine step in flight ends first "
                     "(engines publish step clocks to Redis); false: least loaded (the A/B "
                     "baseline)")
+    express_tickets: int = Field(
+        default=2, ge=0, le=64, validation_alias="FAIRWAY_EXPRESS_TICKETS",
+        description="realtime jobs per model the API may place on a worker at insert, without "
+                    "the dispatcher's round trip, while that model's queue is empty and a "
+                    "worker has room (the dispatcher lends them, docs/jobs.md \"The express "
+                    "path\"); 0: every job goes through the dispatcher")
     dead_worker_after_beats: float = Field(
         default=3.0, gt=1,
         description="a worker whose heartbeat is this many `FAIRWAY_HEARTBEAT_SECONDS` older "

@@ -36,6 +36,18 @@ class JobQueued:
 
 
 @dataclass(frozen=True, slots=True)
+class JobPlaced:
+    """A new realtime job was placed at insert with an express ticket: it is assigned to
+    ``worker_id`` already. Wire: ``placed:<job>:<ticket>:<traceparent or empty>:<worker>``
+    (the worker last: its id may hold ':')."""
+
+    job_id: uuid.UUID
+    worker_id: str
+    ticket: str
+    traceparent: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class JobEnded:
     """A worker wrote a job's final row; its slot is free and its real usage known.
     Wire: ``done:<job>:<worker>:<prompt tokens>:<completion tokens>``."""
@@ -68,7 +80,7 @@ class Rescan:
     """Many jobs appeared at once (a batch's COPY): rescan the queue. Wire: ``scan``."""
 
 
-Wakeup = JobQueued | JobEnded | JobParked | JobCancelled | Rescan
+Wakeup = JobQueued | JobPlaced | JobEnded | JobParked | JobCancelled | Rescan
 
 
 def encode(message: Wakeup) -> str:
@@ -77,6 +89,8 @@ def encode(message: Wakeup) -> str:
             return f"new:{job_id}"
         case JobQueued(job_id, traceparent):
             return f"new:{job_id}:{traceparent}"
+        case JobPlaced(job_id, worker_id, ticket, traceparent):
+            return f"placed:{job_id}:{ticket}:{traceparent or ''}:{worker_id}"
         case JobEnded(job_id, worker_id, prompt, completion):
             return f"done:{job_id}:{worker_id}:{prompt}:{completion}"
         case JobParked(job_id, worker_id, generated):
@@ -95,6 +109,11 @@ def decode(payload: str) -> Wakeup | None:
         if op == "new":  # a traceparent has no ':' (W3C: hex fields joined by '-')
             job, _, traceparent = rest.partition(":")
             return JobQueued(uuid.UUID(job), traceparent or None)
+        if op == "placed":
+            job, ticket, traceparent, worker = rest.split(":", 3)
+            if not ticket or not worker:
+                return None
+            return JobPlaced(uuid.UUID(job), worker, ticket, traceparent or None)
         if op == "cancel":
             return JobCancelled(uuid.UUID(rest))
         if op == "scan":

@@ -1,5 +1,7 @@
 """Tracing on: one streamed realtime request is one trace whose spans come from the API, the
-dispatcher and the worker, each hop the child of the one before it (service.store.tracing)."""
+dispatcher and the worker, each hop the child of the one before it (service.store.tracing).
+The dispatcher's route: the express path is off here (its trace, API to worker with no
+dispatcher span between, is tests/integration/test_express_path.py's)."""
 
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ CHAIN = [
 def traced() -> Iterator[tuple[Stack, Path]]:
     spans = Path(tempfile.mkdtemp(prefix="fairway-spans-"))
     env = {"FAIRWAY_SERVED_MODEL_NAME": MODEL, "FAIRWAY_HEARTBEAT_SECONDS": "0.5",
-           "FAIRWAY_OTEL_SPANS_DIR": str(spans)}
+           "FAIRWAY_OTEL_SPANS_DIR": str(spans), "FAIRWAY_EXPRESS_TICKETS": "0"}
     try:
         with own_stack("tracing", env, workers=("trace-1",)) as stack:
             # Ready: the dispatcher leads (LISTENs), so the job is heard by its NOTIFY.

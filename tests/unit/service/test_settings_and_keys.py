@@ -86,6 +86,7 @@ NEW_VARIABLES: dict[str, tuple[str, str, Any]] = {
     "FAIRWAY_OTEL_SAMPLE_RATIO": ("0.25", "tracing.sample_ratio", 0.25),
     "FAIRWAY_KEY_CACHE_SECONDS": ("0", "api.key_cache_seconds", 0.0),
     "FAIRWAY_FIRST_TOKEN_STAMP_SECONDS": ("2", "jobs.first_token_stamp_seconds", 2.0),
+    "FAIRWAY_EXPRESS_TICKETS": ("0", "dispatcher.express_tickets", 0),
 }
 ALL_VARIABLES = {**OLD_VARIABLES, **NEW_VARIABLES}
 

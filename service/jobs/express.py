@@ -1,0 +1,110 @@
+"""The express path at the API: a realtime job placed on its worker at insert with a ticket
+the dispatcher lent (scheduler.policies.express), and handed to that worker's stream by the
+API itself, so its first token does not wait for the NOTIFY, the dispatcher's read, its pass
+and its claim (issue #16; docs/jobs.md, "The express path").
+
+What stays as on the dispatcher's path: the row is committed before anything is sent (the
+insert creates it assigned, leased, attempt 1), the worker starts it only through ``start``
+for that attempt, and a hand-off that never arrives (the API died in between) re-runs the job
+when its lease runs out. A hand-off Redis refuses gives the job back to the dispatcher at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.store import handoff, lifecycle, tracing, wakeups
+from service.store.keys import HANDOFF_MAXLEN, express_key, handoff_stream
+from service.store.models.jobs import Job
+from service.store.outages import is_outage
+from service.store.settings import Settings
+
+log = logging.getLogger("fairway.jobs")
+
+
+@dataclass(frozen=True, slots=True)
+class Express:
+    """What the insert needs to try the express path: the API's Redis and the claim's lease."""
+
+    redis: Redis
+    lease_s: float
+
+
+def express_for(redis: Redis, settings: Settings) -> Express | None:
+    """None when the deployment lends no tickets (``FAIRWAY_EXPRESS_TICKETS=0``): no Redis
+    read per request for a path that cannot be taken."""
+    if settings.dispatcher.express_tickets < 1:
+        return None
+    return Express(redis, settings.jobs.lease_seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    worker_id: str
+    ticket: str  # the lender's id for it, echoed in the NOTIFY (the dispatcher's accounting)
+
+
+def encode_ticket(worker_id: str, ticket: str) -> str:
+    return f"{worker_id}|{ticket}"
+
+
+def decode_ticket(raw: bytes | str) -> Ticket | None:
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    worker_id, _, ticket = text.rpartition("|")
+    return Ticket(worker_id, ticket) if worker_id and ticket else None
+
+
+async def take_ticket(express: Express, model: str) -> Ticket | None:
+    """One lent ticket for ``model``, or None: none lent now (the queue is not empty, no room,
+    the feature is off) or Redis is away (the job then goes the dispatcher's way)."""
+    try:
+        raw: bytes | str | None = await express.redis.lpop(express_key(model))  # type: ignore[assignment]
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+        return None
+    return decode_ticket(raw) if raw else None
+
+
+def placed_wakeup(job: Job, ticket: Ticket) -> wakeups.JobPlaced:
+    return wakeups.JobPlaced(job.id, ticket.worker_id, ticket.ticket, tracing.traceparent())
+
+
+async def hand_off(express: Express, session: AsyncSession, job: Job) -> None:
+    """Add the placed job's entry to its worker's hand-off stream; the job is committed. If
+    Redis refuses, the job goes back to the queue and the dispatcher places it."""
+    assert job.worker_id is not None
+    body = handoff.carried_body(job.endpoint, job.request, max_tokens=job.max_tokens,
+                                priority=job.priority, tenant_id=str(job.tenant_id))
+    with tracing.span("fairway.api.handoff", attributes={"fairway.job_id": str(job.id),
+                                                         "fairway.worker_id": job.worker_id}):
+        entry = handoff.encode(handoff.Handoff(str(job.id), job.attempt,
+                                               tracing.inject() or None, body))
+        try:
+            await express.redis.xadd(handoff_stream(job.worker_id), entry,  # type: ignore[arg-type]
+                                     maxlen=HANDOFF_MAXLEN, approximate=True)
+            return
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            log.warning("express hand-off failed (Redis away); queuing the job",
+                        extra={"job_id": str(job.id)})
+    await give_back(session, job)
+
+
+async def give_back(session: AsyncSession, job: Job) -> None:
+    """assigned -> queued, and the dispatcher told (if the worker has not started it
+    meanwhile: then it runs there, and nothing changes). Should this process die between the
+    two, the dispatcher's rescan finds the queued job."""
+    assert job.worker_id is not None
+    now = dt.datetime.now(dt.UTC)
+    returned = (await session.execute(lifecycle.unclaim(
+        job.id, attempt=job.attempt, worker_id=job.worker_id, now=now))).first()
+    if returned is not None:
+        await session.execute(*wakeups.notify(wakeups.JobQueued(job.id)))
+    await session.commit()
