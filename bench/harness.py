@@ -103,3 +103,22 @@ def pct(values: list[float], q: float) -> float:
 
 def raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def express_line(database_url: str) -> str:
+    """How many realtime jobs the API placed at insert with an express ticket (their
+    ``assigned_at`` is their ``created_at``: one statement's clock) and how many the dispatcher
+    claimed, over the whole run."""
+    import psycopg
+
+    from service.store.settings import to_libpq_url
+
+    with psycopg.connect(to_libpq_url(database_url)) as conn:
+        express, claimed = conn.execute(
+            "SELECT count(*) FILTER (WHERE assigned_at = created_at), "
+            "count(*) FILTER (WHERE assigned_at <> created_at) FROM jobs "
+            "WHERE kind = 'realtime'").one()
+    total = express + claimed
+    share = f" ({express / total:.0%})" if total else ""
+    return (f"realtime jobs placed at insert (express): {express} of {total}{share}; "
+            f"claimed by the dispatcher: {claimed}")

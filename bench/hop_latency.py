@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness import pct  # noqa: E402
+from harness import express_line, pct  # noqa: E402
 from overload import capacity_tenant  # noqa: E402
 
 from service.cli.embedded import EmbeddedServers  # noqa: E402
@@ -64,6 +64,9 @@ HOPS = [  # (hop, the span whose end closes it)
     ("worker->engine 1st token", "fairway.worker.first_token"),
     ("stream relay->SSE 1st byte", "fairway.api.relay"),
 ]
+# A job placed at insert with an express ticket (service.jobs.express): the API hands it off.
+EXPRESS_HOPS = [*HOPS[:2], ("API hand-off (express)", "fairway.api.handoff"), *HOPS[5:]]
+ROWS = [*HOPS[:5], EXPRESS_HOPS[2], *HOPS[5:]]  # the table's rows, both routes
 
 
 @dataclass
@@ -115,63 +118,72 @@ async def run_phase(base: str, key: str, phase: Phase, total: int, concurrency: 
         phase.ended_ns = time.time_ns()
 
 
-def hop_times(spans: list[Span]) -> dict[str, float] | None:
-    """One trace's hops (ms), or None when a hop is missing (e.g. a job found by the
-    dispatcher's rescan rather than its NOTIFY)."""
+def hop_times(spans: list[Span]) -> tuple[str, dict[str, float]] | None:
+    """One trace's route (dispatcher or express) and hops (ms), or None when a hop is missing
+    (e.g. a job found by the dispatcher's rescan rather than its NOTIFY)."""
     roots = [s for s in spans if s["parent_id"] is None and s["service"] == "fairway-api"]
+    route, hops = (("express", EXPRESS_HOPS) if named(spans, "fairway.api.handoff")
+                   else ("dispatcher", HOPS))
     ends = []
-    for _hop, name in HOPS:
+    for _hop, name in hops:
         span = named(spans, name)
         if span is None or not roots:
             return None
         ends.append(span["end_ns"])
     previous = roots[0]["start_ns"]
     out = {}
-    for (hop, _name), end in zip(HOPS, ends, strict=True):
+    for (hop, _name), end in zip(hops, ends, strict=True):
         out[hop] = (end - previous) / 1e6
         previous = end
     out["total (server TTFT)"] = (ends[-1] - roots[0]["start_ns"]) / 1e6
-    return out
+    return route, out
 
 
-def phase_hops(spans_dir: Path, phase: Phase) -> tuple[list[dict[str, float]], int]:
-    """The hops of the traces whose request started within ``phase``; and how many of those
-    traces were incomplete."""
-    found, incomplete = [], 0
+Traces = dict[str, list[dict[str, float]]]  # route -> each trace's hops
+
+
+def phase_hops(spans_dir: Path, phase: Phase) -> tuple[Traces, int]:
+    """The hops of the traces whose request started within ``phase``, by route; and how many
+    of those traces were incomplete."""
+    found: Traces = {}
+    incomplete = 0
     for spans in by_trace(read_spans(spans_dir)).values():
         root = [s for s in spans if s["parent_id"] is None and s["service"] == "fairway-api"]
         if not root or not phase.started_ns <= root[0]["start_ns"] <= phase.ended_ns:
             continue
         if named(spans, "fairway.api.door") is None:  # not a completion (readyz, admin)
             continue
-        hops = hop_times(spans)
-        if hops is None:
+        timed = hop_times(spans)
+        if timed is None:
             incomplete += 1
         else:
-            found.append(hops)
+            found.setdefault(timed[0], []).append(timed[1])
     return found, incomplete
 
 
-def print_table(results: list[tuple[Phase, list[dict[str, float]], int]]) -> None:
-    head = "| hop | " + " | ".join(f"{p.name} p50 | {p.name} p99" for p, _, _ in results) + " |"
-    print("\n" + head)
-    print("|---|" + "---:|" * (2 * len(results)))
-    for hop in [h for h, _ in HOPS] + ["total (server TTFT)"]:
+def print_table(results: list[tuple[Phase, Traces, int]]) -> None:
+    """One pair of columns per phase and route (a hop the route does not take: -)."""
+    columns = [(f"{p.name}, {route} ({len(traces)})", traces)
+               for p, by_route, _ in results for route, traces in sorted(by_route.items())]
+    print("\n| hop | " + " | ".join(f"{c} p50 | p99" for c, _ in columns) + " |")
+    print("|---|" + "---:|" * (2 * len(columns)))
+    for hop in [h for h, _ in ROWS] + ["total (server TTFT)"]:
         cells = []
-        for _p, traces, _ in results:
-            values = [t[hop] for t in traces]
-            cells += [f"{pct(values, 50):.2f}", f"{pct(values, 99):.2f}"]
+        for _c, traces in columns:
+            values = [t[hop] for t in traces if hop in t]
+            cells += ([f"{pct(values, 50):.2f}", f"{pct(values, 99):.2f}"] if values
+                      else ["-", "-"])
         print(f"| {hop} | " + " | ".join(cells) + " |")
-    cells = []
-    for p, _, _ in results:
-        cells += [f"{pct(p.client_ttft_ms, 50):.2f}", f"{pct(p.client_ttft_ms, 99):.2f}"]
-    print("| client TTFT (first content chunk) | " + " | ".join(cells) + " |")
-    for p, traces, incomplete in results:
-        print(f"\n{p.name}: {len(traces)} complete traces, {incomplete} incomplete, {p.failed} "
-              f"failed requests; hop sum = server TTFT by construction; median share of the "
-              f"server TTFT: " + ", ".join(
-                  f"{h} {statistics.median(t[h] / t['total (server TTFT)'] for t in traces):.0%}"
-                  for h, _ in HOPS) if traces else f"\n{p.name}: no complete traces")
+    for p, by_route, incomplete in results:
+        print(f"\n{p.name}: client TTFT (first content chunk, every route) p50 "
+              f"{pct(p.client_ttft_ms, 50):.2f} ms, p99 {pct(p.client_ttft_ms, 99):.2f} ms; "
+              f"{sum(map(len, by_route.values()))} complete traces, {incomplete} incomplete, "
+              f"{p.failed} failed requests; hop sum = server TTFT by construction")
+        for route, traces in sorted(by_route.items()):
+            hops = EXPRESS_HOPS if route == "express" else HOPS
+            print(f"  {route}: median share of the server TTFT: " + ", ".join(
+                f"{h} {statistics.median(t[h] / t['total (server TTFT)'] for t in traces):.0%}"
+                for h, _ in hops))
 
 
 def main() -> None:
@@ -231,10 +243,12 @@ def main() -> None:
                 print(f"{p.name}: client TTFT p50 {pct(p.client_ttft_ms, 50):.2f} ms, p99 "
                       f"{pct(p.client_ttft_ms, 99):.2f} ms ({len(p.client_ttft_ms)} requests, "
                       f"{p.failed} failed)")
+            print(express_line(servers.database_url))
             return
         time.sleep(2.0)  # the processes export every 0.5 s
         results = [(p, *phase_hops(spans_dir, p)) for p, _, _ in phases]
         print_table(results)
+        print(express_line(servers.database_url))
         if args.keep:
             raw = data_dir / "hops.json"
             raw.write_text(json.dumps({p.name: t for p, t, _ in results}))
