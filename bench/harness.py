@@ -114,10 +114,11 @@ def express_line(database_url: str) -> str:
     from service.store.settings import to_libpq_url
 
     with psycopg.connect(to_libpq_url(database_url)) as conn:
-        express, claimed = conn.execute(
+        row = conn.execute(
             "SELECT count(*) FILTER (WHERE assigned_at = created_at), "
             "count(*) FILTER (WHERE assigned_at <> created_at) FROM jobs "
-            "WHERE kind = 'realtime'").one()
+            "WHERE kind = 'realtime'").fetchone()
+    express, claimed = row if row is not None else (0, 0)
     total = express + claimed
     share = f" ({express / total:.0%})" if total else ""
     return (f"realtime jobs placed at insert (express): {express} of {total}{share}; "

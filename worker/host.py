@@ -214,7 +214,8 @@ class EngineHost:
                                                                        message.attempt):
             return
         task = asyncio.create_task(self.runner.run(message.job_id, message.attempt,
-                                                   trace=message.trace, body=message.body))
+                                                   trace=message.trace, body=message.body,
+                                                   ahead=message.ahead))
         self._jobs.add(task)
         task.add_done_callback(self._job_done)
 

@@ -12,10 +12,11 @@ import hashlib
 import hmac
 import logging
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis
-from sqlalchemy import Row, String, literal_column
+from sqlalchemy import Row, Select, String, literal_column, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -28,6 +29,7 @@ from service.store.settings import Settings
 from service.store.telemetry.logfmt import bind_job
 from worker.accounting import account_job_end
 from worker.checkpoint import park_job
+from worker.claim_ahead import claim_when_committed
 from worker.claimed_job import ClaimedJob, ClaimLost, Progress, StaleBody, confirm
 from worker.end_write import end_statement
 from worker.engine.base import Engine, EngineError, EngineRequest, SamplingSpec
@@ -37,6 +39,7 @@ from worker.stream_outbox import StreamOutbox
 from worker.structured import resume_checkpoint, structured_output
 
 log = logging.getLogger("fairway.worker")
+T = TypeVar("T")
 
 
 # What the claim returns for metrics (worker.metrics) and the log context.
@@ -54,6 +57,8 @@ _LAST_EVENT_TYPE = Job.events.op("->", return_type=JSONB)(literal_column("-1")).
 _CLAIM = lifecycle.START.returning(
     Job.endpoint, Job.request, Job.max_tokens, Job.priority, Job.checkpoint_token_ids,
     Job.preempted_at, _LAST_EVENT_TYPE.label("last_event"), *OBSERVED_COLUMNS)
+# Whether a job's row is there at all (worker.claim_ahead), built once.
+_EXISTS: Select[Any] = select(literal_column("1")).where(Job.id == lifecycle.P_JOB_ID)
 
 
 # A running job's tokens are checkpointed (with the worker's heartbeat) once this many are new.
@@ -82,21 +87,23 @@ class JobRunner(RowStamps):
         self.preempting: set[str] = set()  # job ids being taken back (park, don't drop)
 
     async def run(self, job_id: str, attempt: int, trace: dict[str, str] | None = None,
-                  body: handoff.JobBody | None = None) -> str:
+                  body: handoff.JobBody | None = None, ahead: bool = False) -> str:
         """Returns the outcome: skipped | succeeded | failed | aborted. ``trace``: the job's W3C
         trace context, as the hand-off carried it (a Celery delivery's comes in its headers,
         made current by Celery's instrumentation). ``body``: the hand-off's engine input, to
-        start the engine while the claim commits (service.store.handoff)."""
+        start the engine while the claim commits (service.store.handoff). ``ahead``: the
+        entry was sent alongside its row's insert; the claim waits for the row
+        (worker.claim_ahead)."""
         with tracing.continued(trace):  # this task's spans continue the dispatcher's send
-            return await self._run(job_id, attempt, trace, body)
+            return await self._run(job_id, attempt, trace, body, ahead)
 
     async def _run(self, job_id: str, attempt: int, trace: dict[str, str] | None,
-                   body: handoff.JobBody | None) -> str:
+                   body: handoff.JobBody | None, ahead: bool) -> str:
         if body is None:
             with tracing.span("fairway.worker.receive"):  # the claim: this attempt is ours
-                claimed = await self._claim(uuid.UUID(job_id), attempt)
+                claimed = await self._claim(uuid.UUID(job_id), attempt, ahead)
         else:
-            claimed = self._start_early(uuid.UUID(job_id), attempt, body)
+            claimed = self._start_early(uuid.UUID(job_id), attempt, body, ahead)
         if claimed is None:
             log.info("stale or duplicate delivery ignored",
                      extra={"job_id": job_id, "attempt": attempt})
@@ -131,13 +138,13 @@ class JobRunner(RowStamps):
             self.progress.pop(job_id, None)
             self.preempting.discard(job_id)
 
-    def _start_early(self, job_id: uuid.UUID, attempt: int, body: handoff.JobBody
-                     ) -> ClaimedJob:
+    def _start_early(self, job_id: uuid.UUID, attempt: int, body: handoff.JobBody,
+                     ahead: bool = False) -> ClaimedJob:
         """The attempt as its hand-off describes it, its claim running alongside: the engine
         starts now, and ``confirm`` holds back everything it makes until the claim is in."""
         async def claim() -> ClaimedJob | None:
             with tracing.span("fairway.worker.receive"):
-                return await self._claim(job_id, attempt)
+                return await self._claim(job_id, attempt, ahead)
 
         job = ClaimedJob(job_id, attempt, body.endpoint, body.request, body.max_tokens,
                          body.priority, [], cache_salt=self._cache_salt(uuid.UUID(body.tenant_id)))
@@ -178,11 +185,14 @@ class JobRunner(RowStamps):
         await self.engine.abort(rid)
         return True
 
-    async def _claim(self, job_id: uuid.UUID, attempt: int) -> ClaimedJob | None:
+    async def _claim(self, job_id: uuid.UUID, attempt: int, ahead: bool = False
+                     ) -> ClaimedJob | None:
         """Only the delivery for the current attempt, sent to this worker, may start the job."""
         now = dt.datetime.now(dt.UTC)
 
         async def start() -> Row[Any] | None:
+            nonlocal now
+            now = dt.datetime.now(dt.UTC)  # a claim that waited for its row starts later
             # One statement, committed by itself (autocommit): no transaction stays open
             # across an await, so a worker frozen mid-claim holds no row lock for the
             # dispatcher to wait on, and the claim costs one round trip, not three.
@@ -194,8 +204,14 @@ class JobRunner(RowStamps):
                     lease_s=self.settings.jobs.lease_seconds, now=now))).first()
 
         # Through a Postgres outage no longer than the lease: after that the job is re-queued.
-        row = await through_outages(start, self.deps,
-                                    give_up_after_s=self.settings.jobs.lease_seconds)
+        def patient(call: Callable[[], Awaitable[T]]) -> Awaitable[T]:
+            return through_outages(call, self.deps,
+                                   give_up_after_s=self.settings.jobs.lease_seconds)
+
+        row = await patient(start)
+        if row is None and ahead:
+            row = await claim_when_committed(lambda: patient(start), lambda: patient(
+                lambda: self._row_exists(job_id)))
         if row is None:
             return None
         bind_job(job_id=job_id, tenant=row.tenant_id, job_class=row.kind, attempt=attempt)
@@ -208,6 +224,10 @@ class JobRunner(RowStamps):
                           row.priority, checkpoint, observe_job(row, attempt=attempt, now=now),
                           streamed=row.batch_id is None, resume_of=resume_of,
                           cache_salt=self._cache_salt(row.tenant_id))
+
+    async def _row_exists(self, job_id: uuid.UUID) -> bool:
+        async with self.sessionmaker() as session:
+            return await session.scalar(_EXISTS, {"p_job_id": job_id}) is not None
 
     def _build_request(self, job: ClaimedJob, rid: str) -> EngineRequest:
         body = nul_codec.decode(job.request)  # stored with U+0000 escaped

@@ -3,17 +3,22 @@ the dispatcher lent (scheduler.policies.express), and handed to that worker's st
 API itself, so its first token does not wait for the NOTIFY, the dispatcher's read, its pass
 and its claim (issue #16; docs/jobs.md, "The express path").
 
-What stays as on the dispatcher's path: the row is committed before anything is sent (the
-insert creates it assigned, leased, attempt 1), the worker starts it only through ``start``
-for that attempt, and a hand-off that never arrives (the API died in between) re-runs the job
-when its lease runs out. A hand-off Redis refuses gives the job back to the dispatcher at once.
+What stays as on the dispatcher's path: the row is committed before anything reaches the
+client (the insert creates it assigned, leased, attempt 1; the hand-off entry goes out
+alongside the insert and the worker's claim waits for the row), the worker starts it only
+through ``start`` for that attempt, and a hand-off that never arrives (the API died in
+between) re-runs the job when its lease runs out. A hand-off Redis refuses gives the job back
+to the dispatcher at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -25,6 +30,7 @@ from service.store.outages import is_outage
 from service.store.settings import Settings
 
 log = logging.getLogger("fairway.jobs")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,26 +81,48 @@ def placed_wakeup(job: Job, ticket: Ticket) -> wakeups.JobPlaced:
     return wakeups.JobPlaced(job.id, ticket.worker_id, ticket.ticket, tracing.traceparent())
 
 
-async def hand_off(express: Express, session: AsyncSession, job: Job) -> None:
-    """Add the placed job's entry to its worker's hand-off stream; the job is committed. If
-    Redis refuses, the job goes back to the queue and the dispatcher places it."""
+async def insert_and_hand_off(express: Express, session: AsyncSession, job: Job,
+                              insert: Callable[[], Awaitable[T]]) -> T:
+    """Run ``insert`` (the placed row and its NOTIFY, committed) with the job's hand-off
+    entry sent alongside it, not after the commit: the worker tokenizes and prefills while
+    the row commits, and its claim waits for the row (the entry is marked ``ahead``,
+    worker.claim_ahead), so nothing of the job leaves the worker before the commit. An insert
+    that fails leaves an entry whose row never appears: the worker gives it up and aborts
+    its engine request. A hand-off Redis refuses gives the committed job back to the
+    dispatcher."""
+    sending = asyncio.ensure_future(_send_handoff(express, job))
+    try:
+        result = await insert()
+    except BaseException:
+        sending.cancel()
+        await asyncio.wait([sending])
+        raise
+    if not await sending:
+        await give_back(session, job)
+    return result
+
+
+async def _send_handoff(express: Express, job: Job) -> bool:
+    """True once the entry is in the worker's stream; False if Redis refused it."""
     assert job.worker_id is not None
     body = handoff.carried_body(job.endpoint, job.request, max_tokens=job.max_tokens,
                                 priority=job.priority, tenant_id=str(job.tenant_id))
     with tracing.span("fairway.api.handoff", attributes={"fairway.job_id": str(job.id),
                                                          "fairway.worker_id": job.worker_id}):
         entry = handoff.encode(handoff.Handoff(str(job.id), job.attempt,
-                                               tracing.inject() or None, body))
+                                               tracing.inject() or None, body, ahead=True))
         try:
             await express.redis.xadd(handoff_stream(job.worker_id), entry,  # type: ignore[arg-type]
                                      maxlen=HANDOFF_MAXLEN, approximate=True)
-            return
+            return True
         except Exception as exc:
             if not is_outage(exc):
-                raise
-            log.warning("express hand-off failed (Redis away); queuing the job",
-                        extra={"job_id": str(job.id)})
-    await give_back(session, job)
+                log.exception("express hand-off failed; queuing the job",
+                              extra={"job_id": str(job.id)})
+            else:
+                log.warning("express hand-off failed (Redis away); queuing the job",
+                            extra={"job_id": str(job.id)})
+            return False
 
 
 async def give_back(session: AsyncSession, job: Job) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from redis.asyncio import Redis
 from sqlalchemy import Float, bindparam, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.jobs.express import Express, hand_off, placed_wakeup, take_ticket
+from service.jobs.express import Express, insert_and_hand_off, placed_wakeup, take_ticket
 from service.jobs.tiers import Classification
 from service.store import lifecycle, nul_codec, tracing, wakeups
 from service.store.job_stream import Failure, Final
@@ -87,28 +88,33 @@ async def create_job(
         deadline_at=classification.deadline_at,
         api_key_id=api_key_id,
     )
-    with tracing.span("fairway.api.insert"):  # the dispatcher's hops continue this span
-        if express is None or ticket is None:
-            job = lifecycle.new_job(**fields)
-            statement = _CREATE_AND_NOTIFY
-            params = _params(job, _CREATE_COLUMNS, wakeups.JobQueued(job.id,
-                                                                     tracing.traceparent()))
-        else:
-            job = lifecycle.placed_job(worker_id=ticket.worker_id, **fields)
-            statement = _PLACE_AND_NOTIFY
-            params = _params(job, _PLACE_COLUMNS, placed_wakeup(job, ticket))
-            params["p_lease_s"] = express.lease_s
-        row = (await session.execute(statement, params)).one()
-        await session.commit()
+    if express is None or ticket is None:
+        job = lifecycle.new_job(**fields)
+        row = await _insert(session, _CREATE_AND_NOTIFY, lambda: _params(
+            job, _CREATE_COLUMNS, wakeups.JobQueued(job.id, tracing.traceparent())))
+    else:
+        job = lifecycle.placed_job(worker_id=ticket.worker_id, **fields)
+        placed = ticket
+        lease = {"p_lease_s": express.lease_s}
+        row = await insert_and_hand_off(express, session, job, lambda: _insert(
+            session, _PLACE_AND_NOTIFY,
+            lambda: _params(job, _PLACE_COLUMNS, placed_wakeup(job, placed)) | lease))
     job.created_at, job.seq = row.created_at, row.seq
-    if express is not None and ticket is not None:
-        await hand_off(express, session, job)
     # Links the request (its request_id is on the line, from the log context) to the job id
     # that every later line about the job carries, in the dispatcher and the worker too.
     log.info("job created", extra={"job_id": str(job.id), "tenant_id": str(tenant_id),
                                    "kind": classification.kind,
                                    "placed_on": ticket.worker_id if ticket else None})
     return job
+
+
+async def _insert(session: AsyncSession, statement: Any,
+                  params: Callable[[], dict[str, Any]]) -> Any:
+    """``params`` are made inside the insert's span: its NOTIFY carries that span's context."""
+    with tracing.span("fairway.api.insert"):  # the dispatcher's hops continue this span
+        row = (await session.execute(statement, params())).one()
+        await session.commit()
+    return row
 
 
 def _params(job: Job, columns: tuple[str, ...], wakeup: wakeups.Wakeup) -> dict[str, Any]:

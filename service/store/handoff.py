@@ -3,10 +3,11 @@
 one wire format (a Redis stream entry's fields).
 
 The stream is only the fast path. The job row is the truth: the claim that names the worker
-and the attempt is committed before the entry is added, the worker starts the job only through
-``lifecycle.start`` for that attempt (a duplicate or stale entry starts nothing), and a job whose
-worker dies before or after reading its entry is re-queued from its row (the dispatcher's
-dead-worker detection, or the lease).
+and the attempt is committed before the entry is added (on the API's express path, while it
+is added: the entry is marked ``ahead`` and the worker's claim waits for the row), the worker
+starts the job only through ``lifecycle.start`` for that attempt (a duplicate or stale entry
+starts nothing), and a job whose worker dies before or after reading its entry is re-queued
+from its row (the dispatcher's dead-worker detection, or the lease).
 
 A fresh job's entry also carries what its engine request is built from (``JobBody``: the
 request as stored, as the dispatcher read it from the row), so the worker starts the engine
@@ -41,12 +42,15 @@ class JobBody:
 class Handoff:
     """Run this attempt of a claimed realtime job. ``trace``: W3C trace-context headers
     (``{"traceparent": ..., "tracestate": ...}``) of the job's trace, carried untouched.
-    ``body``: the job's engine input, when the dispatcher had it (``JobBody``)."""
+    ``body``: the job's engine input, when the dispatcher had it (``JobBody``). ``ahead``:
+    sent alongside the row's insert, not after its commit (the API's express path): the
+    worker's claim waits for the row (worker.claim_ahead) instead of taking it for stale."""
 
     job_id: str
     attempt: int
     trace: dict[str, str] | None = None
     body: JobBody | None = None
+    ahead: bool = False
 
 
 def encode(message: Handoff) -> dict[str, str]:
@@ -59,6 +63,8 @@ def encode(message: Handoff) -> dict[str, str]:
         fields["body"] = json.dumps({"endpoint": b.endpoint, "request": b.request,
                                      "max_tokens": b.max_tokens, "priority": b.priority,
                                      "tenant_id": b.tenant_id}, separators=(",", ":"))
+    if message.ahead:
+        fields["ahead"] = "1"
     return fields
 
 
@@ -85,7 +91,7 @@ def decode(fields: Mapping[bytes | str, bytes | str]) -> Handoff | None:
         return None
     if not job_id or attempt < 1:
         return None
-    return Handoff(job_id, attempt, trace, body)
+    return Handoff(job_id, attempt, trace, body, ahead=plain.get("ahead") == "1")
 
 
 def _body(text: str) -> JobBody | None:

@@ -66,8 +66,8 @@ def body_of(database_url: str, job_id: uuid.UUID) -> JobBody:
 
 
 async def run_early(database_url: str, redis_url: str, job_id: uuid.UUID, attempt: int,
-                    body: JobBody, *, speed: float, meanwhile: Any = None
-                    ) -> tuple[str, RecordingEngine]:
+                    body: JobBody, *, speed: float, meanwhile: Any = None,
+                    ahead: bool = False) -> tuple[str, RecordingEngine]:
     settings = Settings(database_url=database_url, redis_url=redis_url,
                         engine=EngineSettings(kind="sim", served_model_name="sim-model"))
     engine = RecordingEngine(SimEngineConfig(speed=speed, eos_probability=0.0))
@@ -79,7 +79,7 @@ async def run_early(database_url: str, redis_url: str, job_id: uuid.UUID, attemp
                        outbox=StreamOutbox(redis, ttl_s=60, state=deps.states[REDIS]),
                        deps=deps)
     try:
-        task = asyncio.create_task(runner.run(str(job_id), attempt, body=body))
+        task = asyncio.create_task(runner.run(str(job_id), attempt, body=body, ahead=ahead))
         if meanwhile is not None:
             await meanwhile(engine)
         outcome = await task

@@ -29,12 +29,14 @@ from worker.stream_outbox import StreamOutbox
 WORKER = "writes-w"
 
 
-def queued_claimed_job(database_url: str, tenant_id: uuid.UUID, max_tokens: int) -> uuid.UUID:
+def queued_claimed_job(database_url: str, tenant_id: uuid.UUID, max_tokens: int,
+                       job_id: uuid.UUID | None = None) -> uuid.UUID:
     """A realtime job as the API inserts it and the dispatcher claims it (attempt 1)."""
     now = dt.datetime.now(dt.UTC)
     with sync_session(database_url) as session:
         job = lifecycle.new_job(
-            tenant_id=tenant_id, kind="realtime", service_tier="default", priority=0,
+            id=job_id or uuid.uuid4(), tenant_id=tenant_id, kind="realtime",
+            service_tier="default", priority=0,
             endpoint="chat.completions", model="sim-model", stream=True, max_tokens=max_tokens,
             request={"model": "sim-model", "temperature": 0, "ignore_eos": True,
                      "messages": [{"role": "user", "content": "count the writes"}]})

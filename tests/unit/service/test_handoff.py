@@ -73,3 +73,11 @@ def test_a_large_request_is_not_carried() -> None:
                                 tenant_id="t") is not None
     assert handoff.carried_body("chat.completions", large, max_tokens=1, priority=0,
                                 tenant_id="t") is None
+
+
+def test_an_entry_sent_alongside_its_insert_says_so() -> None:
+    ahead = Handoff(JOB, 1, ahead=True)
+    assert handoff.encode(ahead)["ahead"] == "1"
+    assert handoff.decode(handoff.encode(ahead)) == ahead
+    assert "ahead" not in handoff.encode(Handoff(JOB, 1))
+    assert handoff.decode(handoff.encode(Handoff(JOB, 1))) == Handoff(JOB, 1, ahead=False)

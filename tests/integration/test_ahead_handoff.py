@@ -1,0 +1,84 @@
+"""A hand-off sent alongside its row's insert (the API's express path; worker.claim_ahead): the
+worker starts the engine before the row exists, its claim waits for the row, and nothing
+leaves the worker before the row is committed; a row that never appears is given up and its
+engine request aborted. Without the ``ahead`` mark the same entry is stale at once."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from service.cli.bootstrap import create_tenant_with_key
+from service.store.handoff import JobBody
+from service.store.settings import Settings
+from tests.integration.test_early_start import RecordingEngine, run_early, stream_entries
+from tests.integration.test_job_writes import queued_claimed_job, row
+
+
+@pytest.fixture
+def database_url(private_database_url: str) -> str:
+    """A database of its own: a job left assigned here must not reach a stack's queue."""
+    return private_database_url
+
+
+@pytest.fixture
+def tenant_id(database_url: str) -> uuid.UUID:
+    return create_tenant_with_key(Settings(database_url=database_url), "ahead")[0]
+
+REQUEST = {"model": "sim-model", "temperature": 0, "ignore_eos": True,
+           "messages": [{"role": "user", "content": "count the writes"}]}
+
+
+def body(tenant: uuid.UUID, max_tokens: int) -> JobBody:
+    return JobBody("chat.completions", REQUEST, max_tokens, 0, str(tenant))
+
+
+def test_the_claim_waits_for_a_row_committed_after_the_entry(
+        database_url: str, test_redis_url: str, tenant_id: uuid.UUID) -> None:
+    job_id = uuid.uuid4()
+
+    async def meanwhile(engine: RecordingEngine) -> None:
+        for _ in range(200):
+            if engine.submitted:
+                break
+            await asyncio.sleep(0.01)
+        assert engine.submitted == [f"{job_id}:1"]  # started with no row at all
+        await asyncio.sleep(0.3)
+        assert stream_entries(test_redis_url, job_id) == 0  # nothing before the commit
+        await asyncio.to_thread(queued_claimed_job, database_url, tenant_id, 4, job_id)
+
+    outcome, _ = asyncio.run(run_early(database_url, test_redis_url, job_id, 1,
+                                       body(tenant_id, 4), speed=float("inf"),
+                                       meanwhile=meanwhile, ahead=True))
+    assert outcome == "succeeded"
+    job = row(database_url, job_id)
+    assert (job.status, job.attempt, job.completion_tokens) == ("succeeded", 1, 4)
+    assert job.started_at is not None and job.started_at >= job.created_at
+    assert stream_entries(test_redis_url, job_id) == 5  # 4 deltas and the final entry
+
+
+def test_a_row_that_never_appears_is_given_up(
+        database_url: str, test_redis_url: str, tenant_id: uuid.UUID,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("worker.claim_ahead.AHEAD_WAIT_S", 0.3)
+    job_id = uuid.uuid4()
+    outcome, engine = asyncio.run(run_early(database_url, test_redis_url, job_id, 1,
+                                            body(tenant_id, 400), speed=1.0, ahead=True))
+    assert outcome == "skipped" and engine.submitted == [f"{job_id}:1"]
+    assert stream_entries(test_redis_url, job_id) == 0
+
+
+def test_without_the_mark_a_missing_row_is_stale_at_once(
+        database_url: str, test_redis_url: str, tenant_id: uuid.UUID) -> None:
+    job_id = uuid.uuid4()
+
+    async def meanwhile(engine: RecordingEngine) -> None:
+        await asyncio.sleep(0.3)  # long after the claim gave up
+        await asyncio.to_thread(queued_claimed_job, database_url, tenant_id, 4, job_id)
+
+    outcome, _ = asyncio.run(run_early(database_url, test_redis_url, job_id, 1,
+                                       body(tenant_id, 4), speed=1.0, meanwhile=meanwhile))
+    assert outcome == "skipped"
+    assert row(database_url, job_id).status == "assigned"  # not this entry's to start
