@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import hashlib
-import hmac
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -24,7 +22,6 @@ from service.store import handoff, job_stream, lifecycle, nul_codec, tracing, wa
 from service.store.models.jobs import Job, JobStatus
 from service.store.outages import Dependencies, through_outages
 from service.store.response_events import record_response_end_async
-from service.store.response_status import CHAT_ENDPOINTS
 from service.store.settings import Settings
 from service.store.telemetry.logfmt import bind_job
 from worker.accounting import account_job_end
@@ -32,11 +29,12 @@ from worker.checkpoint import park_job
 from worker.claim_ahead import claim_when_committed
 from worker.claimed_job import ClaimedJob, ClaimLost, Progress, StaleBody, confirm
 from worker.end_write import end_statement
-from worker.engine.base import Engine, EngineError, EngineRequest, SamplingSpec
+from worker.engine.base import Engine, EngineError, EngineRequest
+from worker.engine_request import build_engine_request, tenant_cache_salt
 from worker.metrics import observe_job
 from worker.stamps import RowStamps
 from worker.stream_outbox import StreamOutbox
-from worker.structured import resume_checkpoint, structured_output
+from worker.structured import resume_checkpoint
 
 log = logging.getLogger("fairway.worker")
 T = TypeVar("T")
@@ -230,35 +228,10 @@ class JobRunner(RowStamps):
             return await session.scalar(_EXISTS, {"p_job_id": job_id}) is not None
 
     def _build_request(self, job: ClaimedJob, rid: str) -> EngineRequest:
-        body = nul_codec.decode(job.request)  # stored with U+0000 escaped
-        if job.endpoint in CHAT_ENDPOINTS:  # the Responses API stores chat messages too
-            messages = [_plain_message(m) for m in body["messages"]]
-            prompt_ids = self.engine.encode_chat(messages)
-        else:
-            prompt_ids = self.engine.encode(body["prompt"])
-        limit = self.settings.engine.max_model_len
-        if len(prompt_ids) + job.max_tokens > limit:
-            raise EngineError(
-                f"This model's maximum context length is {limit} tokens; the prompt has "
-                f"{len(prompt_ids)} and max_tokens asks for {job.max_tokens} more.")
-        # A resumed job continues after its checkpoint with what is left of max_tokens.
-        prompt_ids = prompt_ids + job.checkpoint
-        sampling = SamplingSpec(max_tokens=job.max_tokens - len(job.checkpoint),
-                                temperature=float(body.get("temperature", 1.0)),
-                                top_p=float(body.get("top_p", 1.0)), seed=body.get("seed"),
-                                stop=list(body.get("stop") or []),
-                                ignore_eos=bool(body.get("ignore_eos", False)),
-                                structured=structured_output(body))
-        return EngineRequest(rid, prompt_ids, sampling, priority=job.priority,
-                             cache_salt=job.cache_salt)
+        return build_engine_request(self.engine, job, rid, self.settings.engine.max_model_len)
 
     def _cache_salt(self, tenant_id: uuid.UUID) -> str | None:
-        """The tenant's prefix-cache namespace: keyed by the deployment's secret, so a salt
-        reveals nothing and cannot be guessed from a tenant id."""
-        if not self.settings.engine.tenant_cache_isolation:
-            return None
-        return hmac.new(self.settings.secret_key.encode(), tenant_id.bytes,
-                        hashlib.sha256).hexdigest()[:32]
+        return tenant_cache_salt(self.settings, tenant_id)
 
     async def _execute(self, job: ClaimedJob, rid: str) -> str:
         request = self._build_request(job, rid)
@@ -411,10 +384,3 @@ def _recomputed(job: ClaimedJob, progress: Progress, request: EngineRequest) -> 
         return 0
     return max(0, len(request.prompt_token_ids) - progress.cached)
 
-
-def _plain_message(message: dict[str, Any]) -> dict[str, Any]:
-    content = message.get("content")
-    if isinstance(content, list):
-        content = "".join(part.get("text", "") for part in content)
-    role = "system" if message["role"] == "developer" else message["role"]
-    return {"role": role, "content": content or ""}

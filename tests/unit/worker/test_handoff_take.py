@@ -22,16 +22,19 @@ class Runner:
         self.active: dict[str, str] = {}
         self.runs: list[tuple[str, int, Any]] = []
         self.bodies: list[JobBody | None] = []
+        self.ahead: list[bool] = []
 
     async def run(self, job_id: str, attempt: int, trace: dict[str, str] | None = None,
-                  body: JobBody | None = None) -> str:
+                  body: JobBody | None = None, ahead: bool = False) -> str:
         self.runs.append((job_id, attempt, trace))
         self.bodies.append(body)
+        self.ahead.append(ahead)
         return "succeeded"
 
 
 def _taken(*messages: Handoff | None, active: dict[str, str] | None = None,
-           bodies: list[JobBody | None] | None = None) -> list[tuple[str, int, Any]]:
+           bodies: list[JobBody | None] | None = None,
+           ahead: list[bool] | None = None) -> list[tuple[str, int, Any]]:
     host = EngineHost(SimEngine(SimEngineConfig()),
                       Settings(engine=EngineSettings(kind="sim")), "w1")
     runner = Runner()
@@ -48,7 +51,15 @@ def _taken(*messages: Handoff | None, active: dict[str, str] | None = None,
     assert not host._jobs  # finished tasks are let go
     if bodies is not None:
         bodies.extend(runner.bodies)
+    if ahead is not None:
+        ahead.extend(runner.ahead)
     return runner.runs
+
+
+def test_an_entry_sent_alongside_its_insert_reaches_the_runner_marked() -> None:
+    marks: list[bool] = []
+    assert len(_taken(Handoff(JOB, 1, ahead=True), Handoff(OTHER, 1), ahead=marks)) == 2
+    assert marks == [True, False]  # the express path's entry waits for its row; others not
 
 
 def test_each_entry_runs_as_a_task_with_its_trace() -> None:
