@@ -188,16 +188,22 @@ class Dispatcher(Sends):
 
     def _handle(self, payloads: list[str]) -> None:
         new_ids: list[uuid.UUID] = []
-        placed: dict[uuid.UUID, str] = {}  # placed at insert (express) -> its worker
+        placed: dict[uuid.UUID, str] = {}  # placed at insert (express), no view -> its worker
+        unbooked: list[tuple[uuid.UUID, int, str]] = []  # placed where the policy has no room
         heard_ns = time.time_ns()
         for payload in payloads:
             match wakeups.decode(payload):
                 case wakeups.JobQueued(job_id, traceparent):
                     new_ids.append(job_id)
                     self.hops.heard(job_id, traceparent, heard_ns)
-                case wakeups.JobPlaced(job_id, worker_id, ticket, _traceparent):
+                case wakeups.JobPlaced(job_id, worker_id, ticket, _traceparent, view):
                     self.express.heard(worker_id, ticket)
-                    placed[job_id] = worker_id
+                    # Booked from its NOTIFY, in order: a JobEnded later in this batch then
+                    # frees what it booked. Without a view (an older API), read after the loop.
+                    if view is None:
+                        placed[job_id] = worker_id
+                    elif not self._book_placed(store.placed_queued(job_id, view), worker_id):
+                        unbooked.append((job_id, view.attempt, worker_id))
                 case wakeups.JobEnded(job_id, _worker, prompt, completion):
                     self._release(str(job_id), prompt, completion)
                 case wakeups.JobParked(job_id, _worker, generated):
@@ -213,10 +219,12 @@ class Dispatcher(Sends):
                     self._next_scan = 0.0
                 case None:
                     log.warning("unreadable wake-up ignored: %.80s", payload)
-        if new_ids or placed:  # one read each: no transaction around them
+        if new_ids or placed or unbooked:  # one read each: no transaction around them
             with sync_autocommit_session(self.settings.database_url) as session:
                 if placed:
                     self._took_placed(session, placed)
+                for job_id, attempt, worker_id in unbooked:
+                    self._requeue_placed(session, job_id, attempt, worker_id)
                 if new_ids:
                     for job in store.fetch_queued(session, job_ids=new_ids):
                         self._arrived(job)

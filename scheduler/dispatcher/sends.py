@@ -109,23 +109,36 @@ class Sends:
                               worker_id=job.worker_id)
 
     def _took_placed(self, session: Session, placed: dict[uuid.UUID, str]) -> None:
-        """Jobs the API placed at insert with express tickets: the policy counts them where
-        they run. One it cannot hold there (its worker was lost meanwhile) goes back to the
-        queue for a pass to place; a job that already ended is not read at all."""
+        """Jobs the API placed at insert with express tickets, heard without their view (an
+        API process from before the NOTIFY carried it): read, then booked as ``_book_placed``.
+        A job that already ended is not read at all."""
         for job in store.fetch_placed(session, job_ids=placed):
-            worker_id, job_id = placed[job.job_id], str(job.job_id)
-            if self.policy.on_job_placed(job_view(job), worker_id):
-                self.placed[job_id] = (worker_id, JobClass.REALTIME)
-                self._note_awaiting(job_id)
-                sched_obs.observe_express_placed()
-            elif store.unclaim_job(session, job_id=job.job_id, attempt=job.attempt,
-                                   worker_id=worker_id):
-                log.warning("express job %s placed on %s, which the policy does not have; "
-                            "queued again", job_id, worker_id)
+            worker_id = placed[job.job_id]
+            if not self._book_placed(job, worker_id):
+                self._requeue_placed(session, job.job_id, job.attempt, worker_id)
+
+    def _book_placed(self, job: store.QueuedJob, worker_id: str) -> bool:
+        """The policy counts a placed job where it runs; False when it cannot hold it there
+        (its worker was lost meanwhile): the caller then ``_requeue_placed``s it."""
+        job_id = str(job.job_id)
+        if not self.policy.on_job_placed(job_view(job), worker_id):
+            return False
+        self.placed[job_id] = (worker_id, JobClass.REALTIME)
+        self._note_awaiting(job_id)
+        sched_obs.observe_express_placed()
+        return True
+
+    def _requeue_placed(self, session: Session, job_id: uuid.UUID, attempt: int,
+                        worker_id: str) -> None:
+        """A placed job the policy cannot hold goes back to the queue for a pass to place,
+        unless it started there meanwhile (it runs on; its end frees nothing we counted)."""
+        if store.unclaim_job(session, job_id=job_id, attempt=attempt, worker_id=worker_id):
+            log.warning("express job %s placed on %s, which the policy does not have; "
+                        "queued again", job_id, worker_id)
+            for job in store.fetch_queued(session, job_ids=[job_id]):
                 self._arrived(job)
-            else:  # started there meanwhile: it runs on, its end frees nothing we counted
-                log.warning("express job %s runs on %s, unknown to the policy", job_id,
-                            worker_id)
+        else:
+            log.warning("express job %s runs on %s, unknown to the policy", job_id, worker_id)
 
     def _note_awaiting(self, job_id: str) -> None:
         """A realtime job just sent waits for its first token (``_refresh_first_tokens``)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -24,6 +25,7 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store import handoff, lifecycle, tracing, wakeups
+from service.store.job_queries import prompt_shape
 from service.store.keys import HANDOFF_MAXLEN, express_key, handoff_stream
 from service.store.models.jobs import Job
 from service.store.outages import is_outage
@@ -35,18 +37,25 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Express:
-    """What the insert needs to try the express path: the API's Redis and the claim's lease."""
+    """What the insert needs to try the express path: the API's Redis, the claim's lease, and
+    what the dispatcher's view of the job needs that the row holds only through joins (the
+    tenant's weight, its tier's TTFT target; carried in the NOTIFY, wakeups.PlacedView)."""
 
     redis: Redis
     lease_s: float
+    tenant_weight: float = 1.0
+    ttft_target_s: float | None = None
 
 
-def express_for(redis: Redis, settings: Settings) -> Express | None:
+def express_for(redis: Redis, settings: Settings, *, tenant_weight: float,
+                ttft_target_s: float) -> Express | None:
     """None when the deployment lends no tickets (``FAIRWAY_EXPRESS_TICKETS=0``): no Redis
-    read per request for a path that cannot be taken."""
+    read per request for a path that cannot be taken. ``ttft_target_s``: the tier's, 0 for
+    none (as the tier row says)."""
     if settings.dispatcher.express_tickets < 1:
         return None
-    return Express(redis, settings.jobs.lease_seconds)
+    return Express(redis, settings.jobs.lease_seconds, float(tenant_weight),
+                   ttft_target_s or None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +86,16 @@ async def take_ticket(express: Express, model: str) -> Ticket | None:
     return decode_ticket(raw) if raw else None
 
 
-def placed_wakeup(job: Job, ticket: Ticket) -> wakeups.JobPlaced:
-    return wakeups.JobPlaced(job.id, ticket.worker_id, ticket.ticket, tracing.traceparent())
+def placed_wakeup(job: Job, ticket: Ticket, express: Express) -> wakeups.JobPlaced:
+    """The NOTIFY of a placed job, with the dispatcher's view of it: as the dispatcher would
+    read it from the row (the body as stored)."""
+    estimate, prefix_key, prefix_tokens = prompt_shape(job.request)
+    view = wakeups.PlacedView(
+        job.tenant_id, express.tenant_weight, job.priority, job.model, time.time(),
+        job.deadline_at.timestamp() if job.deadline_at else None, job.max_tokens, estimate,
+        prefix_key, prefix_tokens, express.ttft_target_s, job.attempt)
+    return wakeups.JobPlaced(job.id, ticket.worker_id, ticket.ticket, tracing.traceparent(),
+                             view)
 
 
 async def insert_and_hand_off(express: Express, session: AsyncSession, job: Job,

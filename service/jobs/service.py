@@ -98,7 +98,7 @@ async def create_job(
         lease = {"p_lease_s": express.lease_s}
         row = await insert_and_hand_off(express, session, job, lambda: _insert(
             session, _PLACE_AND_NOTIFY,
-            lambda: _params(job, _PLACE_COLUMNS, placed_wakeup(job, placed)) | lease))
+            lambda: _params(job, _PLACE_COLUMNS, placed_wakeup(job, placed, express)) | lease))
     job.created_at, job.seq = row.created_at, row.seq
     # Links the request (its request_id is on the line, from the log context) to the job id
     # that every later line about the job carries, in the dispatcher and the worker too.

@@ -15,10 +15,11 @@ from sqlalchemy import ARRAY, Row, Uuid, any_, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from service.store import lifecycle
-from service.store.models.jobs import Job, JobStatus
+from service.store.models.jobs import Job, JobKind, JobStatus
 from service.store.models.tenants import Tenant
 from service.store.models.tiers import Tier
 from service.store.response_events import record_response_end
+from service.store.wakeups import PlacedView
 
 
 @dataclass(slots=True)
@@ -51,8 +52,9 @@ _QUEUED_COLUMNS = (Job.id, Job.seq, Job.tenant_id, Tenant.weight, Job.kind, Job.
                    .label("generated"), Tier.ttft_slo_ms, Job.attempt, Job.endpoint)
 
 
-def _to_queued(row: Row[Any]) -> QueuedJob:
-    request = row.request
+def prompt_shape(request: dict[str, Any]) -> tuple[int, str | None, int]:
+    """A stored request's prompt estimate (~4 characters a token), and its shared prefix (a
+    leading system or developer message): its key and length, or (None, 0)."""
     messages = request.get("messages")
     body_text = json.dumps(messages if messages is not None else request.get("prompt", ""))
     prefix_key, prefix_tokens = None, 0
@@ -60,11 +62,30 @@ def _to_queued(row: Row[Any]) -> QueuedJob:
         prefix = json.dumps(messages[0])
         prefix_key = hashlib.sha1(prefix.encode()).hexdigest()[:16]
         prefix_tokens = len(prefix) // 4  # the same ~4 characters a token as the prompt
+    return max(1, len(body_text) // 4), prefix_key, prefix_tokens
+
+
+def _to_queued(row: Row[Any]) -> QueuedJob:
+    estimate, prefix_key, prefix_tokens = prompt_shape(row.request)
     return QueuedJob(row.id, row.seq, row.tenant_id, row.weight, row.kind, row.priority,
                      row.model, row.created_at, row.deadline_at, row.max_tokens,
-                     max(1, len(body_text) // 4), prefix_key, row.generated, prefix_tokens,
+                     estimate, prefix_key, row.generated, prefix_tokens,
                      row.ttft_slo_ms / 1000 if row.ttft_slo_ms else None, row.attempt,
-                     row.endpoint, request)
+                     row.endpoint, row.request)
+
+
+def placed_queued(job_id: uuid.UUID, view: PlacedView) -> QueuedJob:
+    """The policy's view of a placed job from its NOTIFY (service.store.wakeups.PlacedView),
+    as ``fetch_placed`` would read it: no seq and no body (a placed job is not handed out
+    again unless it is queued again, and then it is read)."""
+    def at(epoch: float) -> dt.datetime:
+        return dt.datetime.fromtimestamp(epoch, dt.UTC)
+
+    return QueuedJob(job_id, 0, view.tenant_id, view.tenant_weight, JobKind.REALTIME,
+                     view.priority, view.model, at(view.arrival),
+                     None if view.deadline is None else at(view.deadline), view.max_tokens,
+                     view.prompt_estimate, view.prefix_key, 0, view.prefix_tokens,
+                     view.ttft_target_s, view.attempt)
 
 
 _JOBS = (select(*_QUEUED_COLUMNS).join(Tenant, Tenant.id == Job.tenant_id)

@@ -36,15 +36,39 @@ class JobQueued:
 
 
 @dataclass(frozen=True, slots=True)
+class PlacedView:
+    """What the dispatcher's policy needs of a placed job that its row holds only by joins or
+    by parsing its body: carried in the NOTIFY so the dispatcher books the job without
+    reading it back (issue #16: a busy dispatcher's per-job read was the express path's cost).
+    ``arrival``: the API's clock (epoch s) at the insert."""
+
+    tenant_id: uuid.UUID
+    tenant_weight: float
+    priority: int
+    model: str
+    arrival: float
+    deadline: float | None
+    max_tokens: int
+    prompt_estimate: int
+    prefix_key: str | None
+    prefix_tokens: int
+    ttft_target_s: float | None
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
 class JobPlaced:
     """A new realtime job was placed at insert with an express ticket: it is assigned to
     ``worker_id`` already. Wire: ``placed:<job>:<ticket>:<traceparent or empty>:<worker>``
-    (the worker last: its id may hold ':')."""
+    (the worker last: its id may hold ':'), or with its view ``placedv:<job>:<ticket>:
+    <traceparent or empty>:<JSON of the worker and the view>`` (a dispatcher before the view
+    ignores this op, so dispatchers are upgraded before API processes)."""
 
     job_id: uuid.UUID
     worker_id: str
     ticket: str
     traceparent: str | None = None
+    view: PlacedView | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +113,9 @@ def encode(message: Wakeup) -> str:
             return f"new:{job_id}"
         case JobQueued(job_id, traceparent):
             return f"new:{job_id}:{traceparent}"
-        case JobPlaced(job_id, worker_id, ticket, traceparent):
+        case JobPlaced(job_id, worker_id, ticket, traceparent, PlacedView() as view):
+            return f"placedv:{job_id}:{ticket}:{traceparent or ''}:{_view_json(worker_id, view)}"
+        case JobPlaced(job_id, worker_id, ticket, traceparent, None):
             return f"placed:{job_id}:{ticket}:{traceparent or ''}:{worker_id}"
         case JobEnded(job_id, worker_id, prompt, completion):
             return f"done:{job_id}:{worker_id}:{prompt}:{completion}"
@@ -114,6 +140,12 @@ def decode(payload: str) -> Wakeup | None:
             if not ticket or not worker:
                 return None
             return JobPlaced(uuid.UUID(job), worker, ticket, traceparent or None)
+        if op == "placedv":
+            job, ticket, traceparent, body = rest.split(":", 3)
+            worker, view = _view_from_json(body)
+            if not ticket or not worker:
+                return None
+            return JobPlaced(uuid.UUID(job), worker, ticket, traceparent or None, view)
         if op == "cancel":
             return JobCancelled(uuid.UUID(rest))
         if op == "scan":
@@ -126,9 +158,26 @@ def decode(payload: str) -> Wakeup | None:
         if op == "requeue":
             worker, generated = tail.rsplit(":", 1)
             return JobParked(uuid.UUID(job), worker, int(generated))
-    except ValueError:
+    except (ValueError, KeyError, TypeError):  # json.JSONDecodeError is a ValueError
         return None
     return None
+
+
+def _view_json(worker_id: str, view: PlacedView) -> str:
+    return json.dumps({
+        "w": worker_id, "t": str(view.tenant_id), "tw": view.tenant_weight, "p": view.priority,
+        "m": view.model, "a": view.arrival, "d": view.deadline, "mt": view.max_tokens,
+        "pe": view.prompt_estimate, "pk": view.prefix_key, "pt": view.prefix_tokens,
+        "s": view.ttft_target_s, "n": view.attempt}, separators=(",", ":"))
+
+
+def _view_from_json(body: str) -> tuple[str, PlacedView]:
+    v = json.loads(body)
+    return str(v["w"]), PlacedView(
+        uuid.UUID(v["t"]), float(v["tw"]), int(v["p"]), str(v["m"]), float(v["a"]),
+        None if v["d"] is None else float(v["d"]), int(v["mt"]), int(v["pe"]),
+        None if v["pk"] is None else str(v["pk"]), int(v["pt"]),
+        None if v["s"] is None else float(v["s"]), int(v["n"]))
 
 
 def notify(message: Wakeup) -> tuple[TextClause, dict[str, str]]:

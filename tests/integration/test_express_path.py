@@ -223,7 +223,9 @@ def test_a_hand_off_redis_refuses_gives_the_job_back_to_the_dispatcher(
         heard = [wakeups.decode(n.payload) for n in listener.notifies(timeout=2, stop_after=2)]
     finally:
         listener.close()
-    assert heard[0] == wakeups.JobPlaced(job.id, "w-away", "t1")
+    placed = heard[0]
+    assert isinstance(placed, wakeups.JobPlaced)
+    assert (placed.job_id, placed.worker_id, placed.ticket) == (job.id, "w-away", "t1")
     assert heard[1] == wakeups.JobQueued(job.id)
     with sync_session(private_database_url) as session:
         row = session.get(Job, job.id)
