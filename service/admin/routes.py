@@ -20,6 +20,7 @@ from service.admin.schemas import (
     TierUpsert,
     quota_view,
 )
+from service.quotas.policy_cache import bump_policy_generation
 from service.store.models.tiers import Tier
 from service.store.quota_limits import effective_limits
 from service.store.quota_store import QuotaStore
@@ -67,6 +68,7 @@ async def update_tenant(tenant_id: str, body: TenantUpdate, actor: AdminDep,
         tier=body.tier, suspended=body.suspended)
     await session.commit()
     key_cache(request.app.state).clear()  # here at once; other API processes within its TTL
+    await bump_policy_generation(redis, [tenant.id])
     try:
         await ops.tell_cancelled(redis, cancelled, ttl_s=settings.jobs.stream_ttl_seconds)
     except RedisError:  # the waiting requests then end at their timeout
@@ -130,6 +132,7 @@ async def write_quotas(tenant_id: str, body: QuotaUpdate, actor: AdminDep,
     tenant = await ops.require_tenant(session, tenant_id)
     await ops.set_overrides(session, actor=actor, tenant=tenant, overrides=body.overrides.stored())
     await session.commit()
+    await bump_policy_generation(redis, [tenant.id])  # cached policies: the next call binds
     return await read_quotas(tenant_id, session, redis)
 
 
@@ -140,7 +143,7 @@ async def list_tiers(session: SessionDep) -> dict[str, Any]:
 
 @router.put("/tiers/{name}", responses=WITH_BODY)
 async def upsert_tier(name: Annotated[str, Path(max_length=TIER_NAME_MAX)], body: TierUpsert,
-                      actor: AdminDep, session: SessionDep) -> dict[str, Any]:
+                      actor: AdminDep, session: SessionDep, redis: RedisDep) -> dict[str, Any]:
     quotas = body.quotas.stored()
     before, tier = await tiers.upsert_tier(
         session, name=name, weight=body.weight, allowed_service_tiers=body.allowed_service_tiers,
@@ -149,6 +152,7 @@ async def upsert_tier(name: Annotated[str, Path(max_length=TIER_NAME_MAX)], body
            target_type="tier", target_id=name,
            details={"from": before, "to": tiers.tier_view(tier)})
     await session.commit()
+    await bump_policy_generation(redis, await tiers.tenants_on(session, name=name))
     return _tier_view(tier)
 
 

@@ -3,7 +3,10 @@ is a 400 before any quota is taken; the tenant's policy says which service tier 
 runs with (or 403); the request is classified (realtime, flex, or a background response);
 realtime that cannot start within its target is refused now (service.api.slo_gate), before
 the quota script runs, so a refusal under overload costs no quota and no Redis round trip;
-then the tenant's quotas admit the request (or its 429 is counted); then the gate counts it."""
+then the tenant's quotas admit the request (or its 429 is counted); then the gate counts it.
+The policy comes from this process's cache when the policy generation read with the quota
+script says it is current (service.quotas.policy_cache); what a cached policy would refuse
+before the quota script is judged again from a fresh read."""
 
 from __future__ import annotations
 
@@ -21,11 +24,14 @@ from service.observability.requests import record_refusal
 from service.quotas.admission import (
     Admission,
     DoorPolicy,
+    StalePolicy,
     door_policy,
     estimate_prompt_tokens,
     quota_store,
     reserve_request,
 )
+from service.quotas.policy import resolve_service_tier
+from service.quotas.policy_cache import PolicyCache, policy_cache
 from service.store import tracing
 from service.store.db import without_transaction
 from service.store.models.jobs import JobKind
@@ -63,28 +69,68 @@ async def admit(request: Request, session: AsyncSession, settings: Settings, ten
         # Under overload most requests are refused, and the fastest refusal reads nothing:
         # judged by this tenant's policy as read moments ago (HINT_TTL_S), it is refused
         # before any Postgres or quota round trip (issue #14: refusals in < 50 ms). An
-        # admission is never taken from the hint: it re-reads the policy below.
+        # admission is never taken from the hint: it takes the policy below (cached and
+        # checked against the policy generation, or read; service.quotas.policy_cache).
         classification = _classify(hint, deadline_ms, now, settings, background)
         if classification.kind == JobKind.REALTIME:
             this = DoorPolicy(hint.policy, hint.service_tier, estimate_prompt_tokens(payload))
             await _admit_by_slo(gate, this, model, classification, now, tenant, count=False)
     await without_transaction(session)
+    policies = policy_cache(request.app.state)
+    cached = policies.get(tenant.id, tenant.tier)
+    if cached is not None:
+        service_tier = resolve_service_tier(payload.get("service_tier"),
+                                            cached.policy.allowed_service_tiers)
+        if service_tier is not None:  # else its 403 is judged from a fresh read
+            door = DoorPolicy(cached.policy, service_tier, estimate_prompt_tokens(payload))
+            hints[hint_key] = door
+            try:
+                return await _admit_with(request, session, settings, tenant, door, policies,
+                                         model=model, max_tokens=max_tokens,
+                                         deadline_ms=deadline_ms, now=now,
+                                         background=background, expect=cached.generation)
+            except StalePolicy:
+                pass
+        policies.drop(tenant.id, tenant.tier)
+    stamp = policies.stamp(tenant.id)  # before the read: a change during it leaves it stale
     try:
         door = await door_policy(session, tenant=tenant, body=payload)
     except APIError as exc:
         record_refusal(tenant.id, exc)
         raise
+    policies.store(tenant.id, tenant.tier, door.policy, stamp)
     hints[hint_key] = door
+    return await _admit_with(request, session, settings, tenant, door, policies, model=model,
+                             max_tokens=max_tokens, deadline_ms=deadline_ms, now=now,
+                             background=background)
+
+
+async def _admit_with(request: Request, session: AsyncSession, settings: Settings,
+                      tenant: Tenant, door: DoorPolicy, policies: PolicyCache, *, model: str,
+                      max_tokens: int, deadline_ms: int | None, now: dt.datetime,
+                      background: bool,
+                      expect: int | None = None) -> Admitted:
+    """The door's checks with the tenant's policy ``door``: read just now, or (``expect``,
+    the generation it was read under) cached, when what it alone would refuse before the
+    quota script raises StalePolicy instead, to be judged again from a fresh read."""
+    gate: SloGate = request.app.state.slo_gate
     classification = _classify(door, deadline_ms, now, settings, background)
     # The SLO gate before the quota script: a refusal takes no quota and costs no Redis.
     # That first look counts nothing: a request its quota then refuses (a tenant bursting
     # past its own rate limit) must not make the pool look busier to anyone else.
     gated = classification.kind == JobKind.REALTIME and settings.api.slo_admission
     if gated:
-        await _admit_by_slo(gate, door, model, classification, now, tenant, count=False)
+        try:
+            await _admit_by_slo(gate, door, model, classification, now, tenant, count=False,
+                                record=expect is None)
+        except APIError:
+            if expect is not None:
+                raise StalePolicy() from None
+            raise
     try:
         admission = await reserve_request(session, quota_store(request.app.state),
                                           tenant=tenant, door=door, max_tokens=max_tokens,
+                                          policies=policies, expect=expect,
                                           slot_ttl_s=settings.api.request_timeout_seconds + 60)
     except APIError as exc:
         record_refusal(tenant.id, exc)
@@ -131,14 +177,16 @@ def _target_s(classification: Classification, ttft_target_s: float, now: dt.date
 
 async def _admit_by_slo(gate: SloGate, door: DoorPolicy, model: str,
                         classification: Classification, now: dt.datetime,
-                        tenant: Tenant, count: bool = True) -> None:
-    """Refuse now what cannot start within its target (service.api.slo_gate)."""
+                        tenant: Tenant, count: bool = True, record: bool = True) -> None:
+    """Refuse now what cannot start within its target (service.api.slo_gate). ``record``:
+    count the refusal (not when a fresh read judges it again)."""
     target = _target_s(classification, door.ttft_target_s, now)
     retry = await gate.check(model, prompt_tokens=door.prompt_estimate, target_s=target,
                              count=count, tenant=str(tenant.id), weight=tenant.weight)
     if retry is None:
         return
-    record_rejection(tenant.id, "slo_unattainable")
+    if record:
+        record_rejection(tenant.id, "slo_unattainable")
     raise APIError(429, f"The service is too busy to start this request within its "
                         f"{target:g} s time-to-first-token target; retry in {retry} s.",
                    code="slo_unattainable", headers={"Retry-After": str(retry)},

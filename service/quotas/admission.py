@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse
 
 from service.quotas.headers import rate_limit_headers
 from service.quotas.policy import TenantPolicy, load_policy, resolve_service_tier
+from service.quotas.policy_cache import PolicyCache
 from service.quotas.refusal import refusal
 from service.store.outages import is_outage
 from service.store.quota_store import Decision, QuotaStore
@@ -52,12 +53,14 @@ def unavailable() -> APIError:
 
 async def reserve(store: QuotaStore, session: AsyncSession, *, tenant_id: uuid.UUID,
                   policy: TenantPolicy, tokens: int, ticket: uuid.UUID, batch: bool,
-                  hold_slot: bool, slot_ttl_s: float) -> Decision:
-    """Run the admission script, seeding the month counter from Postgres when it's missing."""
+                  hold_slot: bool, slot_ttl_s: float, expect_generation: int | None = None
+                  ) -> Decision:
+    """Run the admission script, seeding the month counter from Postgres when it's missing.
+    ``expect_generation``: see ``QuotaStore.admit`` (a stale decision is returned as is)."""
     for _ in range(2):
         decision = await store.admit(tenant_id=tenant_id, limits=policy.limits, tokens=tokens,
                                      ticket=ticket, batch=batch, hold_slot=hold_slot,
-                                     slot_ttl_s=slot_ttl_s)
+                                     slot_ttl_s=slot_ttl_s, expect_generation=expect_generation)
         if not decision.needs_seed:
             if decision.alert_crossed:
                 log.warning("tenant passed its monthly token alert level",
@@ -199,16 +202,31 @@ async def door_policy(session: AsyncSession, *, tenant: Any, body: dict[str, Any
     return DoorPolicy(policy, service_tier, estimate_prompt_tokens(body))
 
 
+class StalePolicy(Exception):
+    """A cached policy met a newer policy generation (service.quotas.policy_cache), or
+    refused before the quota script: the door judges the request again from a fresh read."""
+
+
 async def reserve_request(session: AsyncSession, store: QuotaStore, *, tenant: Any,
-                          door: DoorPolicy, max_tokens: int, slot_ttl_s: float) -> Admission:
-    """Take the request's quota (tokens, a concurrency slot) or raise its 429/503."""
+                          door: DoorPolicy, max_tokens: int, slot_ttl_s: float,
+                          policies: PolicyCache | None = None, expect: int | None = None
+                          ) -> Admission:
+    """Take the request's quota (tokens, a concurrency slot) or raise its 429/503.
+    ``policies``: the door's cache, told the tenant's policy generation the script read;
+    ``expect``: the generation ``door``'s policy was cached under: StalePolicy, with nothing
+    taken, when it is no longer the tenant's current one."""
     policy, requested = door.policy, door.prompt_estimate + max_tokens
+    ticket = uuid.uuid4()
     try:
         decision = await reserve(store, session, tenant_id=tenant.id, policy=policy,
-                                 tokens=requested, ticket=(ticket := uuid.uuid4()),
-                                 batch=False, hold_slot=True, slot_ttl_s=slot_ttl_s)
+                                 tokens=requested, ticket=ticket, batch=False, hold_slot=True,
+                                 slot_ttl_s=slot_ttl_s, expect_generation=expect)
     except RedisError as exc:
         raise unavailable() from exc
+    if policies is not None:
+        policies.observe(tenant.id, decision.generation)
+    if decision.stale:
+        raise StalePolicy()
     if not decision.admitted:
         raise refusal(decision, policy.limits, requested=requested)
     return Admission(store, tenant.id, ticket, door.prompt_estimate, door.service_tier,

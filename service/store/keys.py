@@ -64,3 +64,4 @@ def handoff_stream(worker_id: str) -> str:
 
 
 HANDOFF_MAXLEN = 1000  # approximate cap per stream; an entry trimmed unread waits for its lease
+

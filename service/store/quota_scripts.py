@@ -14,16 +14,20 @@ Limits are passed as numbers; -1 means "no limit".
 
 from __future__ import annotations
 
-# KEYS: rpm, tpm, conc, month, batch, res
+# KEYS: rpm, tpm, conc, month, batch, res, policy generation
 # ARGV: now, rpm, tpm, conc, monthly, batch_limit, tokens, member, conc_expiry, is_batch,
-#       use_conc, res_ttl, month_ttl, alert_level
-# Returns {1, alert_crossed, requests left, tokens left} on admit (-1: no such limit; the
-#         buckets after this admission, for the x-ratelimit headers);
-#         {0, reason, retry_after_ms, requests left, tokens left, used} on refusal (the
-#         buckets as they are, nothing taken; used: what the refusing limit counts, for
+#       use_conc, res_ttl, month_ttl, alert_level, expected policy generation ('' = any)
+# Returns {1, alert_crossed, requests left, tokens left, generation} on admit (-1: no such
+#         limit; the buckets after this admission, for the x-ratelimit headers);
+#         {0, reason, retry_after_ms, requests left, tokens left, used, generation} on refusal
+#         (the buckets as they are, nothing taken; used: what the refusing limit counts, for
 #         concurrent requests, batch tokens and the month, else -1);
-#         {-1} when the month counter must be seeded first.
+#         {-1, generation} when the month counter must be seeded first;
+#         {-2, generation} when the limits were read under another policy generation than
+#         the tenant's current one (service.quotas.policy_cache): nothing taken.
 ADMIT = """
+local generation = tonumber(redis.call('GET', KEYS[7]) or '0')
+if ARGV[15] ~= '' and tonumber(ARGV[15]) ~= generation then return {-2, generation} end
 local now = tonumber(ARGV[1])
 local rpm, tpm, conc = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local monthly, batch_limit = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -38,7 +42,7 @@ local function bucket(key, cap)
   return math.min(cap, tokens + math.max(0, now - ts) * cap / 60.0)
 end
 
-if monthly >= 0 and redis.call('EXISTS', KEYS[4]) == 0 then return {-1} end
+if monthly >= 0 and redis.call('EXISTS', KEYS[4]) == 0 then return {-1, generation} end
 
 local rpm_left, tpm_left = 0, 0
 if rpm >= 0 then rpm_left = bucket(KEYS[1], rpm) end
@@ -47,7 +51,7 @@ local function refuse(reason, retry_ms, counted)
   local req, tok = -1, -1
   if rpm >= 0 then req = math.max(0, math.floor(rpm_left)) end
   if tpm >= 0 then tok = math.max(0, math.floor(tpm_left)) end
-  return {0, reason, retry_ms, req, tok, counted}
+  return {0, reason, retry_ms, req, tok, counted, generation}
 end
 
 if use_conc and conc >= 0 then
@@ -104,7 +108,7 @@ if alert >= 0 and used < alert and after >= alert then crossed = 1 end
 local req_left, tok_left = -1, -1
 if rpm >= 0 then req_left = math.floor(rpm_left - 1) end
 if tpm >= 0 then tok_left = math.floor(tpm_left - need) end
-return {1, crossed, req_left, tok_left}
+return {1, crossed, req_left, tok_left, generation}
 """
 
 # Correct an admission to real usage. Idempotent: the reservation is deleted on first use.

@@ -65,6 +65,12 @@ class TenantKeys:
     def reservation(self, ref: uuid.UUID | str) -> str:
         return self.key(f"res:{ref}")
 
+    @property
+    def policy_generation(self) -> str:
+        """Bumped after every admin change to this tenant's policy (service.quotas.policy_cache);
+        in the tenant's slot, so the admission script checks it in the same call."""
+        return self.key("gen")
+
 
 @dataclass(frozen=True, slots=True)
 class Decision:
@@ -80,32 +86,40 @@ class Decision:
     # On a refusal by concurrent_requests, batch_enqueued_tokens or monthly_tokens: what that
     # limit counts now (open requests, enqueued tokens, tokens this month), for the message.
     used: int | None = None
+    # The tenant's policy generation as the script read it; stale: it was not the expected
+    # one, and nothing was taken (service.quotas.policy_cache).
+    generation: int = 0
+    stale: bool = False
 
 
 def _admit_call(*, tenant_id: uuid.UUID, limits: QuotaLimits, tokens: int, ticket: uuid.UUID,
-                batch: bool, hold_slot: bool, slot_ttl_s: float, now: dt.datetime
-                ) -> tuple[list[str], list[Any]]:
+                batch: bool, hold_slot: bool, slot_ttl_s: float, now: dt.datetime,
+                expect_generation: int | None = None) -> tuple[list[str], list[Any]]:
     """KEYS and ARGV of the ADMIT script (shared by the async and sync stores)."""
     keys = TenantKeys(str(tenant_id))
     t = time.time()
     res_ttl = BATCH_RESERVATION_TTL_S if batch else REALTIME_RESERVATION_TTL_S
     return ([keys.rpm, keys.tpm, keys.conc, keys.month(month_tag(now)), keys.batch,
-             keys.reservation(ticket)],
+             keys.reservation(ticket), keys.policy_generation],
             [repr(t), _n(limits.requests_per_minute), _n(limits.tokens_per_minute),
              _n(limits.concurrent_requests), _n(limits.monthly_tokens),
              _n(limits.batch_enqueued_tokens), int(tokens), str(ticket), repr(t + slot_ttl_s),
-             int(batch), int(hold_slot), res_ttl, MONTH_TTL_S, _n(limits.monthly_alert_tokens)])
+             int(batch), int(hold_slot), res_ttl, MONTH_TTL_S, _n(limits.monthly_alert_tokens),
+             "" if expect_generation is None else int(expect_generation)])
 
 
 def _decision(out: list[Any], now: dt.datetime) -> Decision:
-    code = int(out[0])
+    code, generation = int(out[0]), int(out[-1])
+    if code == -2:
+        return Decision(False, generation=generation, stale=True)
     if code == -1:
-        return Decision(False, needs_seed=True)
+        return Decision(False, needs_seed=True, generation=generation)
     if code == 1:
         left = [int(v) for v in out[2:4]] + [-1, -1]
         return Decision(True, alert_crossed=bool(int(out[1])),
                         remaining_requests=left[0] if left[0] >= 0 else None,
-                        remaining_tokens=left[1] if left[1] >= 0 else None)
+                        remaining_tokens=left[1] if left[1] >= 0 else None,
+                        generation=generation)
     reason = out[1].decode() if isinstance(out[1], bytes) else str(out[1])
     retry_ms = int(out[2])
     req, tok, used = (int(v) for v in out[3:6])
@@ -113,7 +127,7 @@ def _decision(out: list[Any], now: dt.datetime) -> Decision:
                else max(1, math.ceil(retry_ms / 1000)))
     return Decision(False, reason, retry_s, remaining_requests=req if req >= 0 else None,
                     remaining_tokens=tok if tok >= 0 else None,
-                    used=used if used >= 0 else None)
+                    used=used if used >= 0 else None, generation=generation)
 
 
 def _settle_call(*, tenant_id: uuid.UUID, ref: uuid.UUID | str, actual_tokens: int,
@@ -133,11 +147,15 @@ class QuotaStore:
 
     async def admit(self, *, tenant_id: uuid.UUID, limits: QuotaLimits, tokens: int,
                     ticket: uuid.UUID, batch: bool, hold_slot: bool, slot_ttl_s: float,
-                    now: dt.datetime | None = None) -> Decision:
+                    now: dt.datetime | None = None, expect_generation: int | None = None
+                    ) -> Decision:
+        """``expect_generation``: the tenant's policy generation ``limits`` were read under;
+        another one makes the decision ``stale``, with nothing taken."""
         now = now or dt.datetime.now(dt.UTC)
         keys, args = _admit_call(tenant_id=tenant_id, limits=limits, tokens=tokens,
                                  ticket=ticket, batch=batch, hold_slot=hold_slot,
-                                 slot_ttl_s=slot_ttl_s, now=now)
+                                 slot_ttl_s=slot_ttl_s, now=now,
+                                 expect_generation=expect_generation)
         return _decision(await self._admit(keys=keys, args=args), now)
 
     async def seed_month(self, *, tenant_id: uuid.UUID, used_tokens: int,

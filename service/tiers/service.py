@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from typing import Any
 
 from sqlalchemy import select, update
@@ -46,6 +47,11 @@ async def upsert_tier(session: AsyncSession, *, name: str, weight: float,
     # The dispatcher reads tenants.weight; keep it equal to the tier's weight.
     await session.execute(update(Tenant).where(Tenant.tier == name).values(weight=weight))
     return before, tier
+
+
+async def tenants_on(session: AsyncSession, *, name: str) -> list[uuid.UUID]:
+    """The tenants a change of tier ``name`` applies to."""
+    return list((await session.scalars(select(Tenant.id).where(Tenant.tier == name))).all())
 
 
 async def delete_tier(session: AsyncSession, *, name: str) -> bool:

@@ -1,0 +1,154 @@
+"""The door's policy cache (service.quotas.policy_cache): a tenant's repeated admissions read
+no Postgres, and an admin's change binds the very next call once its generation is bumped
+(the admin routes do that after their commit; tests/integration/test_quotas_api.py drives
+them end to end). Here the door itself (``service.api.door.admit``), in process, against the
+real Postgres and Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+from sqlalchemy import event
+
+from service.api.door import admit
+from service.cli.bootstrap import create_tenant_with_key
+from service.quotas.policy_cache import bump_policy_generation
+from service.store.db import async_sessionmaker_for, sync_session
+from service.store.models.quotas import TenantQuota
+from service.store.models.tenants import Tenant
+from service.store.quota_limits import QuotaLimits
+from service.store.quota_store import QuotaStore
+from service.store.settings import Settings
+from service.web.errors import APIError
+
+BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def _overrides(database_url: str, tenant_id: uuid.UUID, overrides: dict[str, Any]) -> None:
+    """An admin's quota change, committed (the generation is the caller's to bump)."""
+    with sync_session(database_url) as session:
+        row = session.get(TenantQuota, tenant_id)
+        if row is None:
+            session.add(TenantQuota(tenant_id=tenant_id, overrides=overrides))
+        else:
+            row.overrides = overrides
+        session.commit()
+
+
+class Door:
+    """One API process's door: its app state, and every statement it sends to Postgres."""
+
+    def __init__(self, database_url: str, redis_url: str) -> None:
+        settings = Settings(database_url=database_url, redis_url=redis_url)
+        self.settings = settings.model_copy(update={"api": settings.api.model_copy(
+            update={"slo_admission": False})})
+        self.redis = Redis.from_url(redis_url)
+        self.request = SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(
+            redis=self.redis, slo_gate=None)))
+        self.sessionmaker = async_sessionmaker_for(database_url)
+        self.statements: list[str] = []
+        event.listen(self.sessionmaker.kw["bind"].sync_engine, "before_cursor_execute",
+                     lambda conn, cursor, statement, *a: self.statements.append(statement))
+
+    async def admit(self, tenant: Tenant) -> tuple[int, int]:
+        """(HTTP status, policy reads) of one admission, its slot given back at once."""
+        before = len(self.statements)
+        async with self.sessionmaker() as session:
+            try:
+                door = await admit(self.request, session, self.settings, tenant,  # type: ignore[arg-type]
+                                   model="m", payload=dict(BODY), max_tokens=8,
+                                   deadline_ms=None)
+            except APIError as exc:
+                status = exc.status
+            else:
+                await door.admission.release()
+                status = 200
+        reads = sum("FROM tiers" in s for s in self.statements[before:])
+        return status, reads
+
+
+@pytest.fixture
+def tenant(database_url: str) -> Tenant:
+    tenant_id, _ = create_tenant_with_key(Settings(database_url=database_url),
+                                          f"policy-cache-{uuid.uuid4().hex[:6]}")
+    with sync_session(database_url) as session:
+        found = session.get(Tenant, tenant_id)
+        assert found is not None
+        session.expunge(found)
+        return found
+
+
+def test_repeated_admissions_read_the_policy_once_it_is_cached(
+        database_url: str, test_redis_url: str, tenant: Tenant) -> None:
+    door = Door(database_url, test_redis_url)
+
+    async def run() -> list[tuple[int, int]]:
+        return [await door.admit(tenant) for _ in range(5)]
+
+    results = asyncio.run(run())
+    assert all(status == 200 for status, _ in results)
+    # The first read is not cached (no generation seen before it); the second is.
+    assert [reads for _, reads in results] == [1, 1, 0, 0, 0]
+
+
+def test_an_admin_change_binds_the_very_next_call_once_its_generation_is_bumped(
+        database_url: str, test_redis_url: str, tenant: Tenant) -> None:
+    door = Door(database_url, test_redis_url)
+    store = QuotaStore(door.redis)
+
+    async def run() -> list[tuple[int, int]]:
+        out = [await door.admit(tenant) for _ in range(3)]  # cached from the second
+        await asyncio.to_thread(_overrides, database_url, tenant.id, {"requests_per_minute": 0})
+        out.append(await door.admit(tenant))  # not bumped: the cache stands (up to its TTL)
+        await bump_policy_generation(door.redis, [tenant.id])
+        out.append(await door.admit(tenant))  # bumped: read again, and refused
+        await asyncio.to_thread(_overrides, database_url, tenant.id, {})
+        await bump_policy_generation(door.redis, [tenant.id])
+        out.append(await door.admit(tenant))  # admitted again at once
+        live = await store.state(tenant_id=tenant.id, limits=QuotaLimits(concurrent_requests=9))
+        out.append((live["concurrent_requests_open"], 0))
+        return out
+
+    results = asyncio.run(run())
+    assert results[:3] == [(200, 1), (200, 1), (200, 0)]
+    assert results[3] == (200, 0)
+    assert results[4] == (429, 1)
+    assert results[5] == (200, 1)
+    # A stale admission took nothing: no slot left open, and requests per minute counted
+    # once per admitted request (5 of them; the refused one took nothing either).
+    assert results[6] == (0, 0)
+
+
+def test_a_bump_without_redis_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    async def run() -> None:
+        await bump_policy_generation(Redis.from_url("redis://127.0.0.1:1/0"), [uuid.uuid4()])
+
+    asyncio.run(run())
+    assert "not bumped (Redis away)" in caplog.text
+
+
+
+def test_a_stale_cached_policy_takes_nothing_from_the_tenants_quota(
+        database_url: str, test_redis_url: str, tenant: Tenant) -> None:
+    """Read under an older generation, the script refuses to take anything: the request is
+    counted once, under the policy read again (x-ratelimit-remaining-requests stays true)."""
+    _overrides(database_url, tenant.id, {"requests_per_minute": 6})
+    door = Door(database_url, test_redis_url)
+    store = QuotaStore(door.redis)
+
+    async def run() -> tuple[list[tuple[int, int]], float]:
+        out = [await door.admit(tenant) for _ in range(3)]  # the third from the cache
+        await bump_policy_generation(door.redis, [tenant.id])  # e.g. a change elsewhere
+        out.append(await door.admit(tenant))
+        live = await store.state(tenant_id=tenant.id,
+                                 limits=QuotaLimits(requests_per_minute=6))
+        return out, live["requests_per_minute_available"]
+
+    results, available = asyncio.run(run())
+    assert results == [(200, 1), (200, 1), (200, 0), (200, 1)]
+    assert 2.0 <= available < 2.9  # 6 - 4 requests, plus a few seconds' refill at 0.1/s
