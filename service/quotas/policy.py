@@ -46,9 +46,11 @@ def _policy(tier: str, row: Row[Any] | None) -> TenantPolicy:
 
 
 async def load_policy(session: AsyncSession, *, tenant_id: uuid.UUID, tier: str) -> TenantPolicy:
-    # Read per request, not cached: an admin's change must bind the tenant's very next call,
-    # on every API process. It is one primary-key lookup. (The tenant's tier itself comes from
-    # the key lookup, which other API processes may reuse for FAIRWAY_KEY_CACHE_SECONDS.)
+    # One primary-key lookup. The realtime door caches what it returns, trusted only while
+    # the tenant's policy generation is unchanged (service.quotas.policy_cache), so an admin's
+    # change still binds the very next call on every API process. (The tenant's tier itself
+    # comes from the key lookup, which other API processes may reuse for
+    # FAIRWAY_KEY_CACHE_SECONDS.)
     return _policy(tier, (await session.execute(_POLICY, _params(tenant_id, tier))).first())
 
 
