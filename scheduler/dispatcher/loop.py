@@ -14,21 +14,19 @@ from collections.abc import Callable, Sequence
 
 import psycopg
 from redis import Redis
-from sqlalchemy.orm import Session
 
 from scheduler.dispatcher import handout
 from scheduler.dispatcher import metrics as sched_obs
 from scheduler.dispatcher.express import ExpressLender
 from scheduler.dispatcher.hops import HopTraces
 from scheduler.dispatcher.leader import acquire_leadership, connect, still_leader
-from scheduler.dispatcher.refusals import refusal_message
 from scheduler.dispatcher.sends import Sends
 from scheduler.dispatcher.terms import run_terms
 from scheduler.dispatcher.views import job_view, live_beats, worker_view
 from scheduler.interface import SchedulingPolicy
 from scheduler.policies import FairwayConfig, make_policy
-from scheduler.types import Assign, Decision, JobClass, Preempt, Reject
-from service.store import handoff, job_stream, tracing, wakeups
+from scheduler.types import JobClass
+from service.store import handoff, tracing, wakeups
 from service.store import job_queries as store
 from service.store.db import sync_autocommit_session, sync_session
 from service.store.heartbeats import LeaderBeat, decode_step_clock, encode_outlook
@@ -46,7 +44,6 @@ from service.store.outages import POSTGRES, Dependencies
 from service.store.settings import Settings, to_libpq_url
 from service.store.task_queue import make_celery
 from service.store.telemetry.endpoint import start_metrics_endpoint
-from service.store.telemetry.state import record_rejection
 
 log = logging.getLogger("fairway.scheduler")
 
@@ -374,33 +371,4 @@ class Dispatcher(Sends):
             for job in store.fetch_queued(session):
                 if str(job.job_id) not in self.placed:
                     self._arrived(job)
-
-    # -- decisions -----------------------------------------------------------------------------
-    def _act(self, decisions: list[Decision]) -> None:
-        if not decisions:
-            return
-        assigns = [d for d in decisions if isinstance(d, Assign)]
-        preempts = [d for d in decisions if isinstance(d, Preempt)]
-        rejects = [d for d in decisions if isinstance(d, Reject)]
-        if assigns or preempts:  # one claim statement (and an unclaim each if a send fails)
-            with sync_autocommit_session(self.settings.database_url) as session:
-                self._assign_all(session, assigns, preempts)
-        if rejects:
-            with sync_session(self.settings.database_url) as session:
-                for decision in rejects:
-                    self._reject(session, decision)
-
-    def _reject(self, session: Session, decision: Reject) -> None:
-        retry = max(1, round(decision.retry_after_s))
-        self.classes.pop(decision.job_id, None)
-        self.bodies.pop(decision.job_id, None)
-        self.hops.forget(decision.job_id)
-        record_rejection(None, "slo_unattainable")
-        message = refusal_message(decision.reason, retry)
-        log.info("job refused by the policy", extra={"job_id": decision.job_id,
-                                                      "reason": decision.reason})
-        if store.reject_job(session, job_id=uuid.UUID(decision.job_id), status=429,
-                            code="slo_unattainable", message=message):
-            self.redis.xadd(stream_key(decision.job_id), job_stream.fields(job_stream.Failure(
-                0, 429, "slo_unattainable", message, retry_after=retry)))
 

@@ -1,7 +1,7 @@
 """The dispatcher's sends: a pass's assignments claimed in one statement, then handed out (the
 realtime hand-off and the preemptions in one Redis pipeline, batch tasks over one Celery
-producer), and what to do when a send fails. A part of ``Dispatcher`` (loop.py), apart so each
-module keeps one job."""
+producer), what to do when a send fails, and the policy's refusals written. A part of
+``Dispatcher`` (loop.py), apart so each module keeps one job."""
 
 from __future__ import annotations
 
@@ -16,15 +16,24 @@ from sqlalchemy.orm import Session
 from scheduler.dispatcher import handout
 from scheduler.dispatcher import metrics as sched_obs
 from scheduler.dispatcher.hops import HopTraces
+from scheduler.dispatcher.refusals import refusal_message
 from scheduler.dispatcher.views import job_view
 from scheduler.interface import SchedulingPolicy
-from scheduler.types import Assign, JobClass, Preempt
-from service.store import handoff, wakeups
+from scheduler.types import Assign, Decision, JobClass, Preempt, Reject
+from service.store import handoff, job_stream, wakeups
 from service.store import job_queries as store
-from service.store.keys import HANDOFF_MAXLEN, control_channel, handoff_stream, worker_queue
+from service.store.db import sync_autocommit_session, sync_session
+from service.store.keys import (
+    HANDOFF_MAXLEN,
+    control_channel,
+    handoff_stream,
+    stream_key,
+    worker_queue,
+)
 from service.store.outages import is_outage
 from service.store.settings import Settings
 from service.store.task_queue import RUN_JOB_TASK
+from service.store.telemetry.state import record_rejection
 
 log = logging.getLogger("fairway.scheduler")
 
@@ -145,3 +154,32 @@ class Sends:
         placed = self.placed.get(job_id)
         if placed is not None and placed[1] is JobClass.REALTIME:
             self.awaiting_first.add(job_id)
+
+    # -- a pass's decisions, carried out ---------------------------------------------------------
+    def _act(self, decisions: list[Decision]) -> None:
+        if not decisions:
+            return
+        assigns = [d for d in decisions if isinstance(d, Assign)]
+        preempts = [d for d in decisions if isinstance(d, Preempt)]
+        rejects = [d for d in decisions if isinstance(d, Reject)]
+        if assigns or preempts:  # one claim statement (and an unclaim each if a send fails)
+            with sync_autocommit_session(self.settings.database_url) as session:
+                self._assign_all(session, assigns, preempts)
+        if rejects:
+            with sync_session(self.settings.database_url) as session:
+                for decision in rejects:
+                    self._reject(session, decision)
+
+    def _reject(self, session: Session, decision: Reject) -> None:
+        retry = max(1, round(decision.retry_after_s))
+        self.classes.pop(decision.job_id, None)
+        self.bodies.pop(decision.job_id, None)
+        self.hops.forget(decision.job_id)
+        record_rejection(None, "slo_unattainable")
+        message = refusal_message(decision.reason, retry)
+        log.info("job refused by the policy", extra={"job_id": decision.job_id,
+                                                      "reason": decision.reason})
+        if store.reject_job(session, job_id=uuid.UUID(decision.job_id), status=429,
+                            code="slo_unattainable", message=message):
+            self.redis.xadd(stream_key(decision.job_id), job_stream.fields(job_stream.Failure(
+                0, 429, "slo_unattainable", message, retry_after=retry)))
