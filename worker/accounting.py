@@ -18,18 +18,23 @@ log = logging.getLogger("fairway.usage")
 
 
 async def account_job_end(redis: Redis, *, job_id: uuid.UUID, tenant_id: uuid.UUID,
-                          values: dict[str, Any]) -> None:
+                          values: dict[str, Any]) -> bool:
     """Call inside the transaction that writes the job's final row, before its commit.
 
     The Redis correction runs now rather than after commit: the API releases its side once it
     sees the final event, which is published after commit, so settling first keeps the worker's
     real numbers ahead of the API's fallback charge. If the commit then fails, the settle was
     for a job that will be retried: a small, bounded error.
+
+    True when this call settled the reservation (which frees its concurrency slot too); False
+    when it was gone already (the API released it, or it expired) or Redis was away.
     """
     prompt = int(values.get("prompt_tokens") or 0)
     completion = int(values.get("completion_tokens") or 0)
     try:
-        await QuotaStore(redis).settle(tenant_id=tenant_id, ref=job_id,
-                                       actual_tokens=prompt + completion)
+        settled = await QuotaStore(redis).settle(tenant_id=tenant_id, ref=job_id,
+                                                 actual_tokens=prompt + completion)
     except RedisError:  # the reservation's TTL is the backstop; usage is in the job's row
         log.warning("quota settle failed", extra={"job_id": str(job_id)})
+        return False
+    return settled is not None

@@ -39,6 +39,7 @@ class ClaimedJob:
     first_token_at: dt.datetime | None = None
     stamp: asyncio.Task[None] | None = None
     stamp_writing: bool = False
+    quota_settled: bool = False  # the final write's settle took the reservation (accounting)
 
 
 @dataclass(slots=True)

@@ -323,7 +323,8 @@ class JobRunner(RowStamps):
         if not await self._finish_row(job, now, values, succeeded=True):
             return "aborted"
         await self._publish_end(job, job_stream.Final(job.attempt, progress.finish_reason,
-                                                 prompt_tokens, len(generated)))
+                                                      prompt_tokens, len(generated),
+                                                      settled=job.quota_settled))
         return "succeeded"
 
     async def _fail(self, job: ClaimedJob, status: int, code: str, message: str,
@@ -358,8 +359,8 @@ class JobRunner(RowStamps):
                 conn = await session.connection()
                 row: Row[Any] | None = (await conn.execute(statement, params)).first()
                 if row is not None:
-                    await account_job_end(self.redis, job_id=row.id,
-                                          tenant_id=row.tenant_id, values=values)
+                    job.quota_settled = await account_job_end(
+                        self.redis, job_id=row.id, tenant_id=row.tenant_id, values=values)
                     await record_response_end_async(session, row)
                 await session.commit()
                 return row

@@ -26,9 +26,10 @@ log = logging.getLogger("fairway.api")
 
 
 async def wait_for_job(request: Request, job_id: uuid.UUID, settings: Settings,
-                       obs: Any) -> Job:
+                       obs: Any, on_settled: Callable[[], None] | None = None) -> Job:
     """The finished job's row; its failure as its HTTP error. A client that leaves, or a
-    timeout, cancels the job (its engine slot is freed)."""
+    timeout, cancels the job (its engine slot is freed). ``on_settled``: called when the
+    job's end says its worker settled the quota (``Admission.settled_by_worker``)."""
     state = request.app.state
     try:
         async for ev in follow_job(state.redis, job_id,
@@ -38,6 +39,8 @@ async def wait_for_job(request: Request, job_id: uuid.UUID, settings: Settings,
             if isinstance(ev, NewText):
                 obs.first_token()
             elif isinstance(ev, Final):
+                if ev.settled and on_settled is not None:
+                    on_settled()
                 job = await final_row(state, job_id)
                 obs.finished(ok=True, completion_tokens=job.completion_tokens or 0)
                 return job

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -99,26 +99,31 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
                           deadline_s=(classification.deadline_at - now).total_seconds())
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        events = _stream(request, job.id, builder, include_usage, settings, obs)
+        events = _stream(request, job.id, builder, include_usage, settings, obs,
+                         on_settled=admission.settled_by_worker)
         return StreamingResponse(admission.wrap(obs.wrap(events)),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache",
                                           "X-Fairway-Job": job.public_id,
                                           **admission.headers})
     response.headers.update(admission.headers)
-    return await admission.around(obs.around(_wait(request, job.id, builder, settings, obs)))
+    return await admission.around(obs.around(_wait(request, job.id, builder, settings, obs,
+                                                   on_settled=admission.settled_by_worker)))
 
 
 async def _wait(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
-                settings: Settings, obs: Any = NULL_OBSERVER) -> dict[str, Any]:
-    job = await wait_for_job(request, job_id, settings, obs)
+                settings: Settings, obs: Any = NULL_OBSERVER,
+                on_settled: Callable[[], None] | None = None) -> dict[str, Any]:
+    job = await wait_for_job(request, job_id, settings, obs, on_settled)
     return builder.completion(result_text(job.result), job.finish_reason,
                               usage_dict(job.prompt_tokens or 0, job.completion_tokens or 0))
 
 
 async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
-                  include_usage: bool, settings: Settings,
-                  obs: Any = NULL_OBSERVER) -> AsyncIterator[bytes]:
+                  include_usage: bool, settings: Settings, obs: Any = NULL_OBSERVER,
+                  on_settled: Callable[[], None] | None = None) -> AsyncIterator[bytes]:
+    """The job's chat or text completion chunks. ``on_settled``: called when the job's end
+    says its worker settled the quota (``Admission.settled_by_worker``)."""
     state = request.app.state
     done = False
     # The role rides on the first content chunk, as in vLLM and OpenAI, so "first chunk" means
@@ -136,6 +141,8 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
                 tracing.end(relay)
                 role_pending = False
             elif isinstance(ev, Final):
+                if ev.settled and on_settled is not None:
+                    on_settled()
                 obs.finished(ok=True, completion_tokens=ev.completion_tokens)
                 if role_pending:
                     yield sse(builder.chunk("", first=True, with_usage_field=include_usage))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import Request
@@ -35,13 +35,15 @@ _background: set[asyncio.Task[Any]] = set()
 
 
 async def wait_response(request: Request, job_id: uuid.UUID, settings: Settings,
-                        obs: Any) -> dict[str, Any]:
+                        obs: Any, on_settled: Callable[[], None] | None = None
+                        ) -> dict[str, Any]:
     """The completed Response object; the job's failure as its HTTP error."""
-    return render(await wait_for_job(request, job_id, settings, obs))
+    return render(await wait_for_job(request, job_id, settings, obs, on_settled))
 
 
 async def stream_response(request: Request, job_id: uuid.UUID, events: EventStream,
-                          settings: Settings, obs: Any, *, background: bool
+                          settings: Settings, obs: Any, *, background: bool,
+                          on_settled: Callable[[], None] | None = None
                           ) -> AsyncIterator[bytes]:
     """The Responses API's events, from ``response.created`` to the final object (or an
     ``error`` event when the stream cannot go on)."""
@@ -60,6 +62,8 @@ async def stream_response(request: Request, job_id: uuid.UUID, events: EventStre
                     yield event
                 tracing.end(relay)
             elif isinstance(ev, Final):
+                if ev.settled and on_settled is not None:
+                    on_settled()
                 job = await final_row(state, job_id)
                 obs.finished(ok=True, completion_tokens=job.completion_tokens or 0)
                 for event in events.finish(render(job)):

@@ -84,10 +84,11 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
                           deadline_s=(classification.deadline_at - now).total_seconds())
     if body.stream:
         events = stream_response(request, job.id, EventStream(shape), settings, obs,
-                                 background=False)
+                                 background=False, on_settled=admission.settled_by_worker)
         return _sse(admission.wrap(obs.wrap(events)), headers)
     response.headers.update(headers)
-    return await admission.around(obs.around(wait_response(request, job.id, settings, obs)))
+    return await admission.around(obs.around(wait_response(
+        request, job.id, settings, obs, on_settled=admission.settled_by_worker)))
 
 
 @router.get("/responses/{response_id}", responses=errors(404))

@@ -99,6 +99,11 @@ class Admission:
     async def release(self) -> None:
         await self._give_back(self.prompt_estimate)
 
+    def settled_by_worker(self) -> None:
+        """The job's final stream entry says its worker settled the reservation (and so freed
+        its concurrency slot): the release at the request's end has nothing left to do."""
+        self._released = True
+
     async def refund(self) -> None:
         """Give the whole reservation back: refused after the quota took it (the request
         still counts against requests per minute, which the quota script already took)."""

@@ -35,6 +35,9 @@ class Final:
     finish_reason: str | None
     prompt_tokens: int
     completion_tokens: int
+    # The worker settled the job's quota reservation, which frees its concurrency slot too:
+    # the API's own release at the request's end would find nothing (one Redis call saved).
+    settled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +64,12 @@ def fields(entry: Entry) -> Fields:
             if traceparent is not None:
                 out["traceparent"] = traceparent
             return out
-        case Final(attempt, finish_reason, prompt, completion):
-            return {"type": "final", "attempt": attempt, "finish_reason": finish_reason or "",
-                    "prompt_tokens": prompt, "completion_tokens": completion}
+        case Final(attempt, finish_reason, prompt, completion, settled):
+            out = {"type": "final", "attempt": attempt, "finish_reason": finish_reason or "",
+                   "prompt_tokens": prompt, "completion_tokens": completion}
+            if settled:
+                out["settled"] = 1
+            return out
         case Failure(attempt, status, code, message, retry_after, param):
             out = {"type": "error", "attempt": attempt, "status": status, "code": code or "",
                    "message": message}
@@ -87,7 +93,7 @@ def parse(raw: Mapping[bytes, bytes] | Mapping[str, str]) -> Entry | None:
                          f.get("traceparent"))
         if kind == "final":
             return Final(attempt, f.get("finish_reason") or None, int(f.get("prompt_tokens", 0)),
-                         int(f.get("completion_tokens", 0)))
+                         int(f.get("completion_tokens", 0)), f.get("settled") == "1")
         if kind == "error":
             retry = f.get("retry_after")
             return Failure(attempt, int(f.get("status", 500)), f.get("code") or None,

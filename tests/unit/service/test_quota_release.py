@@ -65,3 +65,16 @@ def test_a_refund_gives_every_reserved_token_back_and_frees_the_slot() -> None:
     store = asyncio.run(run())
     assert store.settled == [{"tenant_id": store.settled[0]["tenant_id"], "ref": ticket,
                               "actual_tokens": 0, "free_slot": ticket}]
+
+
+def test_a_request_whose_worker_settled_releases_nothing_more() -> None:
+    async def run(settled: bool) -> FlakyStore:
+        store = FlakyStore(failures=0)
+        holder = Admission(store, uuid.uuid4(), uuid.uuid4(), 10, "default", 1.0)  # type: ignore[arg-type]
+        if settled:
+            holder.settled_by_worker()  # the job's final stream entry said so
+        await holder.release()
+        return store
+
+    assert asyncio.run(run(settled=True)).settled == []
+    assert len(asyncio.run(run(settled=False)).settled) == 1
