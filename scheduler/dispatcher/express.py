@@ -21,7 +21,7 @@ from typing import Any
 from redis import Redis
 
 from scheduler.types import ExpressGrant
-from service.store.keys import express_key
+from service.store.keys import decode_ticket, encode_ticket, express_key
 
 log = logging.getLogger("fairway.scheduler")
 
@@ -47,7 +47,7 @@ class ExpressLender:
 
     def heard(self, worker_id: str, ticket: str) -> None:
         """A placed job's NOTIFY: its ticket's room is the policy's to count from now on."""
-        entry = f"{worker_id}|{ticket}"
+        entry = encode_ticket(worker_id, ticket)
         self._taken.pop(entry, None)
         for entries in self._lent.values():
             if entry in entries:
@@ -64,7 +64,7 @@ class ExpressLender:
         models = sorted(set(self._lent) | set(wanted))
         if not models:
             return
-        fresh = {model: [f"{worker}|{next(self._ids)}" for _ in range(count)]
+        fresh = {model: [encode_ticket(worker, str(next(self._ids))) for _ in range(count)]
                  for model, (worker, count) in wanted.items()}
         with redis.pipeline(transaction=True) as pipe:
             for model in models:
@@ -92,4 +92,5 @@ class ExpressLender:
 
 
 def _worker_of(entry: str) -> str:
-    return entry.rpartition("|")[0]
+    parts = decode_ticket(entry)
+    return parts[0] if parts else ""

@@ -24,7 +24,7 @@ from typing import TypeVar
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.store import handoff, lifecycle, tracing, wakeups
+from service.store import handoff, keys, lifecycle, tracing, wakeups
 from service.store.job_queries import prompt_shape
 from service.store.keys import HANDOFF_MAXLEN, express_key, handoff_stream
 from service.store.models.jobs import Job
@@ -64,14 +64,9 @@ class Ticket:
     ticket: str  # the lender's id for it, echoed in the NOTIFY (the dispatcher's accounting)
 
 
-def encode_ticket(worker_id: str, ticket: str) -> str:
-    return f"{worker_id}|{ticket}"
-
-
 def decode_ticket(raw: bytes | str) -> Ticket | None:
-    text = raw.decode() if isinstance(raw, bytes) else raw
-    worker_id, _, ticket = text.rpartition("|")
-    return Ticket(worker_id, ticket) if worker_id and ticket else None
+    parts = keys.decode_ticket(raw)
+    return Ticket(*parts) if parts else None
 
 
 async def take_ticket(express: Express, model: str) -> Ticket | None:

@@ -53,8 +53,21 @@ def worker_queue(worker_id: str) -> str:
 
 def express_key(model: str) -> str:
     """The express tickets the dispatcher lends the API for ``model`` (a list of
-    ``<worker>|<ticket>``; the API pops one per realtime job it places at insert)."""
+    ``<worker>|<ticket>``, ``encode_ticket``; the API pops one per realtime job it places at
+    insert)."""
     return f"fairway:express:{model}"
+
+
+def encode_ticket(worker_id: str, ticket: str) -> str:
+    """One entry of an ``express_key`` list (split at its last "|": a worker id may hold one)."""
+    return f"{worker_id}|{ticket}"
+
+
+def decode_ticket(raw: bytes | str) -> tuple[str, str] | None:
+    """(worker, ticket) of an ``express_key`` entry, or None when it is not one."""
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    worker_id, _, ticket = text.rpartition("|")
+    return (worker_id, ticket) if worker_id and ticket else None
 
 
 def handoff_stream(worker_id: str) -> str:
