@@ -57,9 +57,10 @@ class Admitted:
 async def admit(request: Request, session: AsyncSession, settings: Settings, tenant: Tenant, *,
                 model: str, payload: dict[str, Any], max_tokens: int, deadline_ms: int | None,
                 background: bool = False) -> Admitted:
+    prompt_tokens = estimate_prompt_tokens(payload)  # once: it serializes the whole prompt
     if deadline_ms is not None:  # one no load can help: a 400, before any quota is taken
         await check_deadline(request.app.state.slo_gate, model, deadline_ms=deadline_ms,
-                             prompt_tokens=estimate_prompt_tokens(payload))
+                             prompt_tokens=prompt_tokens)
     gate: SloGate = request.app.state.slo_gate
     hints, hint_key = _hints(request.app.state), (tenant.id, tenant.tier,
                                                    payload.get("service_tier"))
@@ -73,7 +74,7 @@ async def admit(request: Request, session: AsyncSession, settings: Settings, ten
         # checked against the policy generation, or read; service.quotas.policy_cache).
         classification = _classify(hint, deadline_ms, now, settings, background)
         if classification.kind == JobKind.REALTIME:
-            this = DoorPolicy(hint.policy, hint.service_tier, estimate_prompt_tokens(payload))
+            this = DoorPolicy(hint.policy, hint.service_tier, prompt_tokens)
             await _admit_by_slo(gate, this, model, classification, now, tenant, count=False)
     await without_transaction(session)
     policies = policy_cache(request.app.state)
@@ -82,7 +83,7 @@ async def admit(request: Request, session: AsyncSession, settings: Settings, ten
         service_tier = resolve_service_tier(payload.get("service_tier"),
                                             cached.policy.allowed_service_tiers)
         if service_tier is not None:  # else its 403 is judged from a fresh read
-            door = DoorPolicy(cached.policy, service_tier, estimate_prompt_tokens(payload))
+            door = DoorPolicy(cached.policy, service_tier, prompt_tokens)
             hints[hint_key] = door
             try:
                 return await _admit_with(request, session, settings, tenant, door, policies,
@@ -94,7 +95,8 @@ async def admit(request: Request, session: AsyncSession, settings: Settings, ten
         policies.drop(tenant.id, tenant.tier)
     stamp = policies.stamp(tenant.id)  # before the read: a change during it leaves it stale
     try:
-        door = await door_policy(session, tenant=tenant, body=payload)
+        door = await door_policy(session, tenant=tenant, body=payload,
+                                 prompt_tokens=prompt_tokens)
     except APIError as exc:
         record_refusal(tenant.id, exc)
         raise

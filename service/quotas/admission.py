@@ -9,7 +9,6 @@ settled, e.g. the client left and the job was cancelled, charge the prompt estim
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
@@ -28,6 +27,7 @@ from service.quotas.headers import rate_limit_headers
 from service.quotas.policy import TenantPolicy, load_policy, resolve_service_tier
 from service.quotas.policy_cache import PolicyCache
 from service.quotas.refusal import refusal
+from service.store.job_queries import prompt_estimate
 from service.store.outages import is_outage
 from service.store.quota_store import Decision, QuotaStore
 from service.usage.service import month_tokens_used
@@ -38,11 +38,8 @@ T = TypeVar("T")
 _background: set[asyncio.Task[Any]] = set()
 RELEASE_RETRY_S = 0.5  # the first retry of a release that met a Redis outage
 
-def estimate_prompt_tokens(body: dict[str, Any]) -> int:
-    # The same rough 4-characters-a-token the dispatcher uses; real counts correct it later.
-    messages = body.get("messages")
-    text = json.dumps(messages if messages is not None else body.get("prompt", ""))
-    return max(1, len(text) // 4)
+# The same rough estimate the dispatcher's policy uses (one formula for both).
+estimate_prompt_tokens = prompt_estimate
 
 
 def unavailable() -> APIError:
@@ -195,16 +192,19 @@ class DoorPolicy:
         return self.policy.ttft_slo_ms / 1000
 
 
-async def door_policy(session: AsyncSession, *, tenant: Any, body: dict[str, Any]) -> DoorPolicy:
+async def door_policy(session: AsyncSession, *, tenant: Any, body: dict[str, Any],
+                      prompt_tokens: int | None = None) -> DoorPolicy:
     """The tenant's policy and the request's service tier, or the 403 for a tier it may not
-    use. Reads Postgres only: a request refused after this (by its SLO) cost no quota."""
+    use. Reads Postgres only: a request refused after this (by its SLO) cost no quota.
+    ``prompt_tokens``: the body's estimate, when the caller has it already."""
     policy = await load_policy(session, tenant_id=tenant.id, tier=tenant.tier)
     service_tier = resolve_service_tier(body.get("service_tier"), policy.allowed_service_tiers)
     if service_tier is None:
         raise APIError(403, f"service_tier '{body.get('service_tier')}' is not available "
                        f"on the '{policy.tier}' tier.", code="service_tier_not_allowed",
                        param="service_tier", reason="service_tier_not_allowed")
-    return DoorPolicy(policy, service_tier, estimate_prompt_tokens(body))
+    return DoorPolicy(policy, service_tier,
+                      estimate_prompt_tokens(body) if prompt_tokens is None else prompt_tokens)
 
 
 class StalePolicy(Exception):

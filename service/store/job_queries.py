@@ -52,17 +52,24 @@ _QUEUED_COLUMNS = (Job.id, Job.seq, Job.tenant_id, Tenant.weight, Job.kind, Job.
                    .label("generated"), Tier.ttft_slo_ms, Job.attempt, Job.endpoint)
 
 
+def prompt_estimate(request: dict[str, Any]) -> int:
+    """A request's prompt tokens, roughly (~4 characters a token), as the door reserves them
+    and the policy sizes the job; the engine's real counts correct it later."""
+    messages = request.get("messages")
+    return max(1, len(json.dumps(messages if messages is not None
+                                 else request.get("prompt", ""))) // 4)
+
+
 def prompt_shape(request: dict[str, Any]) -> tuple[int, str | None, int]:
-    """A stored request's prompt estimate (~4 characters a token), and its shared prefix (a
+    """A stored request's prompt estimate (``prompt_estimate``), and its shared prefix (a
     leading system or developer message): its key and length, or (None, 0)."""
     messages = request.get("messages")
-    body_text = json.dumps(messages if messages is not None else request.get("prompt", ""))
     prefix_key, prefix_tokens = None, 0
     if messages and len(messages) > 1 and messages[0].get("role") in ("system", "developer"):
         prefix = json.dumps(messages[0])
         prefix_key = hashlib.sha1(prefix.encode()).hexdigest()[:16]
         prefix_tokens = len(prefix) // 4  # the same ~4 characters a token as the prompt
-    return max(1, len(body_text) // 4), prefix_key, prefix_tokens
+    return prompt_estimate(request), prefix_key, prefix_tokens
 
 
 def _to_queued(row: Row[Any]) -> QueuedJob:

@@ -44,7 +44,7 @@ def _door(monkeypatch: pytest.MonkeyPatch, gate: FakeGate, quota_error: APIError
     calls: list[str] = []
     policy = TenantPolicy("premium", QuotaLimits(0, 0, 0, 0, 0), ("default",), 500, 50)
 
-    async def fake_policy(session: Any, *, tenant: Any, body: Any) -> DoorPolicy:
+    async def fake_policy(session: Any, *, tenant: Any, body: Any, **kwargs: Any) -> DoorPolicy:
         calls.append("policy")
         return DoorPolicy(policy, "default", 10)
 
