@@ -35,12 +35,11 @@ async def wait_for_job(request: Request, job_id: uuid.UUID, settings: Settings,
         async for ev in follow_job(state.redis, job_id,
                                    timeout_s=settings.api.request_timeout_seconds,
                                    is_disconnected=request.is_disconnected,
-                                   settled=row_reader(state, job_id)):
+                                   settled=row_reader(state, job_id),
+                                   on_quota_settled=on_settled):
             if isinstance(ev, NewText):
                 obs.first_token()
             elif isinstance(ev, Final):
-                if ev.settled and on_settled is not None:
-                    on_settled()
                 job = await final_row(state, job_id)
                 obs.finished(ok=True, completion_tokens=job.completion_tokens or 0)
                 return job

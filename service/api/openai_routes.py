@@ -132,7 +132,8 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
     try:
         async for ev in follow_job(state.redis, job_id,
                                    timeout_s=settings.api.request_timeout_seconds,
-                                   settled=row_reader(state, job_id)):
+                                   settled=row_reader(state, job_id),
+                                   on_quota_settled=on_settled):
             if isinstance(ev, NewText):
                 obs.first_token()
                 relay = relay_span(ev)  # ended once the chunk is sent (this generator resumes)
@@ -141,8 +142,6 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
                 tracing.end(relay)
                 role_pending = False
             elif isinstance(ev, Final):
-                if ev.settled and on_settled is not None:
-                    on_settled()
                 obs.finished(ok=True, completion_tokens=ev.completion_tokens)
                 if role_pending:
                     yield sse(builder.chunk("", first=True, with_usage_field=include_usage))

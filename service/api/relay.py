@@ -78,6 +78,7 @@ async def follow_job(
     outage_patience_s: float = OUTAGE_PATIENCE_S,
     settled: Callable[[], Awaitable[Settled | None]] | None = None,
     settle_check_s: float = SETTLE_CHECK_S,
+    on_quota_settled: Callable[[], None] | None = None,
 ) -> AsyncIterator[RelayEvent]:
     """Yields new text, then one Final or Failure (or TimedOut, or Interrupted).
 
@@ -87,6 +88,9 @@ async def follow_job(
     ``settled`` reads the job's row: None while it is active. After ``settle_check_s`` without
     an entry (Redis away included), and every ``settle_check_s`` while that lasts, a final row
     ends the relay with the text not yet sent and the row's end.
+
+    ``on_quota_settled`` is called before a Final whose worker settled the job's quota
+    (``Final.settled``; ``Admission.settled_by_worker``).
     """
     reader = _StreamReader(redis, stream_key(job_id), block_ms)
     splice = _Splice()
@@ -121,6 +125,8 @@ async def follow_job(
         row.heard()
         for entry in entries:
             if isinstance(entry, Final | Failure):
+                if isinstance(entry, Final) and entry.settled and on_quota_settled is not None:
+                    on_quota_settled()
                 yield entry
                 return
             event = splice.add(entry)

@@ -54,7 +54,8 @@ async def stream_response(request: Request, job_id: uuid.UUID, events: EventStre
     try:
         async for ev in follow_job(state.redis, job_id,
                                    timeout_s=settings.api.request_timeout_seconds,
-                                   settled=row_reader(state, job_id)):
+                                   settled=row_reader(state, job_id),
+                                   on_quota_settled=on_settled):
             if isinstance(ev, NewText):
                 obs.first_token()
                 relay = relay_span(ev)  # ended once the events are sent
@@ -62,8 +63,6 @@ async def stream_response(request: Request, job_id: uuid.UUID, events: EventStre
                     yield event
                 tracing.end(relay)
             elif isinstance(ev, Final):
-                if ev.settled and on_settled is not None:
-                    on_settled()
                 job = await final_row(state, job_id)
                 obs.finished(ok=True, completion_tokens=job.completion_tokens or 0)
                 for event in events.finish(render(job)):

@@ -148,3 +148,17 @@ def test_a_final_row_ends_the_stream_while_redis_is_away():
         return "Hello", Final(1, "length", 3, 2)
 
     assert _relay(DownRedis(), settled) == [("delta", "Hello"), ("final", "")]
+
+
+def test_a_final_whose_worker_settled_the_quota_is_told_before_it_is_yielded():
+    async def run(final: dict[str, Any]) -> list[str]:
+        told: list[str] = []
+        redis = FakeStreamRedis([{"type": "delta", "attempt": 1, "text": "hi"}, final])
+        async for ev in follow_job(redis, uuid.uuid4(), timeout_s=0.05, block_ms=1,  # type: ignore[arg-type]
+                                   on_quota_settled=lambda: told.append("settled")):
+            told.append(_kind(ev)[0])
+        return told
+
+    settled = {"type": "final", "attempt": 1, "finish_reason": "stop", "settled": 1}
+    assert asyncio.run(run(settled)) == ["delta", "settled", "final"]
+    assert asyncio.run(run({"type": "final", "attempt": 1})) == ["delta", "final"]
