@@ -13,16 +13,13 @@ from redis.asyncio import Redis
 
 from service.cli.bootstrap import create_tenant_with_key
 from service.store import job_stream
-from service.store.handoff import JobBody
 from service.store.keys import stream_key
 from service.store.quota_limits import QuotaLimits
 from service.store.quota_store import QuotaStore, TenantKeys
 from service.store.settings import Settings
+from tests.integration.test_ahead_handoff import body
 from tests.integration.test_early_start import run_early
 from tests.integration.test_job_writes import queued_claimed_job
-
-REQUEST = {"model": "sim-model", "temperature": 0, "ignore_eos": True,
-           "messages": [{"role": "user", "content": "settle it"}]}
 
 
 @pytest.fixture
@@ -56,9 +53,8 @@ def _run(database_url: str, redis_url: str, tenant_id: uuid.UUID, *, reserved: b
 
     if reserved:
         asyncio.run(admit())
-    outcome, _ = asyncio.run(run_early(database_url, redis_url, job_id, 1,
-                                       JobBody("chat.completions", REQUEST, 4, 0,
-                                               str(tenant_id)), speed=float("inf")))
+    outcome, _ = asyncio.run(run_early(database_url, redis_url, job_id, 1, body(tenant_id, 4),
+                                       speed=float("inf")))
     assert outcome == "succeeded"
     return _final(redis_url, job_id)
 
