@@ -20,6 +20,11 @@ consecutive hop spans, so they add up to the server's time to first token:
     engine->1st tok -> fairway.worker.first_token end (tokenize, prefill, the first token out)
     relay->SSE      -> fairway.api.relay end (XADD, the relay's XREAD, the first chunk written)
 
+An express job (placed at insert by the API) skips the dispatcher's hops: door, the API's
+hand-off, then the worker's; since its first token leaves before the worker's claim (route
+"express, claim aside"), the hops are door, hand-off, hand-off -> the worker's first token,
+relay (which waits for the insert's commit), and the claim's own length is shown aside.
+
 The sim engine runs at FAIRWAY_SIM_SPEED=inf by default (as bench/control_plane.py): an engine
 step costs nothing, so the table is the control plane's. The box is shared: read medians.
 """
@@ -67,9 +72,16 @@ HOPS = [  # (hop, the span whose end closes it)
 # A job placed at insert with an express ticket (service.jobs.express): the API hands it off
 # alongside the insert, and the worker's claim waits for the insert's commit.
 EXPRESS_HOPS = [HOPS[0], ("API hand-off (express)", "fairway.api.handoff"), *HOPS[5:]]
+# Since 2026-12-02 an express job's first token leaves its worker before the claim
+# (worker.claimed_job.may_send_unconfirmed): the claim is off the path, its own length shown.
+EARLY_HOPS = [*EXPRESS_HOPS[:2], ("hand-off->worker 1st token (claim aside)",
+                                  "fairway.worker.first_token"), HOPS[7]]
 # The express insert runs beside the hand-off: its own length, not a hop of the sum.
 ALONGSIDE = ("insert alongside (express, not summed)", "fairway.api.insert")
-ROWS = [*HOPS[:5], EXPRESS_HOPS[1], ALONGSIDE, *HOPS[5:]]  # the table's rows, both routes
+CLAIM_ASIDE = ("worker claim aside (express, not summed)", "fairway.worker.receive")
+ROWS = [*HOPS[:5], EXPRESS_HOPS[1], ALONGSIDE, *HOPS[5:7], EARLY_HOPS[2], CLAIM_ASIDE,
+        HOPS[7]]  # the table's rows, every route
+ROUTE_HOPS = {"dispatcher": HOPS, "express": EXPRESS_HOPS, "express, claim aside": EARLY_HOPS}
 
 
 @dataclass
@@ -125,8 +137,12 @@ def hop_times(spans: list[Span]) -> tuple[str, dict[str, float]] | None:
     """One trace's route (dispatcher or express) and hops (ms), or None when a hop is missing
     (e.g. a job found by the dispatcher's rescan rather than its NOTIFY)."""
     roots = [s for s in spans if s["parent_id"] is None and s["service"] == "fairway-api"]
-    route, hops = (("express", EXPRESS_HOPS) if named(spans, "fairway.api.handoff")
-                   else ("dispatcher", HOPS))
+    route = "express" if named(spans, "fairway.api.handoff") else "dispatcher"
+    claim, first = named(spans, CLAIM_ASIDE[1]), named(spans, EARLY_HOPS[2][1])
+    if (route == "express" and claim is not None and first is not None
+            and first["end_ns"] < claim["end_ns"]):
+        route = "express, claim aside"
+    hops = ROUTE_HOPS[route]
     ends = []
     for _hop, name in hops:
         span = named(spans, name)
@@ -140,8 +156,10 @@ def hop_times(spans: list[Span]) -> tuple[str, dict[str, float]] | None:
         previous = end
     out["total (server TTFT)"] = (ends[-1] - roots[0]["start_ns"]) / 1e6
     insert = named(spans, ALONGSIDE[1])
-    if route == "express" and insert is not None:
+    if route != "dispatcher" and insert is not None:
         out[ALONGSIDE[0]] = (insert["end_ns"] - insert["start_ns"]) / 1e6
+    if route == "express, claim aside" and claim is not None:
+        out[CLAIM_ASIDE[0]] = (claim["end_ns"] - claim["start_ns"]) / 1e6
     return route, out
 
 
@@ -186,7 +204,7 @@ def print_table(results: list[tuple[Phase, Traces, int]]) -> None:
               f"{sum(map(len, by_route.values()))} complete traces, {incomplete} incomplete, "
               f"{p.failed} failed requests; hop sum = server TTFT by construction")
         for route, traces in sorted(by_route.items()):
-            hops = EXPRESS_HOPS if route == "express" else HOPS
+            hops = ROUTE_HOPS[route]
             print(f"  {route}: median share of the server TTFT: " + ", ".join(
                 f"{h} {statistics.median(t[h] / t['total (server TTFT)'] for t in traces):.0%}"
                 for h, _ in hops))

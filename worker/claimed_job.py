@@ -1,6 +1,7 @@
 """A job as its worker holds it: claimed (the row said this attempt is ours), or started
 early from its hand-off's body while the claim commits (service.store.handoff), in which case
-nothing of it leaves the worker before ``confirm``."""
+nothing of it leaves the worker before ``confirm``, but an express job's first token
+(``may_send_unconfirmed``)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,11 @@ class ClaimedJob:
     trace: dict[str, str] | None = None  # W3C trace context from the hand-off (None: none)
     # Started from the hand-off's body: the claim still under way (``confirm``).
     claiming: asyncio.Task[ClaimedJob | None] | None = None
+    # Sent alongside its row's insert by the API that relays it (the express path), which
+    # reads the job's stream only after that insert commits: its first token may leave
+    # before the claim, the rest waits for it (``may_send_unconfirmed``).
+    ahead: bool = False
+    early_output: float | None = None  # perf_counter() of an output sent before the claim
     # This attempt's first token (when it restarted the output: no checkpoint). Its row stamp
     # is deferred (_mark_first_token): a job that ends or parks first carries it in that write.
     first_token_at: dt.datetime | None = None
@@ -81,3 +87,13 @@ async def confirm(job: ClaimedJob) -> None:
         claimed.trace = job.trace
         raise StaleBody(claimed)
     job.obs = claimed.obs
+    if job.obs is not None and job.early_output is not None:
+        job.obs.output(at=job.early_output)
+
+
+def may_send_unconfirmed(job: ClaimedJob) -> bool:
+    """Whether an output may leave before the claim: an express job's first one (the runner
+    waits for the claim right after it). Its API relays the stream only after the row's
+    commit, so the client still sees nothing of a job before its row; an insert that fails
+    leaves one entry nobody reads, and the stream expires (StreamOutbox.expire_unended)."""
+    return job.ahead

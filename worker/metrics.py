@@ -56,12 +56,15 @@ class JobObserver:
             if queued is not None:
                 m.QUEUE_TIME.labels(*self.labels).observe(queued)
 
-    def output(self) -> None:
-        now = time.perf_counter()
+    def output(self, at: float | None = None) -> None:
+        """An output now, or at ``at`` (a ``time.perf_counter()`` reading: an output that left
+        before this observer existed, an express job's first token before its claim)."""
+        now = time.perf_counter() if at is None else at
         if self.last_output is not None:
             self._itl.observe(now - self.last_output)
         elif self.first_token_at is None:
-            self.first_token_at = dt.datetime.now(dt.UTC)
+            ago = dt.timedelta(seconds=time.perf_counter() - now)
+            self.first_token_at = dt.datetime.now(dt.UTC) - ago
         self.last_output = now
 
     def preempted(self) -> None:

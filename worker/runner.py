@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -27,7 +28,14 @@ from service.store.telemetry.logfmt import bind_job
 from worker.accounting import account_job_end
 from worker.checkpoint import park_job
 from worker.claim_ahead import claim_when_committed
-from worker.claimed_job import ClaimedJob, ClaimLost, Progress, StaleBody, confirm
+from worker.claimed_job import (
+    ClaimedJob,
+    ClaimLost,
+    Progress,
+    StaleBody,
+    confirm,
+    may_send_unconfirmed,
+)
 from worker.end_write import end_statement
 from worker.engine.base import Engine, EngineError, EngineRequest
 from worker.engine_request import build_engine_request, tenant_cache_salt
@@ -119,7 +127,7 @@ class JobRunner(RowStamps):
                                 extra={"job_id": job_id})
                     claimed = stale.claimed
         except ClaimLost:
-            await self.engine.abort(rid)
+            await self._drop_unclaimed(claimed, rid)
             log.info("stale or duplicate delivery ignored",
                      extra={"job_id": job_id, "attempt": attempt})
             return "skipped"
@@ -147,6 +155,7 @@ class JobRunner(RowStamps):
         job = ClaimedJob(job_id, attempt, body.endpoint, body.request, body.max_tokens,
                          body.priority, [], cache_salt=self._cache_salt(uuid.UUID(body.tenant_id)))
         job.claiming = asyncio.create_task(claim())
+        job.ahead = ahead
         return job
 
     async def _fail_confirmed(self, job: ClaimedJob, rid: str, status: int, code: str,
@@ -155,12 +164,19 @@ class JobRunner(RowStamps):
         try:
             await confirm(job)
         except ClaimLost:  # not ours to end
-            await self.engine.abort(rid)
+            await self._drop_unclaimed(job, rid)
             return "skipped"
         except StaleBody as stale:  # ours, as the row says: the same request fails the same
             job = stale.claimed
         await self._fail(job, status, code, message, param=param)
         return "failed"
+
+    async def _drop_unclaimed(self, job: ClaimedJob, rid: str) -> None:
+        """An early-started attempt whose claim failed: its engine request stops, and a stream
+        its first token went to (an express job's) expires, as an ended one does."""
+        await self.engine.abort(rid)
+        if job.early_output is not None:
+            await self.outbox.expire_unended(job.job_id)
 
     def due_checkpoints(self, min_new: int = CHECKPOINT_EVERY_TOKENS
                         ) -> list[tuple[ClaimedJob, list[int]]]:
@@ -253,12 +269,19 @@ class JobRunner(RowStamps):
         # not when the generator is collected: a re-run may reuse its request id).
         async with contextlib.aclosing(self.engine.generate(request)) as deltas:
             async for delta in deltas:
-                if job.claiming is not None:  # started early: nothing leaves before the claim
+                out = bool(delta.token_ids or delta.text)
+                # Started early: nothing leaves before the claim, but an express job's first
+                # token (claimed_job.may_send_unconfirmed).
+                if job.claiming is not None and not (
+                        out and may_send_unconfirmed(job)):
                     await confirm(job)
-                if delta.token_ids or delta.text:
+                if out:
                     if job.obs is not None:
                         job.obs.output()
+                    elif job.claiming is not None:  # observed once the claim is in
+                        job.early_output = time.perf_counter()
                     first = not progress.new_ids and not job.checkpoint
+                    first_at = dt.datetime.now(dt.UTC) if first else None
                     if job.resume_of is not None and not job.resume_logged:
                         await self._mark_resumed(job, request, delta.num_cached_tokens)
                     progress.new_ids.extend(delta.token_ids)
@@ -271,8 +294,10 @@ class JobRunner(RowStamps):
                     if job.streamed:
                         await self.outbox.put(job.job_id, job_stream.Delta(
                             job.attempt, delta.text, len(delta.token_ids), offset, traceparent))
+                    if job.claiming is not None:  # it left unconfirmed: the rest waits
+                        await confirm(job)
                     if first:  # after the token is on its way: the stamp is not on the hot path
-                        await self._mark_first_token(job)
+                        await self._mark_first_token(job, first_at)
                     offset += len(delta.text)
                 if delta.finished:
                     progress.finish_reason = delta.finish_reason

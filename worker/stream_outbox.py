@@ -58,6 +58,20 @@ class StreamOutbox:
                 self._wake.set()
         _append(queue, entry)
 
+    async def expire_unended(self, job_id: uuid.UUID) -> None:
+        """Give a stream this worker wrote to but will not end (an express job's first token
+        sent before a claim that failed: claimed_job.may_send_unconfirmed) the TTL its end
+        would have set, unless it has one. Best effort: Redis away leaves it as it was."""
+        key = stream_key(job_id)
+        self._pending.pop(job_id, None)  # nobody reads it: nothing waiting is worth sending
+        try:
+            if await self.redis.ttl(key) == -1:  # -1: no TTL; -2: no stream at all
+                await self.redis.expire(key, self.ttl_s)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            self.state.failed(exc)
+
     async def deliver_forever(self) -> None:
         """The background task: retry what waits, oldest first per job, until delivered."""
         while True:

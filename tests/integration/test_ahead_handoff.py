@@ -1,7 +1,9 @@
 """A hand-off sent alongside its row's insert (the API's express path; worker.claim_ahead): the
-worker starts the engine before the row exists, its claim waits for the row, and nothing
-leaves the worker before the row is committed; a row that never appears is given up and its
-engine request aborted. Without the ``ahead`` mark the same entry is stale at once."""
+worker starts the engine before the row exists, its claim waits for the row, and only the
+first token leaves the worker before the row is committed (the API that sent the entry reads
+the stream only after its commit: claimed_job.may_send_unconfirmed); a row that never appears
+is given up, its engine request aborted and that stream left to expire. Without the ``ahead``
+mark the same entry is stale at once, and nothing at all leaves before a claim."""
 
 from __future__ import annotations
 
@@ -9,12 +11,18 @@ import asyncio
 import uuid
 
 import pytest
+from redis import Redis as SyncRedis
 
 from service.cli.bootstrap import create_tenant_with_key
 from service.store.handoff import JobBody
+from service.store.keys import stream_key
 from service.store.settings import Settings
 from tests.integration.test_early_start import RecordingEngine, run_early, stream_entries
 from tests.integration.test_job_writes import queued_claimed_job, row
+
+
+def stream_ttl(redis_url: str, job_id: uuid.UUID) -> int:
+    return int(SyncRedis.from_url(redis_url).ttl(stream_key(job_id)))
 
 
 @pytest.fixture
@@ -46,7 +54,7 @@ def test_the_claim_waits_for_a_row_committed_after_the_entry(
             await asyncio.sleep(0.01)
         assert engine.submitted == [f"{job_id}:1"]  # started with no row at all
         await asyncio.sleep(0.3)
-        assert stream_entries(test_redis_url, job_id) == 0  # nothing before the commit
+        assert stream_entries(test_redis_url, job_id) == 1  # the first token, not the rest
         await asyncio.to_thread(queued_claimed_job, database_url, tenant_id, 4, job_id)
 
     outcome, _ = asyncio.run(run_early(database_url, test_redis_url, job_id, 1,
@@ -67,7 +75,8 @@ def test_a_row_that_never_appears_is_given_up(
     outcome, engine = asyncio.run(run_early(database_url, test_redis_url, job_id, 1,
                                             body(tenant_id, 400), speed=1.0, ahead=True))
     assert outcome == "skipped" and engine.submitted == [f"{job_id}:1"]
-    assert stream_entries(test_redis_url, job_id) == 0
+    assert stream_entries(test_redis_url, job_id) == 1  # its first token, nobody's to read
+    assert 0 < stream_ttl(test_redis_url, job_id) <= 60  # the outbox's TTL: it goes
 
 
 def test_without_the_mark_a_missing_row_is_stale_at_once(
@@ -82,3 +91,4 @@ def test_without_the_mark_a_missing_row_is_stale_at_once(
                                        body(tenant_id, 4), speed=1.0, meanwhile=meanwhile))
     assert outcome == "skipped"
     assert row(database_url, job_id).status == "assigned"  # not this entry's to start
+    assert stream_entries(test_redis_url, job_id) == 0

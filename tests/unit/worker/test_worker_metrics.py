@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 import uuid
 from types import SimpleNamespace
 
@@ -37,3 +38,18 @@ def test_a_batch_line_is_labelled_tier_batch_and_judged_by_its_deadline():
     assert _count("vllm:e2e_request_latency_seconds_count", model_name="m-batch", **base) == 2
     assert _count("fairway_slo_requests_total", kind="deadline", outcome="met", **base) == 1
     assert _count("fairway_slo_requests_total", kind="deadline", outcome="missed", **base) == 1
+
+
+def test_an_output_sent_before_the_observer_counts_from_when_it_left():
+    # An express job's first token leaves before its claim, which makes the observer.
+    obs = JobObserver(_line(str(uuid.uuid4()), 3600), attempt=1, now=dt.datetime.now(dt.UTC))
+    left = time.perf_counter() - 0.25
+    obs.output(at=left)
+    assert obs.last_output == left
+    assert obs.first_token_at is not None
+    ago = (dt.datetime.now(dt.UTC) - obs.first_token_at).total_seconds()
+    assert 0.25 <= ago < 0.5  # when it left, not when it was observed
+    labels = {"model_name": "m-batch", "class": "batch"}
+    before = _count("vllm:inter_token_latency_seconds_sum", **labels)
+    obs.output()
+    assert _count("vllm:inter_token_latency_seconds_sum", **labels) - before >= 0.25
