@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,9 @@ class ClaimedJob:
     # reads the job's stream only after that insert commits: its first token may leave
     # before the claim, the rest waits for it (``may_send_unconfirmed``).
     ahead: bool = False
+    # Its claim, not started yet (``start_claim``): it would find no row before that insert
+    # commits, and on a CPU engine its CPU would slow the prefill it runs beside.
+    claim_later: Callable[[], Awaitable[ClaimedJob | None]] | None = None
     early_output: float | None = None  # perf_counter() of an output sent before the claim
     # This attempt's first token (when it restarted the output: no checkpoint). Its row stamp
     # is deferred (_mark_first_token): a job that ends or parks first carries it in that write.
@@ -77,6 +81,7 @@ async def confirm(job: ClaimedJob) -> None:
     """Wait for an early-started attempt's claim (at once for a claimed one) before anything
     of it leaves the worker: its first token, its end, its failure. The row fills in what only
     it knows (the attempt's metrics). Raises ``ClaimLost`` or ``StaleBody``."""
+    start_claim(job)
     if job.claiming is None:
         return
     claimed = await job.claiming
@@ -97,3 +102,14 @@ def may_send_unconfirmed(job: ClaimedJob) -> bool:
     commit, so the client still sees nothing of a job before its row; an insert that fails
     leaves one entry nobody reads, and the stream expires (StreamOutbox.expire_unended)."""
     return job.ahead
+
+
+def start_claim(job: ClaimedJob) -> None:
+    """Start a deferred claim (``claim_later``) now, if it has not started."""
+    if job.claim_later is not None:
+        job.claiming, job.claim_later = asyncio.ensure_future(job.claim_later()), None
+
+
+def unconfirmed(job: ClaimedJob) -> bool:
+    """Started early, and its claim not yet in (``confirm``)."""
+    return job.claiming is not None or job.claim_later is not None

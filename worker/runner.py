@@ -27,7 +27,7 @@ from service.store.settings import Settings
 from service.store.telemetry.logfmt import bind_job
 from worker.accounting import account_job_end
 from worker.checkpoint import park_job
-from worker.claim_ahead import claim_when_committed
+from worker.claim_ahead import AHEAD_CLAIM_AFTER_S, claim_when_committed
 from worker.claimed_job import (
     ClaimedJob,
     ClaimLost,
@@ -35,6 +35,8 @@ from worker.claimed_job import (
     StaleBody,
     confirm,
     may_send_unconfirmed,
+    start_claim,
+    unconfirmed,
 )
 from worker.end_write import end_statement
 from worker.engine.base import Engine, EngineError, EngineRequest
@@ -154,8 +156,11 @@ class JobRunner(RowStamps):
 
         job = ClaimedJob(job_id, attempt, body.endpoint, body.request, body.max_tokens,
                          body.priority, [], cache_salt=self._cache_salt(uuid.UUID(body.tenant_id)))
-        job.claiming = asyncio.create_task(claim())
-        job.ahead = ahead
+        if ahead:  # the claim starts at its first token (confirm), or after a short while
+            job.ahead, job.claim_later = True, claim
+            asyncio.get_running_loop().call_later(AHEAD_CLAIM_AFTER_S, start_claim, job)
+        else:
+            job.claiming = asyncio.create_task(claim())
         return job
 
     async def _fail_confirmed(self, job: ClaimedJob, rid: str, status: int, code: str,
@@ -272,13 +277,13 @@ class JobRunner(RowStamps):
                 out = bool(delta.token_ids or delta.text)
                 # Started early: nothing leaves before the claim, but an express job's first
                 # token (claimed_job.may_send_unconfirmed).
-                if job.claiming is not None and not (
+                if unconfirmed(job) and not (
                         out and may_send_unconfirmed(job)):
                     await confirm(job)
                 if out:
                     if job.obs is not None:
                         job.obs.output()
-                    elif job.claiming is not None:  # observed once the claim is in
+                    elif unconfirmed(job):  # observed once the claim is in
                         job.early_output = time.perf_counter()
                     first = not progress.new_ids and not job.checkpoint
                     first_at = dt.datetime.now(dt.UTC) if first else None
@@ -294,7 +299,7 @@ class JobRunner(RowStamps):
                     if job.streamed:
                         await self.outbox.put(job.job_id, job_stream.Delta(
                             job.attempt, delta.text, len(delta.token_ids), offset, traceparent))
-                    if job.claiming is not None:  # it left unconfirmed: the rest waits
+                    if unconfirmed(job):  # it left unconfirmed: the rest waits
                         await confirm(job)
                     if first:  # after the token is on its way: the stamp is not on the hot path
                         await self._mark_first_token(job, first_at)

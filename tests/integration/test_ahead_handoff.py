@@ -8,7 +8,9 @@ mark the same entry is stale at once, and nothing at all leaves before a claim."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncGenerator
 
 import pytest
 from redis import Redis as SyncRedis
@@ -19,6 +21,8 @@ from service.store.keys import stream_key
 from service.store.settings import Settings
 from tests.integration.test_early_start import RecordingEngine, run_early, stream_entries
 from tests.integration.test_job_writes import queued_claimed_job, row
+from worker.engine.base import EngineRequest, TokenDelta
+from worker.engine.config import SimEngineConfig
 
 
 def stream_ttl(redis_url: str, job_id: uuid.UUID) -> int:
@@ -92,3 +96,69 @@ def test_without_the_mark_a_missing_row_is_stale_at_once(
     assert outcome == "skipped"
     assert row(database_url, job_id).status == "assigned"  # not this entry's to start
     assert stream_entries(test_redis_url, job_id) == 0
+
+
+class GatedEngine(RecordingEngine):
+    """Holds every request's first output until ``gate`` is set (a long prefill)."""
+
+    def __init__(self, config: SimEngineConfig) -> None:
+        super().__init__(config)
+        self.gate = asyncio.Event()
+
+    async def generate(self, request: EngineRequest) -> AsyncGenerator[TokenDelta, None]:
+        async with contextlib.aclosing(super().generate(request)) as deltas:
+            async for delta in deltas:
+                await self.gate.wait()
+                yield delta
+
+
+async def _submitted(engine: RecordingEngine) -> None:
+    for _ in range(200):
+        if engine.submitted:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the engine never got the request")
+
+
+def test_the_claim_starts_with_the_first_token_not_beside_the_prefill(
+        database_url: str, test_redis_url: str, tenant_id: uuid.UUID,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("worker.runner.AHEAD_CLAIM_AFTER_S", 30.0)
+    job_id = queued_claimed_job(database_url, tenant_id, 4)  # committed before the entry
+
+    async def meanwhile(engine: GatedEngine) -> None:
+        await _submitted(engine)
+        await asyncio.sleep(0.3)
+        assert row(database_url, job_id).status == "assigned"  # no claim during the prefill
+        engine.gate.set()
+
+    outcome, _ = asyncio.run(run_early(database_url, test_redis_url, job_id, 1,
+                                       body(tenant_id, 4), speed=float("inf"),
+                                       meanwhile=meanwhile, ahead=True,
+                                       engine_type=GatedEngine))
+    assert outcome == "succeeded"
+    assert row(database_url, job_id).status == "succeeded"
+    assert stream_entries(test_redis_url, job_id) == 5
+
+
+def test_a_long_prefill_is_claimed_after_a_short_while_keeping_its_lease(
+        database_url: str, test_redis_url: str, tenant_id: uuid.UUID,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A job merely assigned is not renewed: one queued in the engine for longer than its lease
+    # would be re-run elsewhere if its claim waited for the first token.
+    monkeypatch.setattr("worker.runner.AHEAD_CLAIM_AFTER_S", 0.1)
+    job_id = queued_claimed_job(database_url, tenant_id, 4)
+
+    async def meanwhile(engine: GatedEngine) -> None:
+        await _submitted(engine)
+        await asyncio.sleep(0.6)
+        job = row(database_url, job_id)
+        assert job.status == "running" and job.started_at is not None  # claimed, no token yet
+        assert stream_entries(test_redis_url, job_id) == 0
+        engine.gate.set()
+
+    outcome, _ = asyncio.run(run_early(database_url, test_redis_url, job_id, 1,
+                                       body(tenant_id, 4), speed=float("inf"),
+                                       meanwhile=meanwhile, ahead=True,
+                                       engine_type=GatedEngine))
+    assert outcome == "succeeded" and row(database_url, job_id).status == "succeeded"

@@ -67,10 +67,11 @@ def body_of(database_url: str, job_id: uuid.UUID) -> JobBody:
 
 async def run_early(database_url: str, redis_url: str, job_id: uuid.UUID, attempt: int,
                     body: JobBody, *, speed: float, meanwhile: Any = None,
-                    ahead: bool = False) -> tuple[str, RecordingEngine]:
+                    ahead: bool = False, engine_type: type[RecordingEngine] = RecordingEngine
+                    ) -> tuple[str, RecordingEngine]:
     settings = Settings(database_url=database_url, redis_url=redis_url,
                         engine=EngineSettings(kind="sim", served_model_name="sim-model"))
-    engine = RecordingEngine(SimEngineConfig(speed=speed, eos_probability=0.0))
+    engine = engine_type(SimEngineConfig(speed=speed, eos_probability=0.0))
     await engine.start()
     redis = Redis.from_url(redis_url)
     deps = Dependencies(logging.getLogger("test"))

@@ -106,12 +106,14 @@ def test_a_realtime_job_runs_while_the_dispatcher_is_frozen(stack: Stack) -> Non
 
 def _trace_of(job_id: str) -> list[Span] | None:
     """The trace whose hand-off span names ``job_id``, once every span in it has its
-    parent and the relay's span is in."""
+    parent and the relay's and the worker's claim spans are in (the claim may end after the
+    relay: it waits for the first token, worker.claim_ahead)."""
     for spans in by_trace(read_spans(SPANS)).values():
         ids = {s["span_id"] for s in spans}
         whole = all(s["parent_id"] is None or s["parent_id"] in ids for s in spans)
         handoff_span = named(spans, "fairway.api.handoff")
         if (whole and named(spans, "fairway.api.relay") and handoff_span is not None
+                and named(spans, "fairway.worker.receive")
                 and handoff_span["attributes"].get("fairway.job_id") == job_id):
             return spans
     return None
