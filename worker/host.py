@@ -322,7 +322,10 @@ class EngineHost:
         dispatcher re-queues. Only jobs the runner holds are renewed: an assigned job whose task
         never started here (lost message, failed claim) must expire and be re-dispatched."""
         assert self.runner is not None
-        held = dict(self.runner.active)
+        # An attempt whose claim is not in yet is not running for us yet, nor lost: its claim
+        # says which (an express job's waits for its first token, worker.claim_ahead).
+        held = {job_id: rid for job_id, rid in self.runner.active.items()
+                if not self.runner.unclaimed(job_id)}
         if not held:
             return
         now = dt.datetime.now(dt.UTC)

@@ -176,6 +176,11 @@ class JobRunner(RowStamps):
         await self._fail(job, status, code, message, param=param)
         return "failed"
 
+    def unclaimed(self, job_id: str) -> bool:
+        """Started early here, its claim not in yet (claimed_job.confirm)."""
+        held = self.progress.get(job_id)
+        return held is not None and unconfirmed(held[0])
+
     async def _drop_unclaimed(self, job: ClaimedJob, rid: str) -> None:
         """An early-started attempt whose claim failed: its engine request stops, and a stream
         its first token went to (an express job's) expires, as an ended one does."""

@@ -20,9 +20,10 @@ from service.store.handoff import JobBody
 from service.store.keys import stream_key
 from service.store.settings import Settings
 from tests.integration.test_early_start import RecordingEngine, run_early, stream_entries
-from tests.integration.test_job_writes import queued_claimed_job, row
+from tests.integration.test_job_writes import WORKER, queued_claimed_job, row
 from worker.engine.base import EngineRequest, TokenDelta
 from worker.engine.config import SimEngineConfig
+from worker.host import EngineHost
 
 
 def stream_ttl(redis_url: str, job_id: uuid.UUID) -> int:
@@ -162,3 +163,30 @@ def test_a_long_prefill_is_claimed_after_a_short_while_keeping_its_lease(
                                        meanwhile=meanwhile, ahead=True,
                                        engine_type=GatedEngine))
     assert outcome == "succeeded" and row(database_url, job_id).status == "succeeded"
+
+
+def test_a_heartbeat_during_the_prefill_leaves_an_unclaimed_job_running(
+        database_url: str, test_redis_url: str, tenant_id: uuid.UUID,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its row is not running for this worker yet: the lease renewal must not take it for a
+    # job cancelled or re-queued meanwhile (found by bench/idle_ttft_pairs.py: such jobs
+    # were aborted and re-run when their leases ran out, 30 s later).
+    monkeypatch.setattr("worker.runner.AHEAD_CLAIM_AFTER_S", 30.0)
+    job_id = queued_claimed_job(database_url, tenant_id, 4)
+
+    async def meanwhile(engine: GatedEngine) -> None:
+        await _submitted(engine)
+        assert engine.runner is not None
+        host = EngineHost(engine, Settings(database_url=database_url), WORKER)
+        host.runner = engine.runner
+        assert engine.runner.unclaimed(str(job_id))
+        await host._renew_leases()
+        assert engine.aborted == []
+        engine.gate.set()
+
+    outcome, engine = asyncio.run(run_early(database_url, test_redis_url, job_id, 1,
+                                            body(tenant_id, 4), speed=float("inf"),
+                                            meanwhile=meanwhile, ahead=True,
+                                            engine_type=GatedEngine))
+    assert outcome == "succeeded" and engine.aborted == []
+    assert row(database_url, job_id).status == "succeeded"

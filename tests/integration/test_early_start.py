@@ -52,6 +52,12 @@ class RecordingEngine(SimEngine):
     def __init__(self, config: SimEngineConfig) -> None:
         super().__init__(config)
         self.submitted: list[str] = []
+        self.aborted: list[str] = []
+        self.runner: JobRunner | None = None
+
+    async def abort(self, request_id: str) -> None:
+        self.aborted.append(request_id)
+        await super().abort(request_id)
 
     async def generate(self, request: EngineRequest) -> AsyncGenerator[TokenDelta, None]:
         self.submitted.append(request.request_id)
@@ -79,6 +85,7 @@ async def run_early(database_url: str, redis_url: str, job_id: uuid.UUID, attemp
                        sessionmaker=async_sessionmaker_for(database_url), redis=redis,
                        outbox=StreamOutbox(redis, ttl_s=60, state=deps.states[REDIS]),
                        deps=deps)
+    engine.runner = runner  # for a test that acts as the runner's host meanwhile
     try:
         task = asyncio.create_task(runner.run(str(job_id), attempt, body=body, ahead=ahead))
         if meanwhile is not None:
