@@ -89,6 +89,8 @@ def report(vllm: list[float], fairway: list[float], idle_cpu: dict[str, float]) 
     print(f"  p50(Fairway) - p50(vLLM) {pct(fairway, 50) - pct(vllm, 50):+.1f} ms, "
           f"p99(Fairway) - p99(vLLM) {pct(fairway, 99) - pct(vllm, 99):+.1f} ms "
           f"(target: p99 <= +5 ms)")
+    print("  pairs in order (vLLM / Fairway ms): " + ", ".join(
+        f"{v:.0f}/{f:.0f}" for v, f in zip(vllm, fairway, strict=True)))
     print("  CPU while idle between probes (cores): " + ", ".join(
         f"{name} {cores:.3f}" for name, cores in sorted(idle_cpu.items())))
 
