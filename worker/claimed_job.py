@@ -49,6 +49,7 @@ class ClaimedJob:
     first_token_at: dt.datetime | None = None
     stamp: asyncio.Task[None] | None = None
     stamp_writing: bool = False
+    created_at: dt.datetime | None = None  # the row's, as the claim read it
     quota_settled: bool = False  # the final write's settle took the reservation (accounting)
 
 
@@ -92,6 +93,11 @@ async def confirm(job: ClaimedJob) -> None:
         claimed.trace = job.trace
         raise StaleBody(claimed)
     job.obs = claimed.obs
+    job.created_at = claimed.created_at
+    if job.first_token_at is not None and claimed.created_at is not None:
+        # A first token sent before the claim may precede the row's clock (by the hand-off's
+        # head start on the insert): the row's timeline stays in order.
+        job.first_token_at = max(job.first_token_at, claimed.created_at)
     if job.obs is not None and job.early_output is not None:
         job.obs.output(at=job.early_output)
 

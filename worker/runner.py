@@ -152,7 +152,7 @@ class JobRunner(RowStamps):
         starts now, and ``confirm`` holds back everything it makes until the claim is in."""
         async def claim() -> ClaimedJob | None:
             with tracing.span("fairway.worker.receive"):
-                return await self._claim(job_id, attempt, ahead)
+                return await self._claim(job_id, attempt, ahead, since=job.first_token_at)
 
         job = ClaimedJob(job_id, attempt, body.endpoint, body.request, body.max_tokens,
                          body.priority, [], cache_salt=self._cache_salt(uuid.UUID(body.tenant_id)))
@@ -209,14 +209,18 @@ class JobRunner(RowStamps):
         await self.engine.abort(rid)
         return True
 
-    async def _claim(self, job_id: uuid.UUID, attempt: int, ahead: bool = False
-                     ) -> ClaimedJob | None:
-        """Only the delivery for the current attempt, sent to this worker, may start the job."""
+    async def _claim(self, job_id: uuid.UUID, attempt: int, ahead: bool = False,
+                     since: dt.datetime | None = None) -> ClaimedJob | None:
+        """Only the delivery for the current attempt, sent to this worker, may start the job.
+        ``since``: when its first token left, if before this claim (an express job): the
+        attempt started no later than that."""
         now = dt.datetime.now(dt.UTC)
 
         async def start() -> Row[Any] | None:
             nonlocal now
             now = dt.datetime.now(dt.UTC)  # a claim that waited for its row starts later
+            if since is not None:
+                now = min(now, since)
             # One statement, committed by itself (autocommit): no transaction stays open
             # across an await, so a worker frozen mid-claim holds no row lock for the
             # dispatcher to wait on, and the claim costs one round trip, not three.
@@ -247,7 +251,7 @@ class JobRunner(RowStamps):
         return ClaimedJob(job_id, attempt, row.endpoint, row.request, row.max_tokens,
                           row.priority, checkpoint, observe_job(row, attempt=attempt, now=now),
                           streamed=row.batch_id is None, resume_of=resume_of,
-                          cache_salt=self._cache_salt(row.tenant_id))
+                          cache_salt=self._cache_salt(row.tenant_id), created_at=row.created_at)
 
     async def _row_exists(self, job_id: uuid.UUID) -> bool:
         async with self.sessionmaker() as session:
@@ -291,7 +295,8 @@ class JobRunner(RowStamps):
                     elif unconfirmed(job):  # observed once the claim is in
                         job.early_output = time.perf_counter()
                     first = not progress.new_ids and not job.checkpoint
-                    first_at = dt.datetime.now(dt.UTC) if first else None
+                    if first:  # the claim of an express job sent before it starts no later
+                        job.first_token_at = dt.datetime.now(dt.UTC)
                     if job.resume_of is not None and not job.resume_logged:
                         await self._mark_resumed(job, request, delta.num_cached_tokens)
                     progress.new_ids.extend(delta.token_ids)
@@ -307,7 +312,7 @@ class JobRunner(RowStamps):
                     if unconfirmed(job):  # it left unconfirmed: the rest waits
                         await confirm(job)
                     if first:  # after the token is on its way: the stamp is not on the hot path
-                        await self._mark_first_token(job, first_at)
+                        await self._mark_first_token(job, job.first_token_at)
                     offset += len(delta.text)
                 if delta.finished:
                     progress.finish_reason = delta.finish_reason

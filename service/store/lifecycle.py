@@ -258,8 +258,11 @@ def start(job_id: uuid.UUID, *, attempt: int, worker_id: str, lease_s: float,
 
 def _start(job_id: Value, attempt: Value, worker_id: Value, *, now: Value,
            lease_until: Value) -> Update:
+    # Never before the row's creation: an express job's worker starts it from a hand-off sent
+    # alongside the insert (service.jobs.express), so its start may precede the row's clock.
     return guarded(JobEvent.START, *owned_by(job_id, attempt, worker_id), now=now, values={
-        "started_at": now, "lease_expires_at": lease_until, "preempted_at": None,
+        "started_at": func.greatest(now, Job.created_at), "lease_expires_at": lease_until,
+        "preempted_at": None,
         "parked_seconds": Job.parked_seconds + func.coalesce(
             func.extract("epoch", now - Job.preempted_at), 0)})
 

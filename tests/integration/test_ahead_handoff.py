@@ -68,7 +68,7 @@ def test_the_claim_waits_for_a_row_committed_after_the_entry(
     assert outcome == "succeeded"
     job = row(database_url, job_id)
     assert (job.status, job.attempt, job.completion_tokens) == ("succeeded", 1, 4)
-    assert job.started_at is not None and job.started_at >= job.created_at
+    assert job.created_at <= job.started_at <= job.first_token_at <= job.finished_at
     assert stream_entries(test_redis_url, job_id) == 5  # 4 deltas and the final entry
 
 
@@ -138,7 +138,11 @@ def test_the_claim_starts_with_the_first_token_not_beside_the_prefill(
                                        meanwhile=meanwhile, ahead=True,
                                        engine_type=GatedEngine))
     assert outcome == "succeeded"
-    assert row(database_url, job_id).status == "succeeded"
+    job = row(database_url, job_id)
+    assert job.status == "succeeded"
+    # Claimed after its first token left, and still a timeline in order.
+    assert job.created_at <= job.started_at <= job.first_token_at
+    assert job.first_token_at <= job.finished_at
     assert stream_entries(test_redis_url, job_id) == 5
 
 
