@@ -93,7 +93,6 @@ async def confirm(job: ClaimedJob) -> None:
         claimed.trace = job.trace
         raise StaleBody(claimed)
     job.obs = claimed.obs
-    job.created_at = claimed.created_at
     if job.first_token_at is not None and claimed.created_at is not None:
         # A first token sent before the claim may precede the row's clock (by the hand-off's
         # head start on the insert): the row's timeline stays in order.

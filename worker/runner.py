@@ -295,7 +295,7 @@ class JobRunner(RowStamps):
                     elif unconfirmed(job):  # observed once the claim is in
                         job.early_output = time.perf_counter()
                     first = not progress.new_ids and not job.checkpoint
-                    if first:  # the claim of an express job sent before it starts no later
+                    if first:  # the row's stamp, and no later than an express job's claim
                         job.first_token_at = dt.datetime.now(dt.UTC)
                     if job.resume_of is not None and not job.resume_logged:
                         await self._mark_resumed(job, request, delta.num_cached_tokens)
@@ -312,7 +312,7 @@ class JobRunner(RowStamps):
                     if unconfirmed(job):  # it left unconfirmed: the rest waits
                         await confirm(job)
                     if first:  # after the token is on its way: the stamp is not on the hot path
-                        await self._mark_first_token(job, job.first_token_at)
+                        await self._mark_first_token(job)
                     offset += len(delta.text)
                 if delta.finished:
                     progress.finish_reason = delta.finish_reason

@@ -59,12 +59,13 @@ class RowStamps:
             job.job_id, attempt=job.attempt, worker_id=self.worker_id,
             event=self._resumed_event(job, request, cached), now=dt.datetime.now(dt.UTC)))
 
-    async def _mark_first_token(self, job: ClaimedJob, at: dt.datetime | None = None) -> None:
-        """Remember the first token; write it to the row only if the job is still running
-        ``first_token_stamp_seconds`` later. A job that ends (or parks) sooner carries the time
-        in that write instead, so a short job's first token costs no transaction; a long one's
-        running row shows it within that delay (the live views, GET /v1/jobs/{id})."""
-        job.first_token_at = at or dt.datetime.now(dt.UTC)
+    async def _mark_first_token(self, job: ClaimedJob) -> None:
+        """Write the first token's time (``job.first_token_at``, noted by the runner as the
+        token left) to the row only if the job is still running ``first_token_stamp_seconds``
+        later. A job that ends (or parks) sooner carries the time in that write instead, so a
+        short job's first token costs no transaction; a long one's running row shows it within
+        that delay (the live views, GET /v1/jobs/{id})."""
+        assert job.first_token_at is not None
         delay = self.settings.jobs.first_token_stamp_seconds
         if delay <= 0:
             await self._write_first_token(job)
