@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncGenerator
+from typing import Any
 
 import pytest
 from redis import Redis as SyncRedis
@@ -113,6 +114,14 @@ class GatedEngine(RecordingEngine):
                 yield delta
 
 
+def run_gated(database_url: str, redis_url: str, tenant_id: uuid.UUID, job_id: uuid.UUID,
+              meanwhile: Any) -> tuple[str, RecordingEngine]:
+    """The job's ahead entry on a gated engine (``GatedEngine``), 4 tokens at no cost."""
+    return asyncio.run(run_early(database_url, redis_url, job_id, 1, body(tenant_id, 4),
+                                 speed=float("inf"), meanwhile=meanwhile, ahead=True,
+                                 engine_type=GatedEngine))
+
+
 async def _submitted(engine: RecordingEngine) -> None:
     for _ in range(200):
         if engine.submitted:
@@ -133,10 +142,7 @@ def test_the_claim_starts_with_the_first_token_not_beside_the_prefill(
         assert row(database_url, job_id).status == "assigned"  # no claim during the prefill
         engine.gate.set()
 
-    outcome, _ = asyncio.run(run_early(database_url, test_redis_url, job_id, 1,
-                                       body(tenant_id, 4), speed=float("inf"),
-                                       meanwhile=meanwhile, ahead=True,
-                                       engine_type=GatedEngine))
+    outcome, _ = run_gated(database_url, test_redis_url, tenant_id, job_id, meanwhile)
     assert outcome == "succeeded"
     job = row(database_url, job_id)
     assert job.status == "succeeded"
@@ -162,10 +168,7 @@ def test_a_long_prefill_is_claimed_after_a_short_while_keeping_its_lease(
         assert stream_entries(test_redis_url, job_id) == 0
         engine.gate.set()
 
-    outcome, _ = asyncio.run(run_early(database_url, test_redis_url, job_id, 1,
-                                       body(tenant_id, 4), speed=float("inf"),
-                                       meanwhile=meanwhile, ahead=True,
-                                       engine_type=GatedEngine))
+    outcome, _ = run_gated(database_url, test_redis_url, tenant_id, job_id, meanwhile)
     assert outcome == "succeeded" and row(database_url, job_id).status == "succeeded"
 
 
@@ -188,9 +191,6 @@ def test_a_heartbeat_during_the_prefill_leaves_an_unclaimed_job_running(
         assert engine.aborted == []
         engine.gate.set()
 
-    outcome, engine = asyncio.run(run_early(database_url, test_redis_url, job_id, 1,
-                                            body(tenant_id, 4), speed=float("inf"),
-                                            meanwhile=meanwhile, ahead=True,
-                                            engine_type=GatedEngine))
+    outcome, engine = run_gated(database_url, test_redis_url, tenant_id, job_id, meanwhile)
     assert outcome == "succeeded" and engine.aborted == []
     assert row(database_url, job_id).status == "succeeded"
