@@ -19,12 +19,13 @@ log = logging.getLogger("fairway.usage")
 
 async def account_job_end(redis: Redis, *, job_id: uuid.UUID, tenant_id: uuid.UUID,
                           values: dict[str, Any]) -> bool:
-    """Call inside the transaction that writes the job's final row, before its commit.
+    """Call once the job's final row is committed, before its final stream entry.
 
-    The Redis correction runs now rather than after commit: the API releases its side once it
-    sees the final event, which is published after commit, so settling first keeps the worker's
-    real numbers ahead of the API's fallback charge. If the commit then fails, the settle was
-    for a job that will be retried: a small, bounded error.
+    The API releases its side once it sees the final entry (unless the entry says the worker
+    settled), so settling first keeps the worker's real numbers ahead of the API's fallback
+    charge. After the commit, not inside its transaction: a final write that fails settles
+    nothing, and no row lock waits on a Redis round trip. A worker lost between the two leaves
+    the reservation to the API's release or its TTL.
 
     True when this call settled the reservation (which frees its concurrency slot too); False
     when it was gone already (the API released it, or it expired) or Redis was away.

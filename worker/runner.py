@@ -23,6 +23,7 @@ from service.store import handoff, job_stream, lifecycle, nul_codec, tracing, wa
 from service.store.models.jobs import Job, JobStatus
 from service.store.outages import Dependencies, through_outages
 from service.store.response_events import record_response_end_async
+from service.store.response_status import RESPONSES_ENDPOINT
 from service.store.settings import Settings
 from service.store.telemetry.logfmt import bind_job
 from worker.accounting import account_job_end
@@ -394,20 +395,28 @@ class JobRunner(RowStamps):
             values=values, now=now,
             wakeup=wakeups.JobEnded(job.job_id, self.worker_id, prompt, completion))
 
+        # Only a response's end writes a second row (its webhook event, committed with the
+        # status or not at all); every other end is one statement, committed by itself: one
+        # round trip instead of BEGIN, the statement and COMMIT, and no row lock held.
+        in_transaction = job.endpoint == RESPONSES_ENDPOINT
+
         async def write() -> Row[Any] | None:
             async with self.sessionmaker() as session:
-                conn = await session.connection()
+                conn = await session.connection(execution_options=None if in_transaction
+                                                else {"isolation_level": "AUTOCOMMIT"})
                 row: Row[Any] | None = (await conn.execute(statement, params)).first()
-                if row is not None:
-                    job.quota_settled = await account_job_end(
-                        self.redis, job_id=row.id, tenant_id=row.tenant_id, values=values)
+                if row is not None and in_transaction:
                     await record_response_end_async(session, row)
-                await session.commit()
+                    await session.commit()
                 return row
 
         # The result is only in this process: wait out a Postgres outage to deliver it.
         row = await through_outages(write, self.deps, give_up_after_s=FINAL_WRITE_PATIENCE_S)
         if row is not None:
+            # After the commit (a failed write settles nothing), before the final stream
+            # entry that tells the API whether to release its side (worker.accounting).
+            job.quota_settled = await account_job_end(
+                self.redis, job_id=row.id, tenant_id=row.tenant_id, values=values)
             log.info("job ended: %s", status)
         if row is not None and job.obs is not None:
             job.obs.finished(str(status), prompt_tokens=prompt,

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
+import psycopg
 import pytest
 from redis import Redis as SyncRedis
 from redis.asyncio import Redis
@@ -16,10 +18,11 @@ from service.store import job_stream
 from service.store.keys import stream_key
 from service.store.quota_limits import QuotaLimits
 from service.store.quota_store import QuotaStore, TenantKeys
-from service.store.settings import Settings
+from service.store.settings import Settings, to_libpq_url
 from tests.integration.test_ahead_handoff import body
 from tests.integration.test_early_start import run_early
 from tests.integration.test_job_writes import queued_claimed_job
+from worker import runner
 
 
 @pytest.fixture
@@ -72,3 +75,27 @@ def test_with_no_reservation_left_the_end_says_not_settled(
     """E.g. the API released it already (its client left): the API releases as before."""
     final = _run(database_url, test_redis_url, tenant_id, reserved=False)
     assert isinstance(final, job_stream.Final) and not final.settled
+
+
+def test_the_settle_runs_after_the_end_is_committed_with_no_row_lock_held(
+        database_url: str, test_redis_url: str, tenant_id: uuid.UUID,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chat job's end is one statement committed by itself; the Redis settle waits for it,
+    so a failed write settles nothing and no row lock waits on Redis."""
+    seen: list[str] = []
+    settle = runner.account_job_end
+
+    async def checking_settle(redis: Redis, **kwargs: Any) -> bool:
+        with psycopg.connect(to_libpq_url(database_url), autocommit=True) as conn:
+            try:  # NOWAIT: fails at once if the end's transaction still held the row
+                status, = conn.execute("SELECT status FROM jobs WHERE id = %s FOR UPDATE NOWAIT",
+                                       (kwargs["job_id"],)).fetchone() or ("missing",)
+                seen.append(str(status))
+            except psycopg.errors.LockNotAvailable:
+                seen.append("locked")
+        return await settle(redis, **kwargs)
+
+    monkeypatch.setattr(runner, "account_job_end", checking_settle)
+    final = _run(database_url, test_redis_url, tenant_id, reserved=True)
+    assert seen == ["succeeded"]
+    assert isinstance(final, job_stream.Final) and final.settled
