@@ -112,7 +112,10 @@ async def _insert(session: AsyncSession, statement: Any,
                   params: Callable[[], dict[str, Any]]) -> Any:
     """``params`` are made inside the insert's span: its NOTIFY carries that span's context."""
     with tracing.span("fairway.api.insert"):  # the dispatcher's hops continue this span
-        row = (await session.execute(statement, params())).one()
+        # On the session's Core connection: the ORM's execute path (its compile state and
+        # result loading) cost ~0.3 ms a job more for a statement that loads no entity.
+        conn = await session.connection()
+        row = (await conn.execute(statement, params())).one()
         await session.commit()
     return row
 
