@@ -17,7 +17,9 @@ def test_the_heap_alive_at_start_up_is_frozen_and_collections_are_timed() -> Non
     before = _pauses("2")
     try:
         frozen = freeze_startup_heap("test")
-        assert frozen == gc.get_freeze_count() > 1000  # this process's modules, at least
+        # This process's modules, at least. Threads left by earlier tests may free frozen
+        # objects meanwhile (CI saw 66 of 1.1 million go): the count can only fall.
+        assert frozen > 1000 and frozen * 0.99 <= gc.get_freeze_count() <= frozen
         gc.collect()  # a full pass: walks only what came after, and is timed
         assert _pauses("2") >= before + 1
     finally:
