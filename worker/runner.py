@@ -20,6 +20,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from service.store import handoff, job_stream, lifecycle, nul_codec, tracing, wakeups
+from service.store.db import without_transaction
 from service.store.models.jobs import Job, JobStatus
 from service.store.outages import Dependencies, through_outages
 from service.store.response_events import record_response_end_async
@@ -226,8 +227,8 @@ class JobRunner(RowStamps):
             # across an await, so a worker frozen mid-claim holds no row lock for the
             # dispatcher to wait on, and the claim costs one round trip, not three.
             async with self.sessionmaker() as session:
-                conn = await session.connection(
-                    execution_options={"isolation_level": "AUTOCOMMIT"})
+                await without_transaction(session)
+                conn = await session.connection()
                 return (await conn.execute(_CLAIM, lifecycle.start_params(
                     job_id, attempt=attempt, worker_id=self.worker_id,
                     lease_s=self.settings.jobs.lease_seconds, now=now))).first()
@@ -402,8 +403,9 @@ class JobRunner(RowStamps):
 
         async def write() -> Row[Any] | None:
             async with self.sessionmaker() as session:
-                conn = await session.connection(execution_options=None if in_transaction
-                                                else {"isolation_level": "AUTOCOMMIT"})
+                if not in_transaction:
+                    await without_transaction(session)
+                conn = await session.connection()
                 row: Row[Any] | None = (await conn.execute(statement, params)).first()
                 if row is not None and in_transaction:
                     await record_response_end_async(session, row)
