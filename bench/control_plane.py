@@ -233,7 +233,9 @@ def print_level(r: LevelResult, idle: dict[str, float]) -> None:
         print(f"  Postgres per job: {t['xact_commit'] / r.jobs:.2f} commits, "
               f"{t['tup_inserted'] / r.jobs:.2f} rows inserted, "
               f"{t['tup_updated'] / r.jobs:.2f} updated, {t['tup_deleted'] / r.jobs:.2f} "
-              f"deleted, {t['wal_bytes'] / r.jobs / 1024:.1f} KiB WAL")
+              f"deleted, {t['wal_bytes'] / r.jobs / 1024:.1f} KiB WAL, "
+              # Each new connection forks a backend: a pool that overflows pays it per job.
+              f"{t['sessions'] / r.jobs:.3f} connections opened")
         tables = sorted(((n, w / r.jobs) for n, w in r.pg.tables.items() if w), key=lambda x: -x[1])
         print("  rows written per job by table: "
               + ", ".join(f"{n} {w:.2f}" for n, w in tables))

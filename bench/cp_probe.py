@@ -106,7 +106,7 @@ class CpuMeter:
 
 
 PG_STATS = """
-select d.xact_commit, d.tup_inserted, d.tup_updated, d.tup_deleted,
+select d.xact_commit, d.tup_inserted, d.tup_updated, d.tup_deleted, d.sessions,
        pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint as wal_bytes
 from pg_stat_database d where d.datname = current_database()"""
 
@@ -129,7 +129,7 @@ def pg_snapshot(database_url: str) -> PgSnapshot:
         row = conn.execute(PG_STATS).fetchone()
         assert row is not None
         totals = dict(zip(("xact_commit", "tup_inserted", "tup_updated", "tup_deleted",
-                           "wal_bytes"), (int(v) for v in row), strict=True))
+                           "sessions", "wal_bytes"), (int(v) for v in row), strict=True))
         tables = {str(name): int(n) for name, n in conn.execute(PG_TABLES).fetchall()}
     return PgSnapshot(totals, tables)
 

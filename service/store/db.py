@@ -86,10 +86,23 @@ async def without_transaction(session: AsyncSession) -> None:
     """Run ``session``'s statements from here on each as its own transaction (autocommit):
     for a request whose work is single statements (the door's reads, then the job's insert
     with its NOTIFY), a transaction around them costs a BEGIN and a COMMIT round trip, and
-    holds a snapshot open across the quota and SLO checks in between."""
+    holds a snapshot open across the quota and SLO checks in between.
+
+    The connection is checked out at the next statement, not here: a request whose policy is
+    cached reads nothing at the door, and a connection held across its quota and SLO Redis
+    calls made the pool overflow under load (a new Postgres backend for ~1 job in 8 at 16
+    clients, issue #16)."""
     if session.in_transaction():  # e.g. the key lookup's read (a cache miss)
         await session.commit()
-    await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+    bind = session.sync_session.get_bind()
+    assert isinstance(bind, Engine), bind  # sessions here are bound to one engine
+    session.sync_session.bind = _autocommit(bind)
+
+
+@functools.lru_cache(maxsize=16)
+def _autocommit(engine: Engine) -> Engine:
+    """``engine`` with autocommit (a view sharing its pool and its event listeners)."""
+    return engine.execution_options(isolation_level="AUTOCOMMIT")
 
 
 def async_sessionmaker_for(url: str) -> async_sessionmaker[AsyncSession]:

@@ -78,3 +78,22 @@ def test_the_door_and_the_insert_each_commit_alone(database_url: str) -> None:
     with sync_session(database_url) as session:  # committed, as the route answers 2xx after
         row = session.get(Job, job.id)
         assert row is not None and row.status == "queued"
+
+
+def test_no_connection_is_held_from_the_door_until_the_first_statement(database_url: str) -> None:
+    """A request whose policy is cached reads nothing at the door: its connection is taken by
+    the insert, not held across the quota and SLO Redis calls before it."""
+    sessionmaker = async_sessionmaker_for(database_url)
+    pool = sessionmaker.kw["bind"].sync_engine.pool
+
+    async def run() -> list[int]:
+        async with sessionmaker() as session:
+            before = pool.checkedout()  # type: ignore[attr-defined]
+            await without_transaction(session)
+            at_door = pool.checkedout()  # type: ignore[attr-defined]
+            await session.execute(text("SELECT 1"))
+            in_use = pool.checkedout()  # type: ignore[attr-defined]
+            await session.commit()
+            return [at_door - before, in_use - before, pool.checkedout() - before]  # type: ignore[attr-defined]
+
+    assert asyncio.run(run()) == [0, 1, 0]
