@@ -103,7 +103,8 @@ _BY_ID = Job.id == any_(bindparam("p_job_ids", type_=ARRAY(Uuid())))
 _QUEUED_BY_ID = _QUEUED.where(_BY_ID)
 # The read of jobs the API placed with express tickets: still on their worker (a job that
 # ended or was cancelled before this read holds no room any more).
-_PLACED_BY_ID = _JOBS.where(_BY_ID, Job.status.in_([JobStatus.ASSIGNED, JobStatus.RUNNING]))
+_PLACED_BY_ID = _JOBS.where(_BY_ID, lifecycle.status_in([JobStatus.ASSIGNED,
+                                                               JobStatus.RUNNING]))
 
 
 def fetch_queued(session: Session, *, job_ids: Iterable[uuid.UUID] | None = None,

@@ -137,10 +137,14 @@ def guarded(event: JobEvent, *where: ColumnElement[bool], now: Value,
     changes: dict[str, Any] = dict(values or {})
     if rule.moves:  # updated_at follows status changes, not stamps on a running job
         changes |= {"status": rule.target, "updated_at": now}
-    # One bound value per status, not an expanding IN list: that one is re-rendered at every
-    # execution (SQLAlchemy's post-compile step), ~2% of a worker's CPU on the realtime path.
-    statuses = [literal(s, Job.status.type) for s in sorted(allowed)]
-    return update(Job).where(Job.status.in_(statuses), *where).values(**changes)
+    return update(Job).where(status_in(allowed), *where).values(**changes)
+
+
+def status_in(statuses: Iterable[str]) -> ColumnElement[bool]:
+    """``jobs.status IN (...)`` with one bound value per status, for statements built once:
+    an expanding IN list is re-rendered at every execution (SQLAlchemy's post-compile step),
+    ~2% of a worker's CPU on the realtime path."""
+    return Job.status.in_([literal(s, Job.status.type) for s in sorted(statuses)])
 
 
 def owned_by(job_id: Value, attempt: Value, worker_id: Value) -> tuple[ColumnElement[bool], ...]:

@@ -21,3 +21,10 @@ def test_a_guarded_statement_has_nothing_left_to_render_at_execution(event: JobE
     assert not compiled.literal_execute_params and not compiled.post_compile_params
     statuses = sorted(v for k, v in compiled.params.items() if k.startswith("param_"))
     assert statuses == sorted(TRANSITIONS[event].sources)
+
+
+def test_the_read_of_placed_jobs_has_nothing_left_to_render_at_execution() -> None:
+    from service.store.job_queries import _PLACED_BY_ID
+
+    compiled = _PLACED_BY_ID.compile(dialect=postgresql.dialect())
+    assert "POSTCOMPILE" not in compiled.string and not compiled.post_compile_params
