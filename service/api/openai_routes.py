@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from service.api.door import admit
+from service.api.event_stream import EventStream, LastChunk
 from service.api.job_waiting import (
     cancel_for_client,
     interrupted_error,
@@ -101,7 +102,7 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = _stream(request, job.id, builder, include_usage, settings, obs,
                          on_settled=admission.settled_by_worker)
-        return StreamingResponse(admission.wrap(obs.wrap(events)),
+        return EventStream(admission.wrap(obs.wrap(events)),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache",
                                           "X-Fairway-Job": job.public_id,
@@ -171,15 +172,15 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
                                              "timeout")))
             ending.append(sse("[DONE]"))
             closed = True
-            yield b"".join(ending)  # the relay ends after its end event
+            yield LastChunk(b"".join(ending))  # the relay ends after its end event
     except Exception:  # never end a stream silently: say so, and let the job finish
         log.exception("relaying the job's stream failed", extra={"job_id": str(job_id)})
         obs.finished(ok=False)
-        yield sse(interrupted_error(Interrupted("The relay failed."), job_id).body())
         done = True
+        yield LastChunk(sse(interrupted_error(Interrupted("The relay failed."), job_id).body()))
     else:
         if not closed:  # the relay always ends with an end event; never leave a stream open
-            yield sse("[DONE]")
+            yield LastChunk(sse("[DONE]"))
     finally:
         if not done:
             # The client went away (or we timed out): free the engine slot. Run detached,
