@@ -103,10 +103,10 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
         events = _stream(request, job.id, builder, include_usage, settings, obs,
                          on_settled=admission.settled_by_worker)
         return EventStream(admission.wrap(obs.wrap(events)),
-                                 media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache",
-                                          "X-Fairway-Job": job.public_id,
-                                          **admission.headers})
+                           media_type="text/event-stream",
+                           headers={"Cache-Control": "no-cache",
+                                    "X-Fairway-Job": job.public_id,
+                                    **admission.headers})
     response.headers.update(admission.headers)
     return await admission.around(obs.around(_wait(request, job.id, builder, settings, obs,
                                                    on_settled=admission.settled_by_worker)))

@@ -90,7 +90,7 @@ async def without_transaction(session: AsyncSession) -> None:
 
     The connection is checked out at the next statement, not here: a request whose policy is
     cached reads nothing at the door, and a connection held across its quota and SLO Redis
-    calls made the pool overflow under load (a new Postgres backend for ~1 job in 8 at 16
+    calls made the pool overflow under load (a new Postgres backend for ~1 job in 7 at 16
     clients, issue #16)."""
     if session.in_transaction():  # e.g. the key lookup's read (a cache miss)
         await session.commit()

@@ -217,7 +217,7 @@ def requeue_expired(now: dt.datetime) -> Update:
     Rows another dispatcher is handling are skipped. RETURNING (id, the lost worker)."""
     rule = TRANSITIONS[JobEvent.REQUEUE]
     lost = (select(Job.id, Job.worker_id)
-            .where(Job.status.in_(sorted(rule.sources)), Job.lease_expires_at < now)
+            .where(status_in(rule.sources), Job.lease_expires_at < now)
             .with_for_update(skip_locked=True).cte("lost"))
     return (guarded(JobEvent.REQUEUE, Job.id == lost.c.id, now=now, values={
         "queued_at": now, "lease_expires_at": None, "worker_id": None})
@@ -234,7 +234,7 @@ def requeue_worker(worker_id: str, now: dt.datetime) -> Update:
     dispatcher that long. A skipped row goes back with its lease (``requeue_expired``, which
     skips locked rows too) once the lock is let go."""
     rule = TRANSITIONS[JobEvent.REQUEUE]
-    gone = (select(Job.id).where(Job.worker_id == worker_id, Job.status.in_(sorted(rule.sources)))
+    gone = (select(Job.id).where(Job.worker_id == worker_id, status_in(rule.sources))
             .with_for_update(skip_locked=True).cte("gone"))
     return guarded(JobEvent.REQUEUE, Job.id == gone.c.id, now=now, values={
         "queued_at": now, "lease_expires_at": None, "worker_id": None}).returning(Job.id)
