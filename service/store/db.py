@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import select
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,18 +40,22 @@ def utcnow_column() -> Mapped[dt.datetime]:
     return mapped_column(DateTime(timezone=True), server_default=func.now(), nullable=False)
 
 
-# A pooled connection back in the pool for less than this is taken as alive without a ping.
-PING_IF_IDLE_S = 1.0
+# A pooled connection idle this long is pinged before use even when its socket is quiet: a
+# peer that vanished without closing it (a dropped NAT entry, a crashed host) says nothing.
+PING_IF_IDLE_S = 30.0
 
 
-def ping_when_idle(engine: Engine, idle_s: float = PING_IF_IDLE_S) -> Engine:
-    """Check a pooled connection before use only if it sat idle ``idle_s`` or longer.
+def check_on_checkout(engine: Engine, idle_s: float = PING_IF_IDLE_S) -> Engine:
+    """Check a pooled connection before use with a zero-timeout poll of its socket, and ping
+    it only if that shows something (a dead backend's EOF or its FATAL message, a notice) or
+    it sat idle ``idle_s`` or longer.
 
     ``pool_pre_ping`` pings on every checkout: a round trip, and a transaction in Postgres'
     counters, for each transaction the code runs (half of all commits per realtime job, issue
-    #16 part 3). A connection returned moments ago is alive but for a server restart within
-    that moment; the first statement on it then fails as an outage (which every caller already
-    handles: retried, or 503) and invalidates the whole pool, as a failed ping would."""
+    #16 part 3). Pinging only after a second idle still put that round trip in front of every
+    request of a service that is idle between them (issue #16: idle TTFT). A backend that
+    exits (a restart, ``pg_terminate_backend``) closes its socket, so the poll sees it at any
+    age, as redis-py checks a pooled connection for unread data before use."""
     @event.listens_for(engine, "checkin")
     def _returned(dbapi_connection: object, record: Any) -> None:
         record.info["fairway_idle_since"] = time.monotonic()
@@ -58,8 +63,10 @@ def ping_when_idle(engine: Engine, idle_s: float = PING_IF_IDLE_S) -> Engine:
     @event.listens_for(engine, "checkout")
     def _checkout(dbapi_connection: object, record: Any, proxy: object) -> None:
         since = record.info.get("fairway_idle_since")
-        if since is None or time.monotonic() - since < idle_s:
-            return  # new, or just returned
+        if since is None:
+            return  # new
+        if time.monotonic() - since < idle_s and not _socket_has_news(dbapi_connection):
+            return
         try:
             engine.dialect.do_ping(dbapi_connection)  # type: ignore[arg-type]
         except Exception as error:  # the pool drops this one and checks out another
@@ -68,17 +75,33 @@ def ping_when_idle(engine: Engine, idle_s: float = PING_IF_IDLE_S) -> Engine:
     return engine
 
 
+def _socket_has_news(dbapi_connection: object) -> bool:
+    """True if the connection's socket is readable, hung up or gone: an idle Postgres
+    connection is sent nothing unless its backend is going away (or a rare notice)."""
+    driver: Any = getattr(dbapi_connection, "driver_connection", dbapi_connection)  # async
+    try:
+        fd = driver.fileno()
+    except Exception:  # closed, or no socket to look at: let the ping decide
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLPRI)
+    return bool(poller.poll(0))
+
+
 @functools.lru_cache(maxsize=8)
 def sync_engine(url: str) -> Engine:
-    return ping_when_idle(create_engine(to_sqlalchemy_url(url), pool_size=5))
+    # LIFO: a quiet service reuses its warmest connection, not the one idle longest.
+    return check_on_checkout(create_engine(to_sqlalchemy_url(url), pool_size=5,
+                                           pool_use_lifo=True))
 
 
 @functools.lru_cache(maxsize=8)
 def async_engine(url: str) -> AsyncEngine:
     # One stack opens an API, a dispatcher and a worker pool per worker: keep each modest so a
     # default Postgres (100 connections) holds several stacks.
-    engine = create_async_engine(to_sqlalchemy_url(url), pool_size=10, max_overflow=10)
-    ping_when_idle(engine.sync_engine)
+    engine = create_async_engine(to_sqlalchemy_url(url), pool_size=10, max_overflow=10,
+                                 pool_use_lifo=True)
+    check_on_checkout(engine.sync_engine)
     return engine
 
 
