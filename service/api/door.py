@@ -11,12 +11,13 @@ before the quota script is judged again from a fresh read."""
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from cachetools import TTLCache
 from fastapi import Request
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from service.api.slo_gate import SloGate, check_deadline
 from service.jobs.tiers import Classification, classify, classify_background
@@ -30,7 +31,7 @@ from service.quotas.admission import (
     quota_store,
     reserve_request,
 )
-from service.quotas.policy import resolve_service_tier
+from service.quotas.policy import TenantPolicy, load_policy, resolve_service_tier
 from service.quotas.policy_cache import PolicyCache, policy_cache
 from service.store import tracing
 from service.store.db import without_transaction
@@ -80,6 +81,8 @@ async def admit(request: Request, session: AsyncSession, settings: Settings, ten
     policies = policy_cache(request.app.state)
     cached = policies.get(tenant.id, tenant.tier)
     if cached is not None:
+        policies.renew_ahead(tenant.id, tenant.tier, lambda: _read_policy_apart(
+            request.app.state.sessionmaker, tenant.id, tenant.tier))
         service_tier = resolve_service_tier(payload.get("service_tier"),
                                             cached.policy.allowed_service_tiers)
         if service_tier is not None:  # else its 403 is judged from a fresh read
@@ -148,6 +151,13 @@ async def _admit_with(request: Request, session: AsyncSession, settings: Setting
             await admission.refund()
             raise
     return Admitted(admission, classification, now)
+
+
+async def _read_policy_apart(sessions: async_sessionmaker[AsyncSession], tenant_id: uuid.UUID,
+                             tier: str) -> TenantPolicy:
+    """The tenant's policy read in a session of its own (a background renewal)."""
+    async with sessions() as session:
+        return await load_policy(session, tenant_id=tenant_id, tier=tier)
 
 
 def _hints(state: Any) -> TTLCache[Any, DoorPolicy]:

@@ -13,14 +13,18 @@ gate) is judged again from a fresh read; the script's own refusals stand, since 
 generation.
 
 Writes that bypass the admin API (SQL by hand, a migration) bump nothing: they reach the door
-within ``POLICY_CACHE_TTL_S``, which bounds every entry's life.
+within ``POLICY_CACHE_TTL_S``, which bounds every entry's life. Past half that life an entry
+still answers while one background read renews it (``renew_ahead``), so a tenant sending a
+request every few seconds is never read on its request's path (issue #16, idle TTFT: every
+other request of an idle-paced client paid the read).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +34,7 @@ from redis.exceptions import RedisError
 
 from service.quotas.policy import TenantPolicy
 from service.store.quota_store import TenantKeys
+from service.store.single_flight import RENEW_AFTER_S, SingleFlight
 
 log = logging.getLogger("fairway.quotas")
 
@@ -41,12 +46,19 @@ POLICY_CACHE_MAX = 10_000
 class CachedPolicy:
     policy: TenantPolicy
     generation: int  # the policy generation it was read under
+    read_at: float = 0.0  # the cache's clock when stored
 
 
 class PolicyCache:
-    def __init__(self, ttl_s: float = POLICY_CACHE_TTL_S, maxsize: int = POLICY_CACHE_MAX
-                 ) -> None:
-        self._entries: TTLCache[tuple[uuid.UUID, str], CachedPolicy] = TTLCache(maxsize, ttl_s)
+    def __init__(self, ttl_s: float = POLICY_CACHE_TTL_S, maxsize: int = POLICY_CACHE_MAX,
+                 clock: Callable[[], float] = time.monotonic,
+                 renew_after_s: float = RENEW_AFTER_S) -> None:
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self.renew_after_s = min(renew_after_s, ttl_s / 4)
+        self._entries: TTLCache[tuple[uuid.UUID, str], CachedPolicy] = TTLCache(
+            maxsize, ttl_s, timer=clock)
+        self._renewals: SingleFlight[tuple[uuid.UUID, str], None] = SingleFlight()
         # Each tenant's newest generation an admission read (LRU-bounded: one forgotten is
         # simply not cached until it is seen again).
         self._seen: LRUCache[uuid.UUID, int] = LRUCache(maxsize)
@@ -62,7 +74,25 @@ class PolicyCache:
     def store(self, tenant_id: uuid.UUID, tier: str, policy: TenantPolicy,
               stamp: int | None) -> None:
         if stamp is not None:
-            self._entries[(tenant_id, tier)] = CachedPolicy(policy, stamp)
+            self._entries[(tenant_id, tier)] = CachedPolicy(policy, stamp, self.clock())
+
+    def renew_ahead(self, tenant_id: uuid.UUID, tier: str,
+                    read: Callable[[], Awaitable[TenantPolicy]]) -> None:
+        """Past half its TTL, start one background ``read()`` of the entry (stamped before
+        it, as any read), ``RENEW_AFTER_S`` later (after the request's own critical path):
+        the entry answers meanwhile, and what is kept is never older than the TTL. A failed
+        renewal is dropped: the entry expires, and the next miss reads."""
+        key = (tenant_id, tier)
+        entry = self._entries.get(key)
+        if (entry is None or self._renewals.running(key)
+                or self.clock() - entry.read_at < self.ttl_s / 2):
+            return
+
+        async def renew() -> None:
+            stamp = self.stamp(tenant_id)
+            self.store(tenant_id, tier, await read(), stamp)
+
+        self._renewals.run(key, renew, after_s=self.renew_after_s)
 
     def observe(self, tenant_id: uuid.UUID, generation: int) -> None:
         seen = self._seen.get(tenant_id)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.store.models.tenants import ApiKey, Tenant
-from service.store.single_flight import SingleFlight
+from service.store.single_flight import RENEW_AFTER_S, SingleFlight
 
 MAX_ENTRIES = 10_000  # distinct live keys remembered at once; the oldest go first
 
@@ -56,8 +56,9 @@ class KeyLookup:
 
 class KeyCache:
     def __init__(self, ttl_s: float, *, clock: Callable[[], float] = time.monotonic,
-                 max_entries: int = MAX_ENTRIES) -> None:
+                 max_entries: int = MAX_ENTRIES, renew_after_s: float = RENEW_AFTER_S) -> None:
         self.ttl_s = ttl_s
+        self.renew_after_s = min(renew_after_s, ttl_s / 4)
         self.clock = clock
         self.max_entries = max_entries
         self._entries: dict[str, tuple[float, KeyLookup]] = {}
@@ -117,14 +118,16 @@ class KeyCache:
                       read: Callable[[], Awaitable[KeyLookup | None]]) -> None:
         """Past half its TTL, an entry still answers while one background read renews it: a
         busy key is never read on a request's path (a burst at the TTL's end all waited on
-        that read, behind a busy pool's connections). What is kept is never older than
+        that read, behind a busy pool's connections). The read starts ``renew_after_s``
+        later, after the request's own critical path. What is kept is never older than
         ``ttl_s``, so a revocation still binds within it."""
         entry = self._entries.get(key_hash)
         if (entry is None or key_hash in self._reading
                 or self.clock() < entry[0] - self.ttl_s / 2):
             return
         # A failed renewal is dropped: the entry expires, and the next miss reads it.
-        self._renewals.run(key_hash, lambda: self.read_once(key_hash, read))
+        self._renewals.run(key_hash, lambda: self.read_once(key_hash, read),
+                           after_s=self.renew_after_s)
 
     def __len__(self) -> int:
         return len(self._entries)

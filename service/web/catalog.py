@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.store.keys import WORKER_KEY_PATTERN
 from service.store.models.served_models import ServedModel
 from service.store.settings import Settings
-from service.store.single_flight import SingleFlight
+from service.store.single_flight import RENEW_AFTER_S, SingleFlight
 
 
 async def live_workers(redis: Redis) -> list[dict[str, Any]]:
@@ -32,7 +32,8 @@ class ModelCatalog:
     what those workers' engines can do (the "capabilities" of their heartbeats)."""
 
     def __init__(
-        self, settings: Settings, redis: Redis, ttl_s: float = 2.0, miss_refresh_s: float = 0.25
+        self, settings: Settings, redis: Redis, ttl_s: float = 2.0, miss_refresh_s: float = 0.25,
+        renew_after_s: float = RENEW_AFTER_S,
     ) -> None:
         self._configured = settings.engine.served_model_name
         self._redis = redis
@@ -44,6 +45,11 @@ class ModelCatalog:
         self._cached: tuple[float, list[str]] = (0.0, [])
         self._loaded = False
         self._reading: SingleFlight[None, list[str]] = SingleFlight()
+        # The background refresh, apart: it starts ``renew_after_s`` after the request that
+        # found the list old (past that request's critical path), and a lookup that must
+        # read now (a miss) does not wait out that delay.
+        self._renewal: SingleFlight[None, list[str]] = SingleFlight()
+        self._renew_after_s = min(renew_after_s, ttl_s / 4)
         # model -> the capabilities every live worker serving it has (absent: no live worker)
         self._capabilities: dict[str, frozenset[str]] = {}
         self._created: dict[str, int] = {}  # name -> first offered (epoch s); never changes
@@ -57,7 +63,7 @@ class ModelCatalog:
         if time.monotonic() - at < self._ttl:
             return names
         if self._loaded:
-            self._reading.run(None, self._read)  # in the background
+            self._renewal.run(None, self._read, after_s=self._renew_after_s)  # background
             return names
         return await self.refresh()
 

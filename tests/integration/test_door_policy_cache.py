@@ -17,7 +17,7 @@ from sqlalchemy import event
 
 from service.api.door import admit
 from service.cli.bootstrap import create_tenant_with_key
-from service.quotas.policy_cache import bump_policy_generation
+from service.quotas.policy_cache import POLICY_CACHE_TTL_S, PolicyCache, bump_policy_generation
 from service.store.db import async_sessionmaker_for, sync_session
 from service.store.models.quotas import TenantQuota
 from service.store.models.tenants import Tenant
@@ -40,6 +40,14 @@ def _overrides(database_url: str, tenant_id: uuid.UUID, overrides: dict[str, Any
         session.commit()
 
 
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class Door:
     """One API process's door: its app state, and every statement it sends to Postgres."""
 
@@ -48,12 +56,19 @@ class Door:
         self.settings = settings.model_copy(update={"api": settings.api.model_copy(
             update={"slo_admission": False})})
         self.redis = Redis.from_url(redis_url)
-        self.request = SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(
-            redis=self.redis, slo_gate=None)))
         self.sessionmaker = async_sessionmaker_for(database_url)
+        self.clock = FakeClock()
+        self.request = SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(
+            redis=self.redis, slo_gate=None, sessionmaker=self.sessionmaker,
+            policy_cache=PolicyCache(clock=self.clock))))
         self.statements: list[str] = []
-        event.listen(self.sessionmaker.kw["bind"].sync_engine, "before_cursor_execute",
-                     lambda conn, cursor, statement, *a: self.statements.append(statement))
+        self.tasks: list[asyncio.Task[Any] | None] = []  # which task sent each statement
+
+        def sent(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+            self.statements.append(statement)
+            self.tasks.append(asyncio.current_task())
+
+        event.listen(self.sessionmaker.kw["bind"].sync_engine, "before_cursor_execute", sent)
 
     async def admit(self, tenant: Tenant) -> tuple[int, int]:
         """(HTTP status, policy reads) of one admission, its slot given back at once."""
@@ -68,7 +83,10 @@ class Door:
             else:
                 await door.admission.release()
                 status = 200
-        reads = sum("FROM tiers" in s for s in self.statements[before:])
+        mine = asyncio.current_task()  # not a background renewal's
+        reads = sum("FROM tiers" in s for s, task in zip(self.statements[before:],
+                                                         self.tasks[before:], strict=True)
+                    if task is mine)
         return status, reads
 
 
@@ -94,6 +112,33 @@ def test_repeated_admissions_read_the_policy_once_it_is_cached(
     assert all(status == 200 for status, _ in results)
     # The first read is not cached (no generation seen before it); the second is.
     assert [reads for _, reads in results] == [1, 1, 0, 0, 0]
+
+
+def test_past_half_its_life_the_policy_is_renewed_off_the_requests_path(
+        database_url: str, test_redis_url: str, tenant: Tenant) -> None:
+    """A tenant sending a request every few seconds: the entry answers while a background
+    read renews it, so no request of its reads the policy (issue #16, idle TTFT)."""
+    door = Door(database_url, test_redis_url)
+
+    async def run() -> tuple[list[tuple[int, int]], int]:
+        out = [await door.admit(tenant) for _ in range(3)]  # cached from the second
+        before = len(door.statements)
+        door.clock.now += POLICY_CACHE_TTL_S * 0.6
+        out.append(await door.admit(tenant))  # answered from the entry; the renewal starts
+        cache: PolicyCache = door.request.app.state.policy_cache
+        for _ in range(200):  # until the renewal is stored
+            entry = cache.get(tenant.id, tenant.tier)
+            if entry is not None and entry.read_at == door.clock.now:
+                break
+            await asyncio.sleep(0.01)
+        renewals = sum("FROM tiers" in s for s in door.statements[before:])
+        door.clock.now += POLICY_CACHE_TTL_S * 0.6  # the first entry's life is over
+        out.append(await door.admit(tenant))  # the renewed one answers
+        return out, renewals
+
+    results, renewals = asyncio.run(run())
+    assert results == [(200, 1), (200, 1), (200, 0), (200, 0), (200, 0)]
+    assert renewals == 1
 
 
 def test_an_admin_change_binds_the_very_next_call_once_its_generation_is_bumped(

@@ -105,7 +105,8 @@ def test_when_the_shared_read_fails_each_waiter_reads_on_its_own() -> None:
 
 def test_past_half_its_ttl_an_entry_answers_while_one_background_read_renews_it() -> None:
     clock = Clock()
-    cache, old, new, reads = KeyCache(4.0, clock=clock), lookup(), lookup(), []
+    cache = KeyCache(4.0, clock=clock, renew_after_s=0.03)
+    old, new, reads = lookup(), lookup(), []
     cache.put("h", old)
 
     async def read() -> KeyLookup:
@@ -116,13 +117,15 @@ def test_past_half_its_ttl_an_entry_answers_while_one_background_read_renews_it(
     async def run() -> None:
         clock.now = 1.9
         cache.refresh_ahead("h", read)
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)
         assert reads == []  # not yet half its TTL
         clock.now = 2.1
         cache.refresh_ahead("h", read)
         cache.refresh_ahead("h", read)
         assert cache.get("h") is old  # answers meanwhile
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.01)
+        assert reads == []  # the read waits past the request that found the entry old
+        await asyncio.sleep(0.05)
         assert reads == [1]
         assert cache.get("h") is new
         clock.now = 6.0  # renewed at 2.1: kept until 6.1, never older than its TTL
