@@ -113,3 +113,21 @@ def test_no_outlook_yet_is_looked_at_again_sooner_than_a_present_one(
         assert redis.gets == 2
 
     asyncio.run(run())
+
+
+def test_a_quiet_services_next_request_waits_on_no_read() -> None:
+    """Seconds after the last request (well past REFRESH_S, within STALE_S) a quiet outlook
+    admits at once while one background read refreshes it (issue #16, idle TTFT)."""
+    async def run() -> None:
+        redis = SlowRedis(_outlook(0))
+        gate = SloGate(redis)  # type: ignore[arg-type]
+        assert await gate.check("m", prompt_tokens=50, target_s=1.0) is None
+        at, outlook = gate._outlooks["m"]
+        gate._outlooks["m"] = (at - 5.0, outlook)  # five seconds of quiet
+        redis.release = asyncio.Event()  # a read now would not answer
+        assert await asyncio.wait_for(
+            gate.check("m", prompt_tokens=50, target_s=1.0), timeout=0.5) is None
+        assert redis.gets == 2  # the refresh is under way, in the background
+        redis.release.set()
+
+    asyncio.run(run())
