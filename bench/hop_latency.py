@@ -3,7 +3,8 @@ part 1). Tracing on, exported to JSON-lines files the bench reads (FAIRWAY_OTEL_
 collector needed.
 
     python bench/hop_latency.py [--engine sim|vllm] [--idle 40] [--load 200]
-                                [--concurrency 16] [--workers 2] [--sim-speed inf]
+                                [--concurrency 16] [--idle-gap-ms 0] [--workers 2]
+                                [--sim-speed inf]
                                 [--no-tracing]
 
 A private stack (embedded Postgres and Redis, as bench/control_plane.py), then streamed
@@ -117,7 +118,7 @@ async def one(client: httpx.AsyncClient, key: str, rng: random.Random, phase: Ph
 
 
 async def run_phase(base: str, key: str, phase: Phase, total: int, concurrency: int,
-                    max_tokens: int) -> None:
+                    max_tokens: int, gap_s: float = 0.0) -> None:
     rng = random.Random(phase.name)
     left = iter(range(total))
     limits = httpx.Limits(max_connections=concurrency + 4)
@@ -125,6 +126,8 @@ async def run_phase(base: str, key: str, phase: Phase, total: int, concurrency: 
     async def client_loop(client: httpx.AsyncClient) -> None:
         for _ in left:
             await one(client, key, rng, phase, max_tokens)
+            if gap_s:
+                await asyncio.sleep(gap_s)
 
     async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as client:
         await one(client, key, rng, Phase("warm"), max_tokens)  # connections, first-use costs
@@ -216,6 +219,9 @@ def main() -> None:
     parser.add_argument("--idle", type=int, default=40, help="sequential requests")
     parser.add_argument("--load", type=int, default=200, help="requests under load")
     parser.add_argument("--concurrency", type=int, default=16, help="clients under load")
+    parser.add_argument("--idle-gap-ms", type=float, default=0.0,
+                        help="pause after each idle request: a quiet service between requests "
+                             "(what bench/idle_ttft_pairs.py sees), not back to back")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--slots", type=int, default=64, help="engine slots per worker")
     parser.add_argument("--max-tokens", type=int, default=4)
@@ -255,22 +261,23 @@ def main() -> None:
         print(f"stack: 1 API, 1 dispatcher, {args.workers} workers x {args.slots} slots, "
               f"{engine}; streamed chat, max_tokens {args.max_tokens}; tracing "
               f"{'off' if args.no_tracing else 'on (files)'}")
-        phases = [(Phase("idle"), args.idle, 1)]
+        phases = [(Phase("idle"), args.idle, 1, args.idle_gap_ms / 1000)]
         if args.load:
-            phases.append((Phase(f"load c={args.concurrency}"), args.load, args.concurrency))
-        for phase, total, concurrency in phases:
+            phases.append((Phase(f"load c={args.concurrency}"), args.load, args.concurrency,
+                           0.0))
+        for phase, total, concurrency, gap_s in phases:
             asyncio.run(run_phase(stack.base_url, key, phase, total, concurrency,
-                                  args.max_tokens))
+                                  args.max_tokens, gap_s))
             time.sleep(0.3)
         if args.no_tracing:
-            for p, _, _ in phases:
+            for p, *_ in phases:
                 print(f"{p.name}: client TTFT p50 {pct(p.client_ttft_ms, 50):.2f} ms, p99 "
                       f"{pct(p.client_ttft_ms, 99):.2f} ms ({len(p.client_ttft_ms)} requests, "
                       f"{p.failed} failed)")
             print(express_line(servers.database_url))
             return
         time.sleep(2.0)  # the processes export every 0.5 s
-        results = [(p, *phase_hops(spans_dir, p)) for p, _, _ in phases]
+        results = [(p, *phase_hops(spans_dir, p)) for p, *_ in phases]
         print_table(results)
         print(express_line(servers.database_url))
         if args.keep:
