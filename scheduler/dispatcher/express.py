@@ -21,13 +21,13 @@ from typing import Any
 from redis import Redis
 
 from scheduler.types import ExpressGrant
-from service.store.keys import decode_ticket, encode_ticket, express_key
+from service.store.keys import EXPRESS_LIST_TTL_MS, decode_ticket, encode_ticket, express_key
 
 log = logging.getLogger("fairway.scheduler")
 
 TAKEN_FORGET_S = 2.0  # a ticket taken and not heard of after this held no job
 REWRITE_EVERY_S = 1.0  # lists are rewritten at least this often, even if unchanged
-LIST_TTL_MS = 3_000  # ... and live this long without a rewrite
+LIST_TTL_MS = EXPRESS_LIST_TTL_MS  # ... and live this long without a rewrite
 
 
 class ExpressLender:

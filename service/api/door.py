@@ -20,6 +20,7 @@ from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from service.api.slo_gate import SloGate, check_deadline
+from service.jobs.express import EarlyTicket
 from service.jobs.tiers import Classification, classify, classify_background
 from service.observability.requests import record_refusal
 from service.quotas.admission import (
@@ -52,6 +53,9 @@ class Admitted:
     admission: Admission
     classification: Classification
     now: dt.datetime
+    # The express ticket taken beside the quota script (a realtime request, tickets lent):
+    # the caller hands it to ``create_job(early=...)``, which uses or returns it.
+    ticket: EarlyTicket | None = None
 
 
 @tracing.traced("fairway.api.door")
@@ -132,13 +136,19 @@ async def _admit_with(request: Request, session: AsyncSession, settings: Setting
             if expect is not None:
                 raise StalePolicy() from None
             raise
+    early = (EarlyTicket(request.app.state.redis, model)
+             if classification.kind == JobKind.REALTIME and not background
+             and settings.dispatcher.express_tickets >= 1 else None)
     try:
         admission = await reserve_request(session, quota_store(request.app.state),
                                           tenant=tenant, door=door, max_tokens=max_tokens,
                                           policies=policies, expect=expect,
                                           slot_ttl_s=settings.api.request_timeout_seconds + 60)
-    except APIError as exc:
-        record_refusal(tenant.id, exc)
+    except BaseException as exc:  # refused, stale (judged again), or cancelled
+        if early is not None:
+            early.give_back()
+        if isinstance(exc, APIError):
+            record_refusal(tenant.id, exc)
         raise
     if gated:
         # The admission itself, counted: with the outlook cached this check and its count
@@ -147,10 +157,12 @@ async def _admit_with(request: Request, session: AsyncSession, settings: Setting
         # gets its tokens back.
         try:
             await _admit_by_slo(gate, door, model, classification, now, tenant)
-        except APIError:
+        except BaseException:
+            if early is not None:
+                early.give_back()
             await admission.refund()
             raise
-    return Admitted(admission, classification, now)
+    return Admitted(admission, classification, now, early)
 
 
 async def _read_policy_apart(sessions: async_sessionmaker[AsyncSession], tenant_id: uuid.UUID,

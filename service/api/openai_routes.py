@@ -90,7 +90,7 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
         stream=body.stream, max_tokens=max_tokens, classification=classification,
         api_key_id=getattr(request.state, "api_key_id", None), job_id=admission.ticket,
         express=express_for(request.app.state.redis, settings, tenant_weight=tenant.weight,
-                            ttft_target_s=admission.ttft_target_s)))
+                            ttft_target_s=admission.ttft_target_s), early=door.ticket))
     builder = ShapeBuilder(chat=chat, public_id=("chatcmpl-" if chat else "cmpl-") + job.id.hex,
                            created=int(now.timestamp()), model=body.model,
                            service_tier=classification.service_tier)

@@ -68,7 +68,7 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
         classification=classification, api_key_id=getattr(request.state, "api_key_id", None),
         job_id=admission.ticket,
         express=express_for(request.app.state.redis, settings, tenant_weight=tenant.weight,
-                            ttft_target_s=admission.ttft_target_s)))
+                            ttft_target_s=admission.ttft_target_s), early=door.ticket))
     shape = ResponseShape.of(job)
     headers = {"X-Fairway-Job": job.public_id, **admission.headers}
     if body.background:

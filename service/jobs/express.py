@@ -26,7 +26,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store import handoff, keys, lifecycle, tracing, wakeups
 from service.store.job_queries import prompt_shape
-from service.store.keys import HANDOFF_MAXLEN, express_key, handoff_stream
+from service.store.keys import (
+    EXPRESS_LIST_TTL_MS,
+    HANDOFF_MAXLEN,
+    express_key,
+    handoff_stream,
+)
 from service.store.models.jobs import Job
 from service.store.outages import is_outage
 from service.store.settings import Settings
@@ -72,13 +77,67 @@ def decode_ticket(raw: bytes | str) -> Ticket | None:
 async def take_ticket(express: Express, model: str) -> Ticket | None:
     """One lent ticket for ``model``, or None: none lent now (the queue is not empty, no room,
     the feature is off) or Redis is away (the job then goes the dispatcher's way)."""
+    return await _pop_ticket(express.redis, model)
+
+
+async def _pop_ticket(redis: Redis, model: str) -> Ticket | None:
     try:
-        raw: bytes | str | None = await express.redis.lpop(express_key(model))  # type: ignore[assignment]
+        raw: bytes | str | None = await redis.lpop(express_key(model))  # type: ignore[assignment]
     except Exception as exc:
         if not is_outage(exc):
             raise
         return None
     return decode_ticket(raw) if raw else None
+
+
+# Puts a ticket back at the head of its list; a list that the pop emptied (and so deleted)
+# gets the lender's TTL again, so a ticket never outlives a dispatcher that stopped lending.
+_GIVE_BACK = """
+redis.call('LPUSH', KEYS[1], ARGV[1])
+if redis.call('PTTL', KEYS[1]) < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 1
+"""
+
+
+class EarlyTicket:
+    """A ticket taken while the door's quota script runs, the two Redis round trips at once
+    rather than one after the other (issue #16: each is a wake-up of Redis on a quiet box).
+    The insert uses it (``create_job(early=...)``); a request refused or not placed at insert
+    gives it back, so refusals take no room from anyone's express path."""
+
+    def __init__(self, redis: Redis, model: str) -> None:
+        self._redis, self._model = redis, model
+        self._taking: asyncio.Future[Ticket | None] = asyncio.ensure_future(
+            _pop_ticket(redis, model))
+
+    async def take(self) -> Ticket | None:
+        """The ticket (None: none was lent, or Redis was away), now the caller's to use."""
+        try:
+            return await self._taking
+        except Exception:  # not an outage (those give None): the job goes the dispatcher's way
+            log.exception("taking an express ticket failed")
+            return None
+
+    def give_back(self) -> None:
+        """Return the ticket, in the background (the caller may be mid-cancellation)."""
+        task = asyncio.ensure_future(self._give_back())
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+    async def _give_back(self) -> None:
+        ticket = await self.take()
+        if ticket is None:
+            return
+        try:
+            await self._redis.eval(_GIVE_BACK, 1, express_key(self._model),
+                                   keys.encode_ticket(ticket.worker_id, ticket.ticket),
+                                   EXPRESS_LIST_TTL_MS)
+        except Exception as exc:  # the lender forgets it after TAKEN_FORGET_S
+            if not is_outage(exc):
+                log.exception("giving an express ticket back failed")
+
+
+_background: set[asyncio.Future[None]] = set()
 
 
 def placed_wakeup(job: Job, ticket: Ticket, express: Express) -> wakeups.JobPlaced:

@@ -12,7 +12,13 @@ from redis.asyncio import Redis
 from sqlalchemy import Float, bindparam, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.jobs.express import Express, insert_and_hand_off, placed_wakeup, take_ticket
+from service.jobs.express import (
+    EarlyTicket,
+    Express,
+    insert_and_hand_off,
+    placed_wakeup,
+    take_ticket,
+)
 from service.jobs.tiers import Classification
 from service.store import lifecycle, nul_codec, tracing, wakeups
 from service.store.job_stream import Failure, Final
@@ -60,6 +66,7 @@ async def create_job(
     job_id: uuid.UUID,
     api_key_id: uuid.UUID | None = None,
     express: Express | None = None,
+    early: EarlyTicket | None = None,
 ) -> Job:
     """Insert a queued job and wake the dispatcher, committed before the caller answers.
 
@@ -70,10 +77,15 @@ async def create_job(
     ``seq`` are the database's. ``job_id``: the door's admission ticket, so the quota
     reservation is keyed by the job from the start. ``express``: a realtime job may be placed
     at insert with a ticket the dispatcher lent, and handed to its worker from here
-    (service.jobs.express).
+    (service.jobs.express). ``early``: the ticket the door took beside its quota script
+    (``EarlyTicket``): used here, or given back when the job is not placed at insert.
     """
-    ticket = (await take_ticket(express, model)
-              if express is not None and classification.kind == JobKind.REALTIME else None)
+    placeable = express is not None and classification.kind == JobKind.REALTIME
+    if early is not None and not placeable:
+        early.give_back()
+    ticket = None
+    if express is not None and placeable:
+        ticket = await early.take() if early is not None else await take_ticket(express, model)
     fields: dict[str, Any] = dict(
         id=job_id,
         tenant_id=tenant_id,

@@ -58,6 +58,11 @@ def express_key(model: str) -> str:
     return f"fairway:express:{model}"
 
 
+# An express list lives this long without a rewrite (the dispatcher rewrites it every second
+# while it leads), so a dispatcher that stops leading stops lending.
+EXPRESS_LIST_TTL_MS = 3_000
+
+
 def encode_ticket(worker_id: str, ticket: str) -> str:
     """One entry of an ``express_key`` list (split at its last "|": a worker id may hold one)."""
     return f"{worker_id}|{ticket}"

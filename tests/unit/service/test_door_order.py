@@ -60,10 +60,18 @@ def _door(monkeypatch: pytest.MonkeyPatch, gate: FakeGate, quota_error: APIError
     async def no_session(session: Any) -> None:  # no database here: the reads are faked
         return None
 
+    class FakeTicket:  # the express ticket taken beside the quota script
+        def __init__(self, redis: Any, model: str) -> None:
+            calls.append("ticket")
+
+        def give_back(self) -> None:
+            calls.append("ticket back")
+
     monkeypatch.setattr(door, "without_transaction", no_session)
     monkeypatch.setattr(door, "door_policy", fake_policy)
     monkeypatch.setattr(door, "reserve_request", fake_reserve)
     monkeypatch.setattr(door, "quota_store", lambda state: None)
+    monkeypatch.setattr(door, "EarlyTicket", FakeTicket)
     return calls
 
 
@@ -71,7 +79,7 @@ TENANT = SimpleNamespace(id=uuid.uuid4(), tier="premium", weight=2.0)
 
 
 def _admit(gate: FakeGate, state: Any = None, content: str = "") -> Any:
-    state = state or SimpleNamespace(slo_gate=gate)
+    state = state or SimpleNamespace(slo_gate=gate, redis=None)
     request = SimpleNamespace(app=SimpleNamespace(state=state))
     payload = {"messages": [{"role": "user", "content": content}]}
     return door.admit(request, None, Settings(), TENANT, model="m",  # type: ignore[arg-type]
@@ -93,7 +101,8 @@ def test_a_quota_refusal_is_never_counted_at_the_gate(monkeypatch: pytest.Monkey
     with pytest.raises(APIError) as refused:
         asyncio.run(_admit(gate))
     assert refused.value.code == "rate_limit"
-    assert calls == ["policy", "reserve"] and gate.admitted == 0
+    # The ticket taken beside the quota script goes back: a refusal takes no express room.
+    assert calls == ["policy", "ticket", "reserve", "ticket back"] and gate.admitted == 0
 
 
 def test_a_refusal_on_the_counted_look_refunds_the_quota(monkeypatch: pytest.MonkeyPatch
@@ -103,28 +112,30 @@ def test_a_refusal_on_the_counted_look_refunds_the_quota(monkeypatch: pytest.Mon
     with pytest.raises(APIError) as refused:
         asyncio.run(_admit(gate))
     assert refused.value.code == "slo_unattainable"
-    assert calls == ["policy", "reserve", "refund"] and gate.admitted == 0
+    assert calls == ["policy", "ticket", "reserve", "ticket back", "refund"]
+    assert gate.admitted == 0
 
 
 def test_an_admitted_request_passes_both(monkeypatch: pytest.MonkeyPatch) -> None:
     gate = FakeGate(retry=None)
     calls = _door(monkeypatch, gate, quota_error=None)
     admitted = asyncio.run(_admit(gate))
-    assert calls == ["policy", "reserve"] and gate.admitted == 1
+    assert calls == ["policy", "ticket", "reserve"] and gate.admitted == 1
+    assert admitted.ticket is not None  # carried to the insert
     assert admitted.classification.kind.value == "realtime"
 
 
 def test_a_refusal_within_the_hint_ttl_reads_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     gate = FakeGate(retry=None)
     calls = _door(monkeypatch, gate, quota_error=None)
-    state = SimpleNamespace(slo_gate=gate)
+    state = SimpleNamespace(slo_gate=gate, redis=None)
     asyncio.run(_admit(gate, state))  # admitted: the tenant's policy is now a hint
     gate.retry = gate.counted_retry = 3  # the pool is now overloaded
     with pytest.raises(APIError) as refused:
         asyncio.run(_admit(gate, state, content="x" * 400))
     assert refused.value.code == "slo_unattainable"
-    assert calls == ["policy", "reserve"]  # the refusal read no policy, took no quota
+    assert calls == ["policy", "ticket", "reserve"]  # the refusal read nothing, took nothing
     assert gate.prompts[-1] > 100  # judged with this request's prompt, not the hint's
     gate.retry = gate.counted_retry = None  # an admission always re-reads the policy
     asyncio.run(_admit(gate, state))
-    assert calls == ["policy", "reserve", "policy", "reserve"]
+    assert calls == ["policy", "ticket", "reserve", "policy", "ticket", "reserve"]
