@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
@@ -29,6 +28,7 @@ from service.jobs.service import create_job
 from service.jobs.shapes import ShapeBuilder, sse, usage_dict
 from service.observability.requests import NULL_OBSERVER, observe_request
 from service.store import tracing
+from service.store.detached import run_detached
 from service.store.heartbeats import STRUCTURED_OUTPUTS
 from service.store.job_stream import Failure, Final
 from service.store.models.tenants import Tenant
@@ -51,7 +51,6 @@ COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
           "headers": RATE_LIMIT_HEADERS},
     **errors(403, 404, 429, 504), **WITH_BODY,
 }
-_background: set[asyncio.Task[Any]] = set()
 
 
 @router.post("/chat/completions", response_model=None, responses=COMPLETION_RESPONSES)
@@ -185,9 +184,7 @@ async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
         if not done:
             # The client went away (or we timed out): free the engine slot. Run detached,
             # because this generator is being cancelled and may not await any more.
-            task = asyncio.create_task(cancel_for_client(state, job_id))
-            _background.add(task)
-            task.add_done_callback(_background.discard)
+            run_detached(cancel_for_client(state, job_id))
 
 
 async def _check_response_format(request: Request,

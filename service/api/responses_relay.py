@@ -9,7 +9,6 @@ result stays fetchable with GET /v1/responses/{id}.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -27,11 +26,11 @@ from service.api.job_waiting import (
 from service.api.relay import Interrupted, NewText, follow_job, relay_span
 from service.jobs.response_view import EventStream, render
 from service.store import tracing
+from service.store.detached import run_detached
 from service.store.job_stream import Failure, Final
 from service.store.settings import Settings
 
 log = logging.getLogger("fairway.api")
-_background: set[asyncio.Task[Any]] = set()
 
 
 async def wait_response(request: Request, job_id: uuid.UUID, settings: Settings,
@@ -90,6 +89,4 @@ async def stream_response(request: Request, job_id: uuid.UUID, events: EventStre
         if not done and not background:
             # The client went away (or we timed out): free the engine slot. Detached, because
             # this generator is being cancelled and may not await any more.
-            task = asyncio.create_task(cancel_for_client(state, job_id))
-            _background.add(task)
-            task.add_done_callback(_background.discard)
+            run_detached(cancel_for_client(state, job_id))

@@ -25,6 +25,7 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store import handoff, keys, lifecycle, tracing, wakeups
+from service.store.detached import run_detached
 from service.store.job_queries import prompt_shape
 from service.store.keys import (
     EXPRESS_LIST_TTL_MS,
@@ -120,9 +121,7 @@ class EarlyTicket:
 
     def give_back(self) -> None:
         """Return the ticket, in the background (the caller may be mid-cancellation)."""
-        task = asyncio.ensure_future(self._give_back())
-        _background.add(task)
-        task.add_done_callback(_background.discard)
+        run_detached(self._give_back())
 
     async def _give_back(self) -> None:
         ticket = await self.take()
@@ -135,9 +134,6 @@ class EarlyTicket:
         except Exception as exc:  # the lender forgets it after TAKEN_FORGET_S
             if not is_outage(exc):
                 log.exception("giving an express ticket back failed")
-
-
-_background: set[asyncio.Future[None]] = set()
 
 
 def placed_wakeup(job: Job, ticket: Ticket, express: Express) -> wakeups.JobPlaced:

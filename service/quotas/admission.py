@@ -27,6 +27,7 @@ from service.quotas.headers import rate_limit_headers
 from service.quotas.policy import TenantPolicy, load_policy, resolve_service_tier
 from service.quotas.policy_cache import PolicyCache
 from service.quotas.refusal import refusal
+from service.store.detached import run_detached
 from service.store.job_queries import prompt_estimate
 from service.store.outages import is_outage
 from service.store.quota_store import Decision, QuotaStore
@@ -35,7 +36,6 @@ from service.web.errors import APIError
 
 log = logging.getLogger("fairway.quotas")
 T = TypeVar("T")
-_background: set[asyncio.Task[Any]] = set()
 RELEASE_RETRY_S = 0.5  # the first retry of a release that met a Redis outage
 
 # The same rough estimate the dispatcher's policy uses (one formula for both).
@@ -118,9 +118,7 @@ class Admission:
                 return
             # Redis is away: keep trying in the background, or the tenant's concurrency slot
             # stays taken until its expiry (the request timeout plus a minute).
-            task = asyncio.create_task(self._release_when_back(tokens))
-            _background.add(task)
-            task.add_done_callback(_background.discard)
+            run_detached(self._release_when_back(tokens))
 
     async def detach(self) -> None:
         """The request ends before its job does (a background response): free the
@@ -166,9 +164,7 @@ class Admission:
                 yield chunk
         finally:
             # This generator may be mid-cancellation (client gone): release detached.
-            task = asyncio.create_task(self.release())
-            _background.add(task)
-            task.add_done_callback(_background.discard)
+            run_detached(self.release())
 
 
 def quota_store(state: Any) -> QuotaStore:
