@@ -26,8 +26,7 @@ from service.store.keys import EXPRESS_LIST_TTL_MS, decode_ticket, encode_ticket
 log = logging.getLogger("fairway.scheduler")
 
 TAKEN_FORGET_S = 2.0  # a ticket taken and not heard of after this held no job
-REWRITE_EVERY_S = 1.0  # lists are rewritten at least this often, even if unchanged
-LIST_TTL_MS = EXPRESS_LIST_TTL_MS  # ... and live this long without a rewrite
+REWRITE_EVERY_S = 1.0  # lists are rewritten at least this often (they expire: keys.py)
 
 
 class ExpressLender:
@@ -73,7 +72,7 @@ class ExpressLender:
                 pipe.delete(key)
                 if fresh.get(model):
                     pipe.rpush(key, *fresh[model])
-                    pipe.pexpire(key, LIST_TTL_MS)
+                    pipe.pexpire(key, EXPRESS_LIST_TTL_MS)
             replies: list[Any] = pipe.execute()
         self._note_taken(models, fresh, replies, now)
         self._lent = {model: entries for model, entries in fresh.items() if entries}

@@ -80,12 +80,11 @@ async def create_job(
     (service.jobs.express). ``early``: the ticket the door took beside its quota script
     (``EarlyTicket``): used here, or given back when the job is not placed at insert.
     """
-    placeable = express is not None and classification.kind == JobKind.REALTIME
-    if early is not None and not placeable:
-        early.give_back()
     ticket = None
-    if express is not None and placeable:
+    if express is not None and classification.kind == JobKind.REALTIME:
         ticket = await early.take() if early is not None else await take_ticket(express, model)
+    elif early is not None:  # not placed at insert: the ticket is someone else's to take
+        early.give_back()
     fields: dict[str, Any] = dict(
         id=job_id,
         tenant_id=tenant_id,

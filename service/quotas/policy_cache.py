@@ -34,7 +34,7 @@ from redis.exceptions import RedisError
 
 from service.quotas.policy import TenantPolicy
 from service.store.quota_store import TenantKeys
-from service.store.single_flight import RENEW_AFTER_S, SingleFlight
+from service.store.single_flight import RENEW_AFTER_S, SingleFlight, renew_delay
 
 log = logging.getLogger("fairway.quotas")
 
@@ -55,7 +55,7 @@ class PolicyCache:
                  renew_after_s: float = RENEW_AFTER_S) -> None:
         self.ttl_s = ttl_s
         self.clock = clock
-        self.renew_after_s = min(renew_after_s, ttl_s / 4)
+        self.renew_after_s = renew_delay(ttl_s, renew_after_s)
         self._entries: TTLCache[tuple[uuid.UUID, str], CachedPolicy] = TTLCache(
             maxsize, ttl_s, timer=clock)
         self._renewals: SingleFlight[tuple[uuid.UUID, str], None] = SingleFlight()

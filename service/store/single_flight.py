@@ -48,6 +48,12 @@ class SingleFlight(Generic[K, T]):
             task.exception()  # retrieved: no "never retrieved" warning for a background run
 
 
+def renew_delay(ttl_s: float, after_s: float = RENEW_AFTER_S) -> float:
+    """How long a renewal of an entry living ``ttl_s`` waits: ``after_s``, but never more
+    than a quarter of the TTL (a renewal starts at half of it)."""
+    return min(after_s, ttl_s / 4)
+
+
 async def _after(delay_s: float, start: Callable[[], Coroutine[Any, Any, T]]) -> T:
     await asyncio.sleep(delay_s)
     return await start()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.store.models.tenants import ApiKey, Tenant
-from service.store.single_flight import RENEW_AFTER_S, SingleFlight
+from service.store.single_flight import RENEW_AFTER_S, SingleFlight, renew_delay
 
 MAX_ENTRIES = 10_000  # distinct live keys remembered at once; the oldest go first
 
@@ -58,7 +58,7 @@ class KeyCache:
     def __init__(self, ttl_s: float, *, clock: Callable[[], float] = time.monotonic,
                  max_entries: int = MAX_ENTRIES, renew_after_s: float = RENEW_AFTER_S) -> None:
         self.ttl_s = ttl_s
-        self.renew_after_s = min(renew_after_s, ttl_s / 4)
+        self.renew_after_s = renew_delay(ttl_s, renew_after_s)
         self.clock = clock
         self.max_entries = max_entries
         self._entries: dict[str, tuple[float, KeyLookup]] = {}

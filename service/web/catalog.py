@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.store.keys import WORKER_KEY_PATTERN
 from service.store.models.served_models import ServedModel
 from service.store.settings import Settings
-from service.store.single_flight import RENEW_AFTER_S, SingleFlight
+from service.store.single_flight import RENEW_AFTER_S, SingleFlight, renew_delay
 
 
 async def live_workers(redis: Redis) -> list[dict[str, Any]]:
@@ -49,7 +49,7 @@ class ModelCatalog:
         # found the list old (past that request's critical path), and a lookup that must
         # read now (a miss) does not wait out that delay.
         self._renewal: SingleFlight[None, list[str]] = SingleFlight()
-        self._renew_after_s = min(renew_after_s, ttl_s / 4)
+        self._renew_after_s = renew_delay(ttl_s, renew_after_s)
         # model -> the capabilities every live worker serving it has (absent: no live worker)
         self._capabilities: dict[str, frozenset[str]] = {}
         self._created: dict[str, int] = {}  # name -> first offered (epoch s); never changes

@@ -10,10 +10,10 @@ import uuid
 import pytest
 from redis import Redis
 
-from scheduler.dispatcher.express import LIST_TTL_MS, TAKEN_FORGET_S, ExpressLender
+from scheduler.dispatcher.express import TAKEN_FORGET_S, ExpressLender
 from scheduler.types import ExpressGrant
 from service.jobs.express import decode_ticket
-from service.store.keys import express_key
+from service.store.keys import EXPRESS_LIST_TTL_MS, express_key
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def test_it_lends_the_grants_and_their_lists_expire(redis: Redis) -> None:
     tickets = [decode_ticket(t) for t in _lent(redis, model)]
     assert [t.worker_id for t in tickets if t] == ["w1", "w1"]
     assert len({t.ticket for t in tickets if t}) == 2
-    assert 0 < redis.pttl(express_key(model)) <= LIST_TTL_MS
+    assert 0 < redis.pttl(express_key(model)) <= EXPRESS_LIST_TTL_MS
 
 
 def test_a_taken_ticket_holds_its_room_until_its_job_is_heard(redis: Redis) -> None:
