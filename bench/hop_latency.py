@@ -80,9 +80,16 @@ EARLY_HOPS = [*EXPRESS_HOPS[:2], ("hand-off->worker 1st token (claim aside)",
 # The express insert runs beside the hand-off: its own length, not a hop of the sum.
 ALONGSIDE = ("insert alongside (express, not summed)", "fairway.api.insert")
 CLAIM_ASIDE = ("worker claim aside (express, not summed)", "fairway.worker.receive")
+# Since 2026-12-03 the door's quota script sends the hand-off (quota_scripts.ADMIT_AND_HAND_OFF):
+# the hand-off span is inside the door's, and the insert follows the door.
+AT_DOOR_HOPS = [("door (quota script + hand-off)", "fairway.api.door"),
+                ("door->worker 1st token (claim aside)", "fairway.worker.first_token"), HOPS[7]]
+WITHIN_DOOR = ("hand-off script within the door (not summed)", "fairway.api.handoff")
+AFTER_DOOR = ("insert after the door (not summed)", "fairway.api.insert")
 ROWS = [*HOPS[:5], EXPRESS_HOPS[1], ALONGSIDE, *HOPS[5:7], EARLY_HOPS[2], CLAIM_ASIDE,
-        HOPS[7]]  # the table's rows, every route
-ROUTE_HOPS = {"dispatcher": HOPS, "express": EXPRESS_HOPS, "express, claim aside": EARLY_HOPS}
+        AT_DOOR_HOPS[0], WITHIN_DOOR, AFTER_DOOR, AT_DOOR_HOPS[1], HOPS[7]]  # every route's
+ROUTE_HOPS = {"dispatcher": HOPS, "express": EXPRESS_HOPS, "express, claim aside": EARLY_HOPS,
+              "express at the door": AT_DOOR_HOPS}
 
 
 @dataclass
@@ -140,9 +147,12 @@ def hop_times(spans: list[Span]) -> tuple[str, dict[str, float]] | None:
     """One trace's route (dispatcher or express) and hops (ms), or None when a hop is missing
     (e.g. a job found by the dispatcher's rescan rather than its NOTIFY)."""
     roots = [s for s in spans if s["parent_id"] is None and s["service"] == "fairway-api"]
-    route = "express" if named(spans, "fairway.api.handoff") else "dispatcher"
+    handoff, door = named(spans, "fairway.api.handoff"), named(spans, "fairway.api.door")
+    route = "express" if handoff else "dispatcher"
     claim, first = named(spans, CLAIM_ASIDE[1]), named(spans, EARLY_HOPS[2][1])
-    if (route == "express" and claim is not None and first is not None
+    if handoff and door and handoff["end_ns"] <= door["end_ns"]:
+        route = "express at the door"
+    elif (route == "express" and claim is not None and first is not None
             and first["end_ns"] < claim["end_ns"]):
         route = "express, claim aside"
     hops = ROUTE_HOPS[route]
@@ -160,9 +170,12 @@ def hop_times(spans: list[Span]) -> tuple[str, dict[str, float]] | None:
     out["total (server TTFT)"] = (ends[-1] - roots[0]["start_ns"]) / 1e6
     insert = named(spans, ALONGSIDE[1])
     if route != "dispatcher" and insert is not None:
-        out[ALONGSIDE[0]] = (insert["end_ns"] - insert["start_ns"]) / 1e6
-    if route == "express, claim aside" and claim is not None:
+        alongside = ALONGSIDE if route != "express at the door" else AFTER_DOOR
+        out[alongside[0]] = (insert["end_ns"] - insert["start_ns"]) / 1e6
+    if route.startswith("express") and route != "express" and claim is not None:
         out[CLAIM_ASIDE[0]] = (claim["end_ns"] - claim["start_ns"]) / 1e6
+    if route == "express at the door" and handoff is not None:
+        out[WITHIN_DOOR[0]] = (handoff["end_ns"] - handoff["start_ns"]) / 1e6
     return route, out
 
 

@@ -3,15 +3,18 @@ is a 400 before any quota is taken; the tenant's policy says which service tier 
 runs with (or 403); the request is classified (realtime, flex, or a background response);
 realtime that cannot start within its target is refused now (service.api.slo_gate), before
 the quota script runs, so a refusal under overload costs no quota and no Redis round trip;
-then the tenant's quotas admit the request (or its 429 is counted); then the gate counts it.
-The policy comes from this process's cache when the policy generation read with the quota
-script says it is current (service.quotas.policy_cache); what a cached policy would refuse
-before the quota script is judged again from a fresh read."""
+then the tenant's quotas admit the request (or its 429 is counted), and in the same Redis call
+a realtime request is placed on the worker of the model's next express ticket, its hand-off
+sent (service.jobs.express); then the gate counts it. The policy comes from this process's
+cache when the policy generation read with the quota script says it is current
+(service.quotas.policy_cache); what a cached policy would refuse before the quota script is
+judged again from a fresh read."""
 
 from __future__ import annotations
 
 import datetime as dt
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +23,7 @@ from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from service.api.slo_gate import SloGate, check_deadline
-from service.jobs.express import EarlyTicket
+from service.jobs.express import Ticket, decode_ticket, door_entry
 from service.jobs.tiers import Classification, classify, classify_background
 from service.observability.requests import record_refusal
 from service.quotas.admission import (
@@ -53,15 +56,15 @@ class Admitted:
     admission: Admission
     classification: Classification
     now: dt.datetime
-    # The express ticket taken beside the quota script (a realtime request, tickets lent):
-    # the caller hands it to ``create_job(early=...)``, which uses or returns it.
-    ticket: EarlyTicket | None = None
+    # The express ticket the job was placed with at admission, its hand-off sent: the caller
+    # inserts the job assigned to that worker (``express_for``, ``create_job(express=...)``).
+    ticket: Ticket | None = None
 
 
 @tracing.traced("fairway.api.door")
 async def admit(request: Request, session: AsyncSession, settings: Settings, tenant: Tenant, *,
-                model: str, payload: dict[str, Any], max_tokens: int, deadline_ms: int | None,
-                background: bool = False) -> Admitted:
+                model: str, endpoint: str, payload: dict[str, Any], max_tokens: int,
+                deadline_ms: int | None, background: bool = False) -> Admitted:
     prompt_tokens = estimate_prompt_tokens(payload)  # once: it serializes the whole prompt
     if deadline_ms is not None:  # one no load can help: a 400, before any quota is taken
         await check_deadline(request.app.state.slo_gate, model, deadline_ms=deadline_ms,
@@ -94,7 +97,8 @@ async def admit(request: Request, session: AsyncSession, settings: Settings, ten
             hints[hint_key] = door
             try:
                 return await _admit_with(request, session, settings, tenant, door, policies,
-                                         model=model, max_tokens=max_tokens,
+                                         model=model, endpoint=endpoint, payload=payload,
+                                         max_tokens=max_tokens,
                                          deadline_ms=deadline_ms, now=now,
                                          background=background, expect=cached.generation)
             except StalePolicy:
@@ -110,14 +114,14 @@ async def admit(request: Request, session: AsyncSession, settings: Settings, ten
     policies.store(tenant.id, tenant.tier, door.policy, stamp)
     hints[hint_key] = door
     return await _admit_with(request, session, settings, tenant, door, policies, model=model,
-                             max_tokens=max_tokens, deadline_ms=deadline_ms, now=now,
-                             background=background)
+                             endpoint=endpoint, payload=payload, max_tokens=max_tokens,
+                             deadline_ms=deadline_ms, now=now, background=background)
 
 
 async def _admit_with(request: Request, session: AsyncSession, settings: Settings,
                       tenant: Tenant, door: DoorPolicy, policies: PolicyCache, *, model: str,
-                      max_tokens: int, deadline_ms: int | None, now: dt.datetime,
-                      background: bool,
+                      endpoint: str, payload: dict[str, Any], max_tokens: int,
+                      deadline_ms: int | None, now: dt.datetime, background: bool,
                       expect: int | None = None) -> Admitted:
     """The door's checks with the tenant's policy ``door``: read just now, or (``expect``,
     the generation it was read under) cached, when what it alone would refuse before the
@@ -136,21 +140,31 @@ async def _admit_with(request: Request, session: AsyncSession, settings: Setting
             if expect is not None:
                 raise StalePolicy() from None
             raise
-    early = (EarlyTicket(request.app.state.redis, model)
-             if classification.kind == JobKind.REALTIME and not background
-             and settings.dispatcher.express_tickets >= 1 else None)
+    job_id = uuid.uuid4()
+    express = (classification.kind == JobKind.REALTIME and not background
+               and settings.dispatcher.express_tickets >= 1)
     try:
-        admission = await reserve_request(session, quota_store(request.app.state),
-                                          tenant=tenant, door=door, max_tokens=max_tokens,
-                                          policies=policies, expect=expect,
-                                          slot_ttl_s=settings.api.request_timeout_seconds + 60)
-    except BaseException as exc:  # refused, stale (judged again), or cancelled
-        if early is not None:
-            early.give_back()
-        if isinstance(exc, APIError):
-            record_refusal(tenant.id, exc)
+        with (tracing.span("fairway.api.handoff", attributes={"fairway.job_id": str(job_id)})
+              if express else nullcontext()) as span:
+            admission = await reserve_request(
+                session, quota_store(request.app.state), tenant=tenant, door=door,
+                max_tokens=max_tokens, policies=policies, expect=expect, ticket=job_id,
+                slot_ttl_s=settings.api.request_timeout_seconds + 60,
+                express=door_entry(model, job_id, endpoint=endpoint, request=payload,
+                                   max_tokens=max_tokens, priority=classification.priority,
+                                   tenant_id=tenant.id) if express else None)
+    except APIError as exc:  # refused, or stale (judged again)
+        record_refusal(tenant.id, exc)
         raise
-    if gated:
+    placed = decode_ticket(admission.express_ticket)
+    if span is not None and placed is not None:
+        span.set_attribute("fairway.worker_id", placed.worker_id)
+    if gated and placed is not None:
+        # Placed on a lent ticket, its hand-off sent: the lender saw the model's queue empty
+        # and that worker with room, so the gate only counts it (a refusal now would leave
+        # the worker an entry whose row never comes).
+        gate.count(model, str(tenant.id))
+    elif gated:
         # The admission itself, counted: with the outlook cached this check and its count
         # run without yielding, so a burst admitted by the quota at once is still counted
         # one by one. Refused here (the pool filled while the quota answered), the request
@@ -158,11 +172,9 @@ async def _admit_with(request: Request, session: AsyncSession, settings: Setting
         try:
             await _admit_by_slo(gate, door, model, classification, now, tenant)
         except BaseException:
-            if early is not None:
-                early.give_back()
             await admission.refund()
             raise
-    return Admitted(admission, classification, now, early)
+    return Admitted(admission, classification, now, placed)
 
 
 async def _read_policy_apart(sessions: async_sessionmaker[AsyncSession], tenant_id: uuid.UUID,

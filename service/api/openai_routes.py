@@ -80,16 +80,16 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
         raise APIError(400, f"max_tokens must be at most {settings.limits.max_tokens_limit}.",
                        code="invalid_value", param="max_tokens")
     payload = body.model_dump(mode="json", exclude_none=True)
-    door = await admit(request, session, settings, tenant, model=body.model, payload=payload,
-                       max_tokens=max_tokens, deadline_ms=body.deadline_ms)
+    endpoint = "chat.completions" if chat else "completions"
+    door = await admit(request, session, settings, tenant, model=body.model, endpoint=endpoint,
+                       payload=payload, max_tokens=max_tokens, deadline_ms=body.deadline_ms)
     admission, classification, now = door.admission, door.classification, door.now
     job = await admission.guard(create_job(
-        session, tenant_id=tenant.id, endpoint="chat.completions" if chat else "completions",
-        model=body.model, request=payload,
+        session, tenant_id=tenant.id, endpoint=endpoint, model=body.model, request=payload,
         stream=body.stream, max_tokens=max_tokens, classification=classification,
         api_key_id=getattr(request.state, "api_key_id", None), job_id=admission.ticket,
-        express=express_for(request.app.state.redis, settings, tenant_weight=tenant.weight,
-                            ttft_target_s=admission.ttft_target_s), early=door.ticket))
+        express=express_for(door.ticket, settings, tenant_weight=tenant.weight,
+                            ttft_target_s=admission.ttft_target_s)))
     builder = ShapeBuilder(chat=chat, public_id=("chatcmpl-" if chat else "cmpl-") + job.id.hex,
                            created=int(now.timestamp()), model=body.model,
                            service_tier=classification.service_tier)

@@ -58,7 +58,8 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
         raise APIError(400, f"max_output_tokens must be at most "
                             f"{settings.limits.max_tokens_limit}.",
                        code="invalid_value", param="max_output_tokens")
-    door = await admit(request, session, settings, tenant, model=body.model, payload=payload,
+    door = await admit(request, session, settings, tenant, model=body.model,
+                       endpoint=RESPONSES_ENDPOINT, payload=payload,
                        max_tokens=max_tokens, deadline_ms=body.deadline_ms,
                        background=body.background)
     admission, classification, now = door.admission, door.classification, door.now
@@ -67,8 +68,8 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
         request=payload, stream=body.stream, max_tokens=max_tokens,
         classification=classification, api_key_id=getattr(request.state, "api_key_id", None),
         job_id=admission.ticket,
-        express=express_for(request.app.state.redis, settings, tenant_weight=tenant.weight,
-                            ttft_target_s=admission.ttft_target_s), early=door.ticket))
+        express=express_for(door.ticket, settings, tenant_weight=tenant.weight,
+                            ttft_target_s=admission.ttft_target_s)))
     shape = ResponseShape.of(job)
     headers = {"X-Fairway-Job": job.public_id, **admission.headers}
     if body.background:

@@ -73,6 +73,13 @@ class SloGate:
             self._admitted[model].append((time.time(), tenant or ""))
         return retry
 
+    def count(self, model: str, tenant: str) -> None:
+        """Count an admission made without a look (a job placed on a lent express ticket),
+        against the next request, as ``check`` counts one it admits."""
+        cached = self._outlooks.get(model)
+        if cached is not None and cached[1] is not None:
+            self._admitted[model].append((time.time(), tenant))
+
     def _judge(self, outlook: RealtimeOutlook | None, model: str, prompt_tokens: int,
                target_s: float, tenant: str | None, weight: float) -> int | None:
         if outlook is None:

@@ -12,19 +12,13 @@ from redis.asyncio import Redis
 from sqlalchemy import Float, bindparam, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.jobs.express import (
-    EarlyTicket,
-    Express,
-    insert_and_hand_off,
-    placed_wakeup,
-    take_ticket,
-)
+from service.jobs.express import Express, placed_wakeup
 from service.jobs.tiers import Classification
 from service.store import lifecycle, nul_codec, tracing, wakeups
 from service.store.job_stream import Failure, Final
 from service.store.keys import control_channel
 from service.store.models.batches import BATCH_PREFIX
-from service.store.models.jobs import Job, JobKind, JobStatus
+from service.store.models.jobs import Job, JobStatus
 from service.store.nul_codec import result_text
 from service.store.response_events import record_response_end_async
 
@@ -66,7 +60,6 @@ async def create_job(
     job_id: uuid.UUID,
     api_key_id: uuid.UUID | None = None,
     express: Express | None = None,
-    early: EarlyTicket | None = None,
 ) -> Job:
     """Insert a queued job and wake the dispatcher, committed before the caller answers.
 
@@ -75,16 +68,10 @@ async def create_job(
     pays one round trip and its commit here, not an ORM flush, a NOTIFY and the commit
     (issue #16). The returned job is not attached to ``session``; its ``created_at`` and
     ``seq`` are the database's. ``job_id``: the door's admission ticket, so the quota
-    reservation is keyed by the job from the start. ``express``: a realtime job may be placed
-    at insert with a ticket the dispatcher lent, and handed to its worker from here
-    (service.jobs.express). ``early``: the ticket the door took beside its quota script
-    (``EarlyTicket``): used here, or given back when the job is not placed at insert.
+    reservation is keyed by the job from the start. ``express``: the realtime job was placed
+    on a worker by the door, its hand-off already sent (service.jobs.express): inserted
+    assigned to that worker and leased.
     """
-    ticket = None
-    if express is not None and classification.kind == JobKind.REALTIME:
-        ticket = await early.take() if early is not None else await take_ticket(express, model)
-    elif early is not None:  # not placed at insert: the ticket is someone else's to take
-        early.give_back()
     fields: dict[str, Any] = dict(
         id=job_id,
         tenant_id=tenant_id,
@@ -99,23 +86,21 @@ async def create_job(
         deadline_at=classification.deadline_at,
         api_key_id=api_key_id,
     )
-    if express is None or ticket is None:
+    if express is None:
         job = lifecycle.new_job(**fields)
         row = await _insert(session, _CREATE_AND_NOTIFY, lambda: _params(
             job, _CREATE_COLUMNS, wakeups.JobQueued(job.id, tracing.traceparent())))
     else:
-        job = lifecycle.placed_job(worker_id=ticket.worker_id, **fields)
-        placed = ticket
-        lease = {"p_lease_s": express.lease_s}
-        row = await insert_and_hand_off(express, session, job, lambda: _insert(
-            session, _PLACE_AND_NOTIFY,
-            lambda: _params(job, _PLACE_COLUMNS, placed_wakeup(job, placed, express)) | lease))
+        job = lifecycle.placed_job(worker_id=express.ticket.worker_id, **fields)
+        placed, lease = express, {"p_lease_s": express.lease_s}
+        row = await _insert(session, _PLACE_AND_NOTIFY, lambda: _params(
+            job, _PLACE_COLUMNS, placed_wakeup(job, placed)) | lease)
     job.created_at, job.seq = row.created_at, row.seq
     # Links the request (its request_id is on the line, from the log context) to the job id
     # that every later line about the job carries, in the dispatcher and the worker too.
     log.info("job created", extra={"job_id": str(job.id), "tenant_id": str(tenant_id),
                                    "kind": classification.kind,
-                                   "placed_on": ticket.worker_id if ticket else None})
+                                   "placed_on": express.ticket.worker_id if express else None})
     return job
 
 

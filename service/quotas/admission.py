@@ -28,6 +28,7 @@ from service.quotas.policy import TenantPolicy, load_policy, resolve_service_tie
 from service.quotas.policy_cache import PolicyCache
 from service.quotas.refusal import refusal
 from service.store.detached import run_detached
+from service.store.handoff import ExpressEntry
 from service.store.job_queries import prompt_estimate
 from service.store.outages import is_outage
 from service.store.quota_store import Decision, QuotaStore
@@ -50,14 +51,16 @@ def unavailable() -> APIError:
 
 async def reserve(store: QuotaStore, session: AsyncSession, *, tenant_id: uuid.UUID,
                   policy: TenantPolicy, tokens: int, ticket: uuid.UUID, batch: bool,
-                  hold_slot: bool, slot_ttl_s: float, expect_generation: int | None = None
-                  ) -> Decision:
+                  hold_slot: bool, slot_ttl_s: float, expect_generation: int | None = None,
+                  express: ExpressEntry | None = None) -> Decision:
     """Run the admission script, seeding the month counter from Postgres when it's missing.
-    ``expect_generation``: see ``QuotaStore.admit`` (a stale decision is returned as is)."""
+    ``expect_generation``, ``express``: see ``QuotaStore.admit`` (a stale decision is
+    returned as is)."""
     for _ in range(2):
         decision = await store.admit(tenant_id=tenant_id, limits=policy.limits, tokens=tokens,
                                      ticket=ticket, batch=batch, hold_slot=hold_slot,
-                                     slot_ttl_s=slot_ttl_s, expect_generation=expect_generation)
+                                     slot_ttl_s=slot_ttl_s, expect_generation=expect_generation,
+                                     express=express)
         if not decision.needs_seed:
             if decision.alert_crossed:
                 log.warning("tenant passed its monthly token alert level",
@@ -80,6 +83,9 @@ class Admission:
     job_id: uuid.UUID | None = None
     slot_ttl_s: float = 660.0  # how long the slot lives if never released
     tpot_target_s: float | None = None  # the tenant's tier's time-per-output-token target
+    # The express ticket the admission placed the job with, its hand-off already sent
+    # (``reserve_request(express=...)``); None: the job goes the dispatcher's way.
+    express_ticket: str | None = None
     _released: bool = field(default=False)
 
     async def guard(self, create: Awaitable[T]) -> T:
@@ -210,18 +216,22 @@ class StalePolicy(Exception):
 
 async def reserve_request(session: AsyncSession, store: QuotaStore, *, tenant: Any,
                           door: DoorPolicy, max_tokens: int, slot_ttl_s: float,
-                          policies: PolicyCache | None = None, expect: int | None = None
+                          policies: PolicyCache | None = None, expect: int | None = None,
+                          ticket: uuid.UUID | None = None, express: ExpressEntry | None = None
                           ) -> Admission:
     """Take the request's quota (tokens, a concurrency slot) or raise its 429/503.
     ``policies``: the door's cache, told the tenant's policy generation the script read;
     ``expect``: the generation ``door``'s policy was cached under: StalePolicy, with nothing
-    taken, when it is no longer the tenant's current one."""
+    taken, when it is no longer the tenant's current one. ``ticket``: the admission's (and
+    so its job's) id, new if not given; ``express``: that job's hand-off entry, sent with the
+    admission to the worker of the model's next lent ticket (``Admission.express_ticket``)."""
     policy, requested = door.policy, door.prompt_estimate + max_tokens
-    ticket = uuid.uuid4()
+    ticket = ticket or uuid.uuid4()
     try:
         decision = await reserve(store, session, tenant_id=tenant.id, policy=policy,
                                  tokens=requested, ticket=ticket, batch=False, hold_slot=True,
-                                 slot_ttl_s=slot_ttl_s, expect_generation=expect)
+                                 slot_ttl_s=slot_ttl_s, expect_generation=expect,
+                                 express=express)
     except RedisError as exc:
         raise unavailable() from exc
     if policies is not None:
@@ -232,7 +242,8 @@ async def reserve_request(session: AsyncSession, store: QuotaStore, *, tenant: A
         raise refusal(decision, policy.limits, requested=requested)
     return Admission(store, tenant.id, ticket, door.prompt_estimate, door.service_tier,
                      door.ttft_target_s, rate_limit_headers(policy.limits, decision),
-                     slot_ttl_s=slot_ttl_s, tpot_target_s=policy.tpot_slo_ms / 1000)
+                     slot_ttl_s=slot_ttl_s, tpot_target_s=policy.tpot_slo_ms / 1000,
+                     express_ticket=decision.express_ticket)
 
 
 async def admit_request(session: AsyncSession, store: QuotaStore, *, tenant: Any,

@@ -68,6 +68,16 @@ def encode(message: Handoff) -> dict[str, str]:
     return fields
 
 
+@dataclass(frozen=True, slots=True)
+class ExpressEntry:
+    """A realtime job's hand-off entry (``encode``'s fields) for whichever worker lent
+    ``model``'s next express ticket: the door's quota script pops that ticket and adds the
+    entry on admission (``quota_scripts.ADMIT_AND_HAND_OFF``, service.jobs.express)."""
+
+    model: str
+    fields: dict[str, str]
+
+
 def carried_body(endpoint: str, request: dict[str, Any], *, max_tokens: int, priority: int,
                  tenant_id: str) -> JobBody | None:
     """The body a hand-off may carry, or None when the request is too large to."""

@@ -139,3 +139,32 @@ if r[2] == '1' then redis.call('DECRBY', KEYS[4], reserved) end
 if redis.call('EXISTS', r[5]) == 1 then redis.call('INCRBY', r[5], delta) end
 return reserved
 """
+
+# ADMIT, and on an admission the request's express hand-off in the same call (issue #16: one
+# Redis round trip at the door where there were two in a row, the quota then the hand-off's
+# XADD): the model's next lent ticket (``keys.express_key``, ``<worker>|<ticket>``) is popped
+# and the hand-off entry added to that worker's stream, so the worker starts the engine while
+# the API still waits for this reply. A refusal, a stale policy or a missing month counter
+# takes no ticket. An entry Redis refuses (its stream not a stream, memory full) places
+# nothing, and its ticket is dropped (the lender forgets it; the next request should not try
+# the same stream): the job then goes the dispatcher's way. The stream's key is
+# known only once the ticket is popped, so it is not among KEYS: this script needs one Redis
+# (or one shard), unlike the rest, whose keys share their tenant's hash tag.
+# KEYS: ADMIT's, then the express list   ARGV: ADMIT's, then the hand-off stream's prefix, its
+# approximate MAXLEN, and the entry's field/value pairs
+# Returns {ticket or '', ADMIT's reply}
+ADMIT_AND_HAND_OFF = """
+local function admit()
+""" + ADMIT + """
+end
+local out = admit()
+if out[1] ~= 1 then return {'', out} end
+local raw = redis.call('LPOP', KEYS[8])
+if not raw then return {'', out} end
+local worker = string.match(raw, '^(.+)|[^|]+$')
+if not worker then return {'', out} end  -- not a ticket: dropped, as the lender's TTL would
+local added = redis.pcall('XADD', ARGV[16] .. worker, 'MAXLEN', '~', ARGV[17], '*',
+                          unpack(ARGV, 18))
+if type(added) == 'table' and added.err then return {'', out} end
+return {raw, out}
+"""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import datetime as dt
 import math
 import time
@@ -14,6 +15,8 @@ from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 
 from service.store import quota_scripts as scripts
+from service.store.handoff import ExpressEntry
+from service.store.keys import HANDOFF_MAXLEN, express_key, handoff_stream
 from service.store.quota_limits import QuotaLimits
 
 MONTH_TTL_S = 40 * 24 * 3600
@@ -90,6 +93,9 @@ class Decision:
     # one, and nothing was taken (service.quotas.policy_cache).
     generation: int = 0
     stale: bool = False
+    # The express ticket (``<worker>|<ticket>``) the admission popped, its job's hand-off
+    # entry now in that worker's stream (``QuotaStore.admit(express=...)``); None: not placed.
+    express_ticket: str | None = None
 
 
 def _admit_call(*, tenant_id: uuid.UUID, limits: QuotaLimits, tokens: int, ticket: uuid.UUID,
@@ -144,19 +150,33 @@ class QuotaStore:
         self.redis = redis
         self._admit = redis.register_script(scripts.ADMIT)
         self._settle = redis.register_script(scripts.SETTLE)
+        self._admit_and_hand_off = redis.register_script(scripts.ADMIT_AND_HAND_OFF)
 
     async def admit(self, *, tenant_id: uuid.UUID, limits: QuotaLimits, tokens: int,
                     ticket: uuid.UUID, batch: bool, hold_slot: bool, slot_ttl_s: float,
-                    now: dt.datetime | None = None, expect_generation: int | None = None
-                    ) -> Decision:
+                    now: dt.datetime | None = None, expect_generation: int | None = None,
+                    express: ExpressEntry | None = None) -> Decision:
         """``expect_generation``: the tenant's policy generation ``limits`` were read under;
-        another one makes the decision ``stale``, with nothing taken."""
+        another one makes the decision ``stale``, with nothing taken. ``express``: on an
+        admission, also place the request on the worker of the model's next lent ticket and
+        add its hand-off entry there, in the same call (``Decision.express_ticket``)."""
         now = now or dt.datetime.now(dt.UTC)
         keys, args = _admit_call(tenant_id=tenant_id, limits=limits, tokens=tokens,
                                  ticket=ticket, batch=batch, hold_slot=hold_slot,
                                  slot_ttl_s=slot_ttl_s, now=now,
                                  expect_generation=expect_generation)
-        return _decision(await self._admit(keys=keys, args=args), now)
+        if express is None:
+            return _decision(await self._admit(keys=keys, args=args), now)
+        args += [handoff_stream(""), HANDOFF_MAXLEN]
+        for field, value in express.fields.items():
+            args += [field, value]
+        raw, out = await self._admit_and_hand_off(keys=[*keys, express_key(express.model)],
+                                                  args=args)
+        decision = _decision(out, now)
+        if not raw:
+            return decision
+        return dataclasses.replace(decision, express_ticket=raw.decode()
+                                   if isinstance(raw, bytes) else str(raw))
 
     async def seed_month(self, *, tenant_id: uuid.UUID, used_tokens: int,
                          now: dt.datetime | None = None) -> None:

@@ -76,8 +76,8 @@ class Door:
         async with self.sessionmaker() as session:
             try:
                 door = await admit(self.request, session, self.settings, tenant,  # type: ignore[arg-type]
-                                   model="m", payload=dict(BODY), max_tokens=8,
-                                   deadline_ms=None)
+                                   model="m", endpoint="chat.completions", payload=dict(BODY),
+                                   max_tokens=8, deadline_ms=None)
             except APIError as exc:
                 status = exc.status
             else:

@@ -2,13 +2,11 @@
 dispatcher lends tickets, the API places a realtime job on its worker at insert and hands it
 off itself, so it runs while the dispatcher is frozen; lent tickets expire with a dispatcher
 that stopped; a job placed on a worker the policy does not have is queued again and runs
-elsewhere; a hand-off Redis refuses gives the job back to the dispatcher."""
+elsewhere. (A hand-off Redis refuses places nothing: tests/integration/test_door_hand_off.py.)"""
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures as cf
-import datetime as dt
 import os
 import shutil
 import signal
@@ -19,21 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import openai
-import psycopg
 import pytest
 from redis import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
 from sqlalchemy import select
 
 from service.cli.bootstrap import create_tenant_with_key
-from service.jobs.express import Express, decode_ticket
-from service.jobs.service import create_job
-from service.jobs.tiers import Classification
-from service.store import handoff, wakeups
-from service.store.db import async_sessionmaker_for, sync_session
+from service.jobs.express import decode_ticket
+from service.store import handoff
+from service.store.db import sync_session
 from service.store.keys import express_key, handoff_stream
-from service.store.models.jobs import Job, JobKind
-from service.store.settings import Settings, to_libpq_url
+from service.store.models.jobs import Job
+from service.store.settings import Settings
 from tests.conftest import SIM_ENV
 from tests.support.services import PATIENT_TIER
 from tests.support.spans import Span, by_trace, named, read_spans
@@ -191,46 +185,3 @@ def test_a_job_placed_on_a_worker_the_policy_lacks_is_queued_again(stack: Stack)
     finally:
         _signal_dispatcher(stack, signal.SIGCONT)
         redis.delete(handoff_stream("ghost"))
-
-
-class _RefusingRedis:
-    """Lends one ticket, then refuses the hand-off as a Redis outage would."""
-
-    async def lpop(self, key: str) -> bytes:
-        return b"w-away|t1"
-
-    async def xadd(self, *args: Any, **kwargs: Any) -> None:
-        raise RedisConnectionError("Redis is away")
-
-
-def test_a_hand_off_redis_refuses_gives_the_job_back_to_the_dispatcher(
-        private_database_url: str) -> None:
-    tenant_id, _ = create_tenant_with_key(Settings(database_url=private_database_url),
-                                          "express-refused")
-    listener = psycopg.connect(to_libpq_url(private_database_url), autocommit=True)
-    listener.execute(f"LISTEN {wakeups.CHANNEL}")
-    deadline = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=60)
-
-    async def insert() -> Job:
-        async with async_sessionmaker_for(private_database_url)() as session:
-            return await create_job(
-                session, tenant_id=tenant_id, job_id=uuid.uuid4(), endpoint="chat.completions",
-                model="m", request={"messages": [{"role": "user", "content": "hi"}]},
-                stream=True, max_tokens=8,
-                classification=Classification(JobKind.REALTIME, 1, "default", deadline),
-                express=Express(_RefusingRedis(), 30.0))  # type: ignore[arg-type]
-
-    try:
-        job = asyncio.run(insert())
-        heard = [wakeups.decode(n.payload) for n in listener.notifies(timeout=2, stop_after=2)]
-    finally:
-        listener.close()
-    placed = heard[0]
-    assert isinstance(placed, wakeups.JobPlaced)
-    assert (placed.job_id, placed.worker_id, placed.ticket) == (job.id, "w-away", "t1")
-    assert heard[1] == wakeups.JobQueued(job.id)
-    with sync_session(private_database_url) as session:
-        row = session.get(Job, job.id)
-        assert row is not None
-        assert (row.status, row.attempt, row.worker_id, row.lease_expires_at) == (
-            "queued", 1, None, None)

@@ -1,8 +1,9 @@
 """The door's order (service/api/door.py): a realtime request its SLO cannot admit is refused
 before the quota script runs (so the refusal takes no quota and costs no Redis round trip);
 the gate counts a request only once its quota admitted it (a tenant bursting past its own rate
-limit must not make the pool look busy to others); and a request the gate refuses on that
-second look gets its quota back."""
+limit must not make the pool look busy to others); a request the gate refuses on that second
+look gets its quota back; the quota script gets the request's hand-off entry, for its job's
+id, and a job it placed on a lent ticket is counted, never refused after it."""
 
 from __future__ import annotations
 
@@ -38,9 +39,13 @@ class FakeGate:
             self.admitted += 1
         return retry
 
+    def count(self, model: str, tenant: str) -> None:
+        assert tenant == str(TENANT.id)
+        self.admitted += 1
 
-def _door(monkeypatch: pytest.MonkeyPatch, gate: FakeGate, quota_error: APIError | None
-          ) -> list[str]:
+
+def _door(monkeypatch: pytest.MonkeyPatch, gate: FakeGate, quota_error: APIError | None,
+          placed: str | None = "w1|t1") -> list[str]:
     calls: list[str] = []
     policy = TenantPolicy("premium", QuotaLimits(0, 0, 0, 0, 0), ("default",), 500, 50)
 
@@ -49,29 +54,24 @@ def _door(monkeypatch: pytest.MonkeyPatch, gate: FakeGate, quota_error: APIError
         return DoorPolicy(policy, "default", 10)
 
     async def fake_reserve(session: Any, store: Any, **kwargs: Any) -> Any:
-        calls.append("reserve")
+        express = kwargs["express"]
+        calls.append("reserve+hand-off" if express is not None else "reserve")
+        if express is not None:  # the entry is for the job the admission will create
+            assert express.fields["job"] == str(kwargs["ticket"]) and express.model == "m"
         if quota_error is not None:
             raise quota_error
 
         async def refund() -> None:
             calls.append("refund")
-        return SimpleNamespace(refund=refund)
+        return SimpleNamespace(express_ticket=placed, refund=refund)
 
     async def no_session(session: Any) -> None:  # no database here: the reads are faked
         return None
-
-    class FakeTicket:  # the express ticket taken beside the quota script
-        def __init__(self, redis: Any, model: str) -> None:
-            calls.append("ticket")
-
-        def give_back(self) -> None:
-            calls.append("ticket back")
 
     monkeypatch.setattr(door, "without_transaction", no_session)
     monkeypatch.setattr(door, "door_policy", fake_policy)
     monkeypatch.setattr(door, "reserve_request", fake_reserve)
     monkeypatch.setattr(door, "quota_store", lambda state: None)
-    monkeypatch.setattr(door, "EarlyTicket", FakeTicket)
     return calls
 
 
@@ -83,7 +83,8 @@ def _admit(gate: FakeGate, state: Any = None, content: str = "") -> Any:
     request = SimpleNamespace(app=SimpleNamespace(state=state))
     payload = {"messages": [{"role": "user", "content": content}]}
     return door.admit(request, None, Settings(), TENANT, model="m",  # type: ignore[arg-type]
-                      payload=payload, max_tokens=16, deadline_ms=None)
+                      endpoint="chat.completions", payload=payload, max_tokens=16,
+                      deadline_ms=None)
 
 
 def test_an_slo_refusal_takes_no_quota(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,28 +102,48 @@ def test_a_quota_refusal_is_never_counted_at_the_gate(monkeypatch: pytest.Monkey
     with pytest.raises(APIError) as refused:
         asyncio.run(_admit(gate))
     assert refused.value.code == "rate_limit"
-    # The ticket taken beside the quota script goes back: a refusal takes no express room.
-    assert calls == ["policy", "ticket", "reserve", "ticket back"] and gate.admitted == 0
+    assert calls == ["policy", "reserve+hand-off"] and gate.admitted == 0
 
 
 def test_a_refusal_on_the_counted_look_refunds_the_quota(monkeypatch: pytest.MonkeyPatch
                                                          ) -> None:
     gate = FakeGate(retry=None, counted_retry=2)  # the pool filled while the quota answered
-    calls = _door(monkeypatch, gate, quota_error=None)
+    calls = _door(monkeypatch, gate, quota_error=None, placed=None)  # no ticket was lent
     with pytest.raises(APIError) as refused:
         asyncio.run(_admit(gate))
     assert refused.value.code == "slo_unattainable"
-    assert calls == ["policy", "ticket", "reserve", "ticket back", "refund"]
-    assert gate.admitted == 0
+    assert calls == ["policy", "reserve+hand-off", "refund"] and gate.admitted == 0
 
 
-def test_an_admitted_request_passes_both(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_placed_request_is_counted_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = FakeGate(retry=None, counted_retry=2)  # a second look would refuse it
+    calls = _door(monkeypatch, gate, quota_error=None)
+    admitted = asyncio.run(_admit(gate))  # its hand-off is out: the lender saw room
+    assert calls == ["policy", "reserve+hand-off"] and gate.admitted == 1
+    assert admitted.ticket is not None
+
+
+def test_an_admitted_request_is_counted_and_placed(monkeypatch: pytest.MonkeyPatch) -> None:
     gate = FakeGate(retry=None)
     calls = _door(monkeypatch, gate, quota_error=None)
     admitted = asyncio.run(_admit(gate))
-    assert calls == ["policy", "ticket", "reserve"] and gate.admitted == 1
-    assert admitted.ticket is not None  # carried to the insert
+    assert calls == ["policy", "reserve+hand-off"] and gate.admitted == 1
+    assert admitted.ticket is not None and admitted.ticket.worker_id == "w1"  # for the insert
     assert admitted.classification.kind.value == "realtime"
+
+
+def test_without_express_tickets_nothing_is_handed_off(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    gate = FakeGate(retry=None)
+    calls = _door(monkeypatch, gate, quota_error=None)
+    state = SimpleNamespace(slo_gate=gate, redis=None)
+    request = SimpleNamespace(app=SimpleNamespace(state=state))
+    settings = Settings()
+    settings.dispatcher.express_tickets = 0
+    asyncio.run(door.admit(request, None, settings, TENANT, model="m",  # type: ignore[arg-type]
+                           endpoint="chat.completions", payload={"messages": []},
+                           max_tokens=16, deadline_ms=None))
+    assert calls == ["policy", "reserve"]
 
 
 def test_a_refusal_within_the_hint_ttl_reads_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,8 +155,8 @@ def test_a_refusal_within_the_hint_ttl_reads_nothing(monkeypatch: pytest.MonkeyP
     with pytest.raises(APIError) as refused:
         asyncio.run(_admit(gate, state, content="x" * 400))
     assert refused.value.code == "slo_unattainable"
-    assert calls == ["policy", "ticket", "reserve"]  # the refusal read nothing, took nothing
+    assert calls == ["policy", "reserve+hand-off"]  # the refusal read nothing, took nothing
     assert gate.prompts[-1] > 100  # judged with this request's prompt, not the hint's
     gate.retry = gate.counted_retry = None  # an admission always re-reads the policy
     asyncio.run(_admit(gate, state))
-    assert calls == ["policy", "ticket", "reserve", "policy", "ticket", "reserve"]
+    assert calls == ["policy", "reserve+hand-off"] * 2
