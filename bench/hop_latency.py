@@ -172,7 +172,7 @@ def hop_times(spans: list[Span]) -> tuple[str, dict[str, float]] | None:
     if route != "dispatcher" and insert is not None:
         alongside = ALONGSIDE if route != "express at the door" else AFTER_DOOR
         out[alongside[0]] = (insert["end_ns"] - insert["start_ns"]) / 1e6
-    if route.startswith("express") and route != "express" and claim is not None:
+    if route in ("express, claim aside", "express at the door") and claim is not None:
         out[CLAIM_ASIDE[0]] = (claim["end_ns"] - claim["start_ns"]) / 1e6
     if route == "express at the door" and handoff is not None:
         out[WITHIN_DOOR[0]] = (handoff["end_ns"] - handoff["start_ns"]) / 1e6

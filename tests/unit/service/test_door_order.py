@@ -78,11 +78,13 @@ def _door(monkeypatch: pytest.MonkeyPatch, gate: FakeGate, quota_error: APIError
 TENANT = SimpleNamespace(id=uuid.uuid4(), tier="premium", weight=2.0)
 
 
-def _admit(gate: FakeGate, state: Any = None, content: str = "") -> Any:
+def _admit(gate: FakeGate, state: Any = None, content: str = "",
+           settings: Settings | None = None) -> Any:
     state = state or SimpleNamespace(slo_gate=gate, redis=None)
     request = SimpleNamespace(app=SimpleNamespace(state=state))
     payload = {"messages": [{"role": "user", "content": content}]}
-    return door.admit(request, None, Settings(), TENANT, model="m",  # type: ignore[arg-type]
+    return door.admit(request, None, settings or Settings(), TENANT,  # type: ignore[arg-type]
+                      model="m",
                       endpoint="chat.completions", payload=payload, max_tokens=16,
                       deadline_ms=None)
 
@@ -136,13 +138,9 @@ def test_without_express_tickets_nothing_is_handed_off(monkeypatch: pytest.Monke
                                                        ) -> None:
     gate = FakeGate(retry=None)
     calls = _door(monkeypatch, gate, quota_error=None)
-    state = SimpleNamespace(slo_gate=gate, redis=None)
-    request = SimpleNamespace(app=SimpleNamespace(state=state))
     settings = Settings()
     settings.dispatcher.express_tickets = 0
-    asyncio.run(door.admit(request, None, settings, TENANT, model="m",  # type: ignore[arg-type]
-                           endpoint="chat.completions", payload={"messages": []},
-                           max_tokens=16, deadline_ms=None))
+    asyncio.run(_admit(gate, settings=settings))
     assert calls == ["policy", "reserve"]
 
 
