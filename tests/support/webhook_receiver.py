@@ -17,6 +17,14 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from service.cli.embedded import free_port
 
 
+class _Server(ThreadingHTTPServer):
+    allow_reuse_address = True
+    # socketserver's default backlog is 5: two senders of 4 connections each overflowed it
+    # on a loaded CI box, the kernel dropped a SYN, and its 1 s retransmit outlasted the
+    # tests' 1 s connect timeout (a failed attempt, then a retry, where none was expected).
+    request_queue_size = 128
+
+
 @dataclass
 class Received:
     headers: dict[str, str]
@@ -62,8 +70,7 @@ class Receiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        ThreadingHTTPServer.allow_reuse_address = True
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server = _Server(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
