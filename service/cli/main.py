@@ -6,6 +6,7 @@ import importlib
 import os
 import sys
 
+from service.cli.child_processes import die_with_supervisor
 from service.cli.errors import run_reporting_errors
 from service.cli.options import Parser, add_global_options, split_global_options
 
@@ -31,6 +32,7 @@ def build_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    die_with_supervisor()  # a child of `fairway up` only
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     given, rest = split_global_options(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(rest, namespace=given)

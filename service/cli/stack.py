@@ -21,6 +21,7 @@ from typing import IO
 from redis import Redis
 
 from service.cli.bootstrap import demo_key
+from service.cli.child_processes import kill_leftovers, start_child
 from service.cli.embedded import EmbeddedServers, child_env
 from service.cli.errors import CLIError
 from service.cli.state import (
@@ -56,11 +57,11 @@ class Children:
         if role == "api":
             cmd += ["--port", str(self.settings.api.port)]
         if self.verbose:
-            return subprocess.Popen(cmd, env=self.env)
+            return start_child(cmd, self.env)
         self.logs.mkdir(parents=True, exist_ok=True)
         out = open(self.logs / f"{role}.log", "ab")  # noqa: SIM115  # closed in close()
         self._files.append(out)
-        return subprocess.Popen(cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        return start_child(cmd, self.env, stdout=out)
 
     def close(self) -> None:
         for fh in self._files:
@@ -169,12 +170,16 @@ def serve_stack(settings: Settings, *, verbose: bool = False) -> int:
                    admin_token=admin_token, pid=os.getpid()).write(settings.data_dir)
         print(banner(settings, api_url=api_url, key=key, admin_token=admin_token,
                      token_is_own=token_is_own, verbose=verbose), flush=True)
-        restarts = Restarts()
+        restarts, reaped = Restarts(), set[str]()
         while not stopping:
             for role, proc in list(procs.items()):
                 if proc.poll() is None:
                     restarts.running(role)
+                elif role not in reaped:  # its engine's processes, say: not left running
+                    kill_leftovers(proc)
+                    reaped.add(role)
                 elif restarts.due(role):
+                    reaped.discard(role)
                     print(f"the {role} exited with code {proc.returncode}; restarting it "
                           f"(restart {restarts.count[role]})", flush=True)
                     procs[role] = children.spawn(role)
@@ -227,3 +232,5 @@ def _terminate(procs: dict[str, subprocess.Popen[bytes]]) -> None:
             proc.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait()
+        kill_leftovers(proc)
