@@ -44,6 +44,11 @@ log = logging.getLogger("fairway.worker")
 T = TypeVar("T")
 
 HANDOFF_BLOCK_MS = 5_000  # one blocking read's wait; a new read follows at once
+# A reply may take this long before the connection is taken for dead. It must outlast the
+# hand-off read's BLOCK: redis-py 8 gives every connection a 5 s socket timeout by default,
+# and the idle read timed out every 5 s, was logged as an outage and backed off (a job placed
+# meanwhile waited up to 2 s for its hand-off to be read).
+REDIS_SOCKET_TIMEOUT_S = HANDOFF_BLOCK_MS / 1000 + 10
 HANDOFF_READ_COUNT = 256  # entries taken per read
 STOP_PATIENCE_S = 30.0  # how long a stopping worker lets its realtime jobs finish
 
@@ -67,6 +72,12 @@ def engine_capabilities(engine: Engine) -> list[str]:
     """The optional features an engine has, as its heartbeat lists them."""
     return [STRUCTURED_OUTPUTS] if supports_structured_outputs(engine) else []
 
+
+
+def worker_redis(settings: Settings) -> Redis:
+    """The worker's Redis client: heartbeats, hand-off reads, token streams."""
+    return Redis.from_url(settings.redis_url, max_connections=settings.redis_max_connections,
+                          socket_connect_timeout=5, socket_timeout=REDIS_SOCKET_TIMEOUT_S)
 
 class EngineHost:
     def __init__(self, engine: Engine, settings: Settings, worker_id: str,
@@ -119,9 +130,7 @@ class EngineHost:
         self.metrics_port = start_metrics_endpoint(self.settings, role="worker",
                                                    port=self.settings.metrics.worker_port,
                                                    instance=self.worker_id)
-        self.redis = Redis.from_url(self.settings.redis_url,
-                                    max_connections=self.settings.redis_max_connections,
-                                    socket_connect_timeout=5)
+        self.redis = worker_redis(self.settings)
         self.outbox = StreamOutbox(self.redis, ttl_s=self.settings.jobs.stream_ttl_seconds,
                                    state=self.deps.states[REDIS])
         self.runner = JobRunner(engine=self.engine, settings=self.settings,
