@@ -118,3 +118,12 @@ def start_claim(job: ClaimedJob) -> None:
 def unconfirmed(job: ClaimedJob) -> bool:
     """Started early, and its claim not yet in (``confirm``)."""
     return job.claiming is not None or job.claim_later is not None
+
+
+def claim_pending(job: ClaimedJob) -> bool:
+    """Started early, and its claim not answered yet (deferred, or its statement under way).
+    A claim answered but not yet confirmed (the attempt waits in the engine's queue for its
+    first token) is the row's answer already: running for this worker, or not ours."""
+    if job.claim_later is not None:
+        return True
+    return job.claiming is not None and not job.claiming.done()

@@ -35,6 +35,7 @@ from worker.claimed_job import (
     ClaimLost,
     Progress,
     StaleBody,
+    claim_pending,
     confirm,
     may_send_unconfirmed,
     start_claim,
@@ -179,9 +180,13 @@ class JobRunner(RowStamps):
         return "failed"
 
     def unclaimed(self, job_id: str) -> bool:
-        """Started early here, its claim not in yet (claimed_job.confirm)."""
+        """Started early here, its claim not answered yet (claimed_job.claim_pending): its
+        row is not running for this worker yet, nor lost to it. Once answered, even before
+        ``confirm``, the row says which: a claimed attempt queued in the engine longer than
+        its lease must be renewed (a burst's jobs were re-run, their first attempts still
+        streaming), one whose claim failed is aborted at the renewal."""
         held = self.progress.get(job_id)
-        return held is not None and unconfirmed(held[0])
+        return held is not None and claim_pending(held[0])
 
     async def _drop_unclaimed(self, job: ClaimedJob, rid: str) -> None:
         """An early-started attempt whose claim failed: its engine request stops, and a stream

@@ -194,3 +194,34 @@ def test_a_heartbeat_during_the_prefill_leaves_an_unclaimed_job_running(
     outcome, engine = run_gated(database_url, test_redis_url, tenant_id, job_id, meanwhile)
     assert outcome == "succeeded" and engine.aborted == []
     assert row(database_url, job_id).status == "succeeded"
+
+
+def test_a_claimed_job_still_queued_for_its_first_token_is_renewed(
+        database_url: str, test_redis_url: str, tenant_id: uuid.UUID,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its claim answered, the attempt still waits in the engine's queue (a burst on a slow
+    # box: 40 s to a first token). The renewal must keep it: its lease ran out 30 s after the
+    # claim, and a burst's jobs were re-run while their first attempts went on streaming.
+    monkeypatch.setattr("worker.runner.AHEAD_CLAIM_AFTER_S", 0.1)
+    job_id = queued_claimed_job(database_url, tenant_id, 4)
+
+    async def meanwhile(engine: GatedEngine) -> None:
+        await _submitted(engine)
+        assert engine.runner is not None
+        for _ in range(300):
+            if row(database_url, job_id).status == "running":
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # the claim's answer reaches the runner
+        claimed_until = row(database_url, job_id).lease_expires_at
+        assert not engine.runner.unclaimed(str(job_id))
+        host = EngineHost(engine, Settings(database_url=database_url), WORKER)
+        host.runner = engine.runner
+        await host._renew_leases()
+        assert row(database_url, job_id).lease_expires_at > claimed_until
+        assert engine.aborted == [] and stream_entries(test_redis_url, job_id) == 0
+        engine.gate.set()
+
+    outcome, engine = run_gated(database_url, test_redis_url, tenant_id, job_id, meanwhile)
+    assert outcome == "succeeded" and engine.aborted == []
+    assert row(database_url, job_id).status == "succeeded"
