@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import IO
 
 SUPERVISOR_ENV = "FAIRWAY_SUPERVISOR_PID"
@@ -52,3 +53,11 @@ def die_with_supervisor() -> None:
         return  # refused (a sandbox's seccomp): the supervisor's own shutdown still stops us
     if os.getppid() != int(supervisor):  # it died before the prctl: nobody will signal us
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def is_running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (Linux: by /proc; a zombie has exited)."""
+    try:  # the state field follows the parenthesized name
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except (OSError, IndexError):
+        return False

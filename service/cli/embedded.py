@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -14,6 +15,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from service.cli.child_processes import is_running
 
 log = logging.getLogger("fairway.cli")
 
@@ -51,6 +54,7 @@ class EmbeddedServers:
             import pgserver
 
             self._pg = pgserver.get_server(pgdata, cleanup_mode="stop")
+        _forget_dead_handles(self._pg)
         self.database_url = self._pg.get_uri()
         log.info("embedded postgres at %s", pgdata)
 
@@ -61,10 +65,13 @@ class EmbeddedServers:
         self._redis_port = self._redis_port or free_port()
         redis_dir = self.data_dir / "redis"
         redis_dir.mkdir(exist_ok=True)
+        pidfile = redis_dir / "redis.pid"
+        _stop_stale_redis(pidfile, binary)
         # Append-only file: a restarted server comes back with its queues and streams.
         self._redis = subprocess.Popen(
             [str(binary), "--port", str(self._redis_port), "--bind", "127.0.0.1",
-             "--dir", str(redis_dir), "--appendonly", "yes", "--save", ""],
+             "--dir", str(redis_dir), "--appendonly", "yes", "--save", "",
+             "--pidfile", str(pidfile)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         self.redis_url = f"redis://127.0.0.1:{self._redis_port}/0"
         _wait_for_port(self._redis_port)
@@ -97,6 +104,37 @@ class EmbeddedServers:
             self._redis.wait(10)
         if self._pg is not None:
             self._pg.cleanup()
+
+
+def _forget_dead_handles(pg: Any) -> None:
+    """pgserver stops its server when the last process that holds a handle on it exits, by a
+    list of their pids in the data directory; a run killed outright never takes its pid off,
+    and the server then outlived every later run. Its pid file lock and list are pgserver's
+    own (it has no public way to do this)."""
+    with pg._lock:
+        pids: list[int] = pg.global_process_id_list.get()
+        alive = [pid for pid in pids if pid == os.getpid() or is_running(pid)]
+        if alive != pids:
+            pg.global_process_id_list.put(alive)
+
+
+def _stop_stale_redis(pidfile: Path, binary: Path, timeout_s: float = 10.0) -> None:
+    """Stop the Redis a killed `fairway up` left running on this data directory (its pid file
+    names it; a server that exits removes the file). Left running, it would share the
+    append-only files with the new one; stopped with SIGTERM, it writes them out first, and the
+    new server starts from them."""
+    try:
+        pid = int(pidfile.read_text().strip())
+        exe = Path(os.readlink(f"/proc/{pid}/exe"))  # its command line is retitled
+    except (OSError, ValueError):
+        return  # no file, or no such process
+    if exe != binary.resolve():
+        return  # the pid was reused by something else
+    log.warning("stopping the embedded redis (pid %d) a previous run left running", pid)
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while is_running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _wait_for_port(port: int, timeout_s: float = 10.0) -> None:

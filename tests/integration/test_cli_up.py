@@ -25,6 +25,7 @@ import httpx
 import openai
 import pytest
 
+from service.cli.child_processes import is_running
 from service.cli.embedded import free_port
 from service.store.settings import DEV_ADMIN_TOKEN
 from tests.support.stack import REPO
@@ -74,13 +75,17 @@ def _read_banner(proc: subprocess.Popen[str], timeout_s: float) -> tuple[list[st
     raise AssertionError("no banner from fairway up:\n" + "".join(before[-40:]))
 
 
-@contextmanager
-def fairway_up(home: Path, port: int) -> Iterator[Up]:
+def start_up(home: Path, port: int) -> subprocess.Popen[str]:
     env = {**clean_env(home), "FAIRWAY_API_PORT": str(port),
            "FAIRWAY_SERVED_MODEL_NAME": MODEL}
-    proc = subprocess.Popen([*FAIRWAY, "up", "--engine", "sim"], cwd=home, env=env,
+    return subprocess.Popen([*FAIRWAY, "up", "--engine", "sim"], cwd=home, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
+
+
+@contextmanager
+def fairway_up(home: Path, port: int) -> Iterator[Up]:
+    proc = start_up(home, port)
     try:
         before, banner = _read_banner(proc, 120)
         yield Up(proc, before, banner, home)
@@ -161,6 +166,46 @@ def test_up_explains_itself_and_keeps_its_key(home: Path):
         issued = [e for e in audit if e["action"] == "key.issue"]
         assert len(issued) == 1 and issued[0]["actor"] == "fairway-up", issued
         assert issued[0]["details"]["prefix"] == key[:11]
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat_file.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError):
+            continue
+        if parent == pid and is_running(int(stat_file.parent.name)):
+            found.append(int(stat_file.parent.name))
+    return found
+
+
+def test_killed_outright_then_started_again_leaves_nothing_running(home: Path):
+    """`fairway up` killed by SIGKILL (the OOM killer, a `kill -9`): its children exit with it,
+    and the next run takes over the embedded servers it left, so that once that run stops,
+    nothing of either is left (`fairway_up` checks)."""
+    port = free_port()
+    first = start_up(home, port)
+    try:
+        _read_banner(first, 120)
+        children = [pid for pid in _children(first.pid)  # the worker retitles itself
+                    if b"redis-server" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(children) == 3, children  # the API, the scheduler, the worker
+    finally:
+        first.kill()
+        first.wait(10)
+        assert first.stdout is not None
+        first.stdout.close()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(map(is_running, children)):
+        time.sleep(0.1)
+    left = [c for c in children if is_running(c)]
+    assert not left, f"children of the killed run still running: {left}"
+    with fairway_up(home, port) as again:
+        resp = openai.OpenAI(base_url=again.field("API base URL"), api_key=again.field(
+            "API key"), max_retries=0, timeout=30).chat.completions.create(
+            model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+        assert resp.choices[0].message.content
 
 
 def _readme_bootstrap() -> list[list[str]]:

@@ -12,28 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from service.cli.child_processes import kill_leftovers, start_child
+from service.cli.child_processes import is_running, kill_leftovers, start_child
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")  # a zombie has exited
-
-
 def _gone_within(pid: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not is_running(pid):
             return True
         time.sleep(0.05)
-    return not _alive(pid)
+    return not is_running(pid)
 
 
 def _read_pid(stream: object) -> int:
@@ -58,12 +50,12 @@ def test_what_a_killed_child_started_is_killed_with_it():
     try:
         child.kill()  # SIGKILL: no chance to stop what it started
         child.wait(5)
-        assert _alive(grandchild), "the grandchild died by itself: this test shows nothing"
+        assert is_running(grandchild), "the grandchild died by itself: this test shows nothing"
         kill_leftovers(child)
         assert _gone_within(grandchild, 5)
         kill_leftovers(child)  # nothing left: no error
     finally:
-        if _alive(grandchild):
+        if is_running(grandchild):
             os.kill(grandchild, signal.SIGKILL)
         child.stdout.close()  # type: ignore[union-attr]
 
@@ -86,11 +78,11 @@ def test_a_child_dies_with_its_supervisor_even_one_killed_outright():
                                   stdout=subprocess.PIPE)
     child = _read_pid(supervisor.stdout)  # printed after its prctl
     try:
-        assert _alive(child)
+        assert is_running(child)
         supervisor.kill()
         supervisor.wait(5)
         assert _gone_within(child, 10)
     finally:
-        if _alive(child):
+        if is_running(child):
             os.kill(child, signal.SIGKILL)
         supervisor.stdout.close()  # type: ignore[union-attr]
