@@ -73,11 +73,11 @@ def engine_capabilities(engine: Engine) -> list[str]:
     return [STRUCTURED_OUTPUTS] if supports_structured_outputs(engine) else []
 
 
-
 def worker_redis(settings: Settings) -> Redis:
     """The worker's Redis client: heartbeats, hand-off reads, token streams."""
     return Redis.from_url(settings.redis_url, max_connections=settings.redis_max_connections,
                           socket_connect_timeout=5, socket_timeout=REDIS_SOCKET_TIMEOUT_S)
+
 
 class EngineHost:
     def __init__(self, engine: Engine, settings: Settings, worker_id: str,

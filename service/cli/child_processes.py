@@ -55,9 +55,16 @@ def die_with_supervisor() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def is_running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (Linux: by /proc; a zombie has exited)."""
-    try:  # the state field follows the parenthesized name
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the parenthesized name (state, parent pid, ...),
+    or None when there is no such process (Linux)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return False
+        return None
+
+
+def is_running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie has exited)."""
+    fields = proc_stat(pid)
+    return fields is not None and fields[0] not in "ZX"

@@ -172,6 +172,13 @@ def test_a_long_prefill_is_claimed_after_a_short_while_keeping_its_lease(
     assert outcome == "succeeded" and row(database_url, job_id).status == "succeeded"
 
 
+async def _heartbeat_renewal(engine: RecordingEngine, database_url: str) -> None:
+    """What a heartbeat of the engine's host does to the leases of the runner's jobs."""
+    host = EngineHost(engine, Settings(database_url=database_url), WORKER)
+    host.runner = engine.runner
+    await host._renew_leases()
+
+
 def test_a_heartbeat_during_the_prefill_leaves_an_unclaimed_job_running(
         database_url: str, test_redis_url: str, tenant_id: uuid.UUID,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -184,10 +191,8 @@ def test_a_heartbeat_during_the_prefill_leaves_an_unclaimed_job_running(
     async def meanwhile(engine: GatedEngine) -> None:
         await _submitted(engine)
         assert engine.runner is not None
-        host = EngineHost(engine, Settings(database_url=database_url), WORKER)
-        host.runner = engine.runner
         assert engine.runner.unclaimed(str(job_id))
-        await host._renew_leases()
+        await _heartbeat_renewal(engine, database_url)
         assert engine.aborted == []
         engine.gate.set()
 
@@ -215,9 +220,7 @@ def test_a_claimed_job_still_queued_for_its_first_token_is_renewed(
         await asyncio.sleep(0.1)  # the claim's answer reaches the runner
         claimed_until = row(database_url, job_id).lease_expires_at
         assert not engine.runner.unclaimed(str(job_id))
-        host = EngineHost(engine, Settings(database_url=database_url), WORKER)
-        host.runner = engine.runner
-        await host._renew_leases()
+        await _heartbeat_renewal(engine, database_url)
         assert row(database_url, job_id).lease_expires_at > claimed_until
         assert engine.aborted == [] and stream_entries(test_redis_url, job_id) == 0
         engine.gate.set()

@@ -25,7 +25,7 @@ import httpx
 import openai
 import pytest
 
-from service.cli.child_processes import is_running
+from service.cli.child_processes import is_running, proc_stat
 from service.cli.embedded import free_port
 from service.store.settings import DEV_ADMIN_TOKEN
 from tests.support.stack import REPO
@@ -170,13 +170,10 @@ def test_up_explains_itself_and_keeps_its_key(home: Path):
 
 def _children(pid: int) -> list[int]:
     found = []
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parent = int(stat_file.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError):
-            continue
-        if parent == pid and is_running(int(stat_file.parent.name)):
-            found.append(int(stat_file.parent.name))
+    for entry in Path("/proc").glob("[0-9]*"):
+        fields = proc_stat(int(entry.name))
+        if fields is not None and int(fields[1]) == pid and is_running(int(entry.name)):
+            found.append(int(entry.name))
     return found
 
 
