@@ -130,7 +130,6 @@ async def measure(setup: Setup, model: Path, rounds: int, batch_tokens: int) -> 
         kv_cache_gib=1,
         max_num_seqs=SLOTS,
         dtype="float32",
-        enforce_eager=True,
         preempt_for_priority=setup.preempt,
         guard_chunk_tokens=setup.guard,
         kv_offload_gib=setup.kv_offload_gib or None,

@@ -75,16 +75,20 @@ if [ $smoke = 1 ]; then
   # A CPU engine starts in 1-2 minutes on a busy 2-core box, and these steps start 9 of them.
   t_rt=600; t_ep=720; t_pv=360; t_pl=180
 else
-  # Sized for one GPU and a small model: most of each step is engine start-up.
-  # Batch lengths keep all 8 slots busy for seconds while realtime arrives (a decode step of
-  # a small model is a few ms here). Timeouts sum to 415 s; with start-up and the report the
-  # whole stays under 8 minutes unless a bench's clean-up after a timeout hangs.
+  # Sized for one GPU and a small model: most of each step is engine start-up. The engines
+  # run with CUDA graphs, vLLM's default on a GPU (an eager SmolLM2 decode step took 16-23 ms
+  # on an H200 against 3-5 ms graphed, bench/gpu_step_costs.py); the first start compiles and
+  # captures them, later starts of the same model reuse vLLM's compile cache, so the first
+  # step has the longest timeout. Batch lengths keep all 8 slots busy for seconds while
+  # realtime arrives (a graphed decode step of a small model is 3-5 ms). Timeouts sum to
+  # 440 s; with start-up and the report the whole stays under 8 minutes unless a bench's
+  # clean-up after a timeout hangs.
   rt_args=(--num-prompts 200 --idle-probes 30)
   ep_args=(--rounds 5 --batch-tokens 512 --setups stock,noguard,guard,swap --kv-offload-gib 4)
   pv_args=(--setups bc --batch 12 --realtime 6 --batch-tokens 1536 --rt-gap 0.5 --settle 0.5
            --preemption-mode swap)
   pl_args=(--requests 64 --period 0.05 --profile h200-llama3-8b)
-  t_rt=125; t_ep=145; t_pv=95; t_pl=50
+  t_rt=150; t_ep=145; t_pv=95; t_pl=50
 fi
 t_rt=${GPU_CHECK_T_REALTIME:-$t_rt}; t_ep=${GPU_CHECK_T_ENGINE_PREEMPTION:-$t_ep}
 t_pv=${GPU_CHECK_T_PREEMPTION_VS_VLLM:-$t_pv}; t_pl=${GPU_CHECK_T_PHASE_LOCK:-$t_pl}

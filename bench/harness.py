@@ -52,14 +52,16 @@ def bare_vllm_server(model_dir: Path, *, max_num_seqs: int, kv_gib: int, log: Pa
                      ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """vLLM's own OpenAI server with Fairway's engine settings; yields (base URL, process).
 
-    As `worker.engine.vllm_engine` does: float32 on CPU (no bf16 there), the model's own dtype
-    on a GPU, and a KV cache of exactly `kv_gib` (on a GPU by bytes, not by memory share)."""
+    As `worker.engine.vllm_engine` does: float32 and eager on CPU (no bf16 there), the model's
+    own dtype and CUDA graphs on a GPU, and a KV cache of exactly `kv_gib` (on a GPU by bytes,
+    not by memory share)."""
     port = free_port()
     cpu = on_cpu()
     kv = () if cpu else ("--kv-cache-memory-bytes", str(int(kv_gib * 2**30)))
+    eager = ("--enforce-eager",) if cpu else ()  # CUDA graphs on a GPU, as the worker's engine
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
            "--served-model-name", SERVED, "--dtype", "float32" if cpu else "auto",
-           "--enforce-eager", *kv,
+           *eager, *kv,
            "--max-num-seqs", str(max_num_seqs), "--max-model-len", str(MAX_MODEL_LEN),
            *extra_args, "--host", "127.0.0.1", "--port", str(port)]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(kv_gib)}

@@ -9,8 +9,8 @@ vLLM engine must be installed):
 
 Not a test: nothing is asserted, it prints a table. Three setups, one after the other, never two
 engines at once, all with the model Fairway serves (worker.model_prep.ensure_default_model())
-and the same engine settings (float32, enforce_eager, max_num_seqs 8, KV cache 1 GiB,
-max_model_len 2048, OMP_NUM_THREADS from the environment, 2 by default):
+and the same engine settings (float32, eager on CPU and CUDA graphs on a GPU, max_num_seqs 8,
+KV cache 1 GiB, max_model_len 2048, OMP_NUM_THREADS from the environment, 2 by default):
 
 (a) `python -m vllm.entrypoints.openai.api_server --scheduling-policy fcfs`; every request is
     equal, realtime queues behind batch;

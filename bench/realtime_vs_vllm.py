@@ -9,9 +9,9 @@ embedded ones; the vLLM engine must be installed):
 
 What it measures, in one run and one process tree:
 
-(a) `python -m vllm.entrypoints.openai.api_server` with the model Fairway serves (float32 on
-    CPU, the model's dtype on a GPU, enforce_eager, max_num_seqs 64, max_model_len 2048, the
-    same KV cache size: VLLM_CPU_KVCACHE_SPACE on CPU, --kv-cache-memory-bytes on a GPU);
+(a) `python -m vllm.entrypoints.openai.api_server` with the model Fairway serves (float32 and
+    eager on CPU, the model's dtype and CUDA graphs on a GPU, max_num_seqs 64, max_model_len
+    2048, the same KV cache size: VLLM_CPU_KVCACHE_SPACE on CPU, --kv-cache-memory-bytes on a GPU);
 (b) Fairway as separate processes (API, dispatcher, Celery worker hosting vLLM's AsyncLLM with
     the same settings) on a throwaway Postgres database and a leased, flushed Redis db. The
     dispatcher runs --policy priority by default: the "fairway" policy refuses (429) realtime

@@ -24,7 +24,9 @@ class VllmEngineConfig:
     max_num_seqs: int = 64  # requests the engine runs at once
     max_model_len: int = 2048  # prompt plus output tokens of one request
     dtype: str | None = None  # None: "float32" on CPU (no bf16 there), else "auto"
-    enforce_eager: bool = True  # no CUDA graphs: a faster start
+    # True: no CUDA graphs (a faster start). None: eager on CPU, CUDA graphs (vLLM's default)
+    # on a GPU, where eager steps are launch-bound (bench/gpu_step_costs.py: 2.4x at batch 1).
+    enforce_eager: bool | None = None
     enable_prefix_caching: bool = True  # vLLM's automatic prefix caching
     scheduling_policy: str = "priority"  # vLLM's "priority" or "fcfs"
     max_num_batched_tokens: int | None = None  # the step's token budget; None: vLLM's default

@@ -129,7 +129,7 @@ class VllmEngine:
             "dtype": c.dtype or ("float32" if on_cpu else "auto"),
             "max_model_len": c.max_model_len,
             "max_num_seqs": c.max_num_seqs,
-            "enforce_eager": c.enforce_eager,
+            "enforce_eager": on_cpu if c.enforce_eager is None else c.enforce_eager,
             "enable_prefix_caching": c.enable_prefix_caching,
             "scheduling_policy": c.scheduling_policy,
             "kv_cache_memory_bytes": int(c.kv_cache_gib * _GIB),

@@ -87,6 +87,7 @@ NEW_VARIABLES: dict[str, tuple[str, str, Any]] = {
     "FAIRWAY_KEY_CACHE_SECONDS": ("0", "api.key_cache_seconds", 0.0),
     "FAIRWAY_FIRST_TOKEN_STAMP_SECONDS": ("2", "jobs.first_token_stamp_seconds", 2.0),
     "FAIRWAY_EXPRESS_TICKETS": ("0", "dispatcher.express_tickets", 0),
+    "FAIRWAY_ENFORCE_EAGER": ("true", "engine.enforce_eager", True),
 }
 ALL_VARIABLES = {**OLD_VARIABLES, **NEW_VARIABLES}
 
