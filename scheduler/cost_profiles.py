@@ -12,7 +12,8 @@ token after two ~2 s prefill steps (4.0 s); the remaining ~20 s of the 27.7 s ru
 decode steps at batch 64, ~0.32 s each = 20 ms + 4.5 ms per sequence + 1 us per context
 token. The simulator gives 146 tok/s, TTFT p50 4.1 s, TPOT p50 0.34 s on that workload.
 
-``h200-llama3-8b`` is a roofline estimate from public figures, not a measurement:
+``h200-llama3-8b`` is a roofline estimate from public figures, not a measurement
+(``h200-llama3-8b-measured``, below, is its terms measured on an H200):
 
 - NVIDIA H200 datasheet: 141 GB HBM3e at 4.8 TB/s, 989 TFLOPS dense BF16
   (https://www.nvidia.com/en-us/data-center/h200/).
@@ -49,9 +50,28 @@ CPU_SMOLLM2_135M = CostModel(
 
 H200_LLAMA3_8B = DEFAULT_COST
 
+# Measured, not estimated: bench/gpu_step_costs.py on one H200 (2026-12-04; torch 2.11, CUDA
+# 13): a decoder of Llama-3.1-8B's shapes in plain PyTorch with random BF16 weights, decode
+# steps replayed as CUDA graphs, fitted over 14 decode points (batch 1-256, context
+# 256-8192), prefill from packed 512-token prompts (2k-8k tokens a chunk), swap from a pinned
+# bulk copy (55.3 GB/s each way). Stock kernels, not vLLM's fused ones, and no engine CPU work
+# between steps: the roofline above is faster at batch 1 (5.0 ms vs 6.7 measured) and slower
+# at 256 (19.6 vs 13.3 ms at 256 tokens of context). docs/scale.md, "Step costs on an H200".
+H200_LLAMA3_8B_MEASURED = CostModel(
+    step_base_s=7.20e-3,
+    decode_per_seq_s=1.59e-5,
+    decode_per_ctx_token_s=3.03e-8,
+    prefill_per_token_s=2.95e-5,
+    max_slots=DEFAULT_COST.max_slots,
+    token_budget=DEFAULT_COST.token_budget,
+    kv_capacity_tokens=DEFAULT_COST.kv_capacity_tokens,
+    swap_per_token_s=2.37e-6,
+)
+
 PROFILES: dict[str, CostModel] = {
     "cpu-smollm2-135m": CPU_SMOLLM2_135M,
     "h200-llama3-8b": H200_LLAMA3_8B,
+    "h200-llama3-8b-measured": H200_LLAMA3_8B_MEASURED,
 }
 
 
