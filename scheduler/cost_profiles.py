@@ -33,6 +33,8 @@ token. The simulator gives 146 tok/s, TTFT p50 4.1 s, TPOT p50 0.34 s on that wo
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scheduler.cost_model import DEFAULT_COST, CostModel
 
 CPU_SMOLLM2_135M = CostModel(
@@ -57,14 +59,12 @@ H200_LLAMA3_8B = DEFAULT_COST
 # bulk copy (55.3 GB/s each way). Stock kernels, not vLLM's fused ones, and no engine CPU work
 # between steps: the roofline above is faster at batch 1 (5.0 ms vs 6.7 measured) and slower
 # at 256 (19.6 vs 13.3 ms at 256 tokens of context). docs/scale.md, "Step costs on an H200".
-H200_LLAMA3_8B_MEASURED = CostModel(
+H200_LLAMA3_8B_MEASURED = replace(
+    DEFAULT_COST,
     step_base_s=7.20e-3,
     decode_per_seq_s=1.59e-5,
     decode_per_ctx_token_s=3.03e-8,
     prefill_per_token_s=2.95e-5,
-    max_slots=DEFAULT_COST.max_slots,
-    token_budget=DEFAULT_COST.token_budget,
-    kv_capacity_tokens=DEFAULT_COST.kv_capacity_tokens,
     swap_per_token_s=2.37e-6,
 )
 
