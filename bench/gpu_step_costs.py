@@ -39,7 +39,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -89,6 +89,11 @@ SHAPES = {
 }
 
 
+def _cat(parts: list[torch.Tensor]) -> torch.Tensor:
+    """The parts joined along the token dimension, without a copy when there is one."""
+    return torch.cat(parts) if len(parts) > 1 else parts[0]
+
+
 class Decoder:
     """Random-weight decoder with the shape's dimensions; BF16 on CUDA, float32 on CPU."""
 
@@ -104,6 +109,7 @@ class Decoder:
 
         self.embed = weight(shape.vocab, h)
         self.lm_head = weight(h, shape.vocab)
+        self.final_norm = torch.ones(h, device=device, dtype=self.dtype)
         self.layers = [dict(norm1=torch.ones(h, device=device, dtype=self.dtype),
                             wqkv=weight(h, qkv_out), wo=weight(shape.heads * d, h),
                             norm2=torch.ones(h, device=device, dtype=self.dtype),
@@ -146,7 +152,7 @@ class Decoder:
                 v.view(t, s.kv_heads, s.head_dim))
 
     def _logits_pick(self, last: torch.Tensor) -> torch.Tensor:
-        return (self._norm(last, torch.ones_like(last[0])) @ self.lm_head).argmax(-1)
+        return (self._norm(last, self.final_norm) @ self.lm_head).argmax(-1)
 
     def step(self, decode: torch.Tensor | None, context: int,
              prefill: torch.Tensor | None) -> torch.Tensor:
@@ -162,7 +168,7 @@ class Decoder:
         n, length = (0, 0) if prefill is None else prefill.shape
         if prefill is not None:
             parts.append(self.embed[prefill.reshape(-1)])
-        x = torch.cat(parts) if len(parts) > 1 else parts[0]  # [tokens, hidden]
+        x = _cat(parts)  # [tokens, hidden]
         decode_pos = torch.full((1,), max(context - 1, 0), device=self.device, dtype=torch.long)
         prefill_pos = torch.arange(length, device=self.device)
         for layer, kv in zip(self.layers, self.kv, strict=True):
@@ -174,12 +180,12 @@ class Decoder:
             if n:
                 outs.append(self._prefill_attention(q[b:], k[b:], v[b:], n, length,
                                                     prefill_pos))
-            attn = torch.cat(outs) if len(outs) > 1 else outs[0]
+            attn = _cat(outs)
             x = self._mlp(x + attn @ layer["wo"], layer)
         last = [x[:b]] if b else []
         if n:
             last.append(x[b:].view(n, length, s.hidden)[:, -1])
-        return self._logits_pick(torch.cat(last) if len(last) > 1 else last[0])
+        return self._logits_pick(_cat(last))
 
     def _decode_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                           kv: torch.Tensor, context: int, pos: torch.Tensor) -> torch.Tensor:
@@ -262,8 +268,9 @@ def measure_decode(model: Decoder, timer: Timer, device: torch.device) -> dict[s
         points.append({"batch": b, "context": c, "graphed_s": timer.median_s(step, reps=20)})
         print(f"  decode batch {b:>4} context {c:>5}: {points[-1]['graphed_s'] * 1e3:8.3f} ms",
               flush=True)
-    eager = []
-    for b, c in (model.s.decode_points[0], model.s.decode_points[-3]):
+    eager = []  # the smallest and the largest step, to show what launching costs
+    largest = max(model.s.decode_points, key=lambda point: point[0] * point[1])
+    for b, c in (model.s.decode_points[0], largest):
         tokens = torch.randint(0, model.s.vocab, (b,), device=device)
         eager.append({"batch": b, "context": c, "eager_s": timer.median_s(
             lambda tokens=tokens, c=c: model.step(tokens, c, None), reps=10)})
@@ -421,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
                 "prefill_per_token_s": info["prefill"]["fit"]["prefill_per_token_s"]}
     if "swap_per_token_s" in info["host_link"]:
         measured["swap_per_token_s"] = info["host_link"]["swap_per_token_s"]
-    fitted = CostModel(**{**asdict(reference), **measured})
+    fitted = replace(reference, **measured)
     report(info, measured, reference, fitted, args.profile)
     if args.out:
         with open(args.out, "w") as f:
