@@ -12,7 +12,8 @@ What it models, and why:
   `worker.engine.vllm_preempt`), a waiting request whose priority beats the worst running
   one's by ``preempt_priority_gap`` preempts the worst running ones (recompute) at the start
   of a step until it fits, so it is admitted in that step. False is vLLM's own behaviour
-  ("vLLM priority alone"): a waiting request never preempts running ones (vLLM #40004).
+  ("vLLM priority alone"): a waiting request never preempts running ones
+  (vllm-project/vllm#40004).
 - Full blocks are hashed and kept after release (prefix caching), so a resumed or repeated
   prompt skips most of its prefill; `num_cached_tokens` reports that, as vLLM does.
 - Step time is a cost model, `base + per_prefill_token * n_prefill + per_decode_seq *
@@ -28,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import heapq
 import math
 import time
 from collections.abc import AsyncGenerator
@@ -45,15 +45,14 @@ from worker.engine.base import (
     validate_request,
 )
 from worker.engine.config import SimEngineConfig
-from worker.engine.sim_kv import BlockPool
-from worker.engine.sim_sched import SimScheduling, _mix, _Req
+from worker.engine.sim_sched import SimRequest, SimScheduler, mix64
 from worker.engine.sim_tokenizer import SimTokenizer
 from worker.engine.step_clock import StepClock
 
 
-class SimEngine(SimScheduling):
+class SimEngine:
     """See the module docstring; ``config`` defaults to `SimEngineConfig()`, roughly the CPU
-    reference box. The scheduling methods (`SimScheduling`) read its values off the engine."""
+    reference box. Its queues, KV blocks and preemptions are its `SimScheduler`'s."""
 
     # No KV offloading: a preemption always drops the KV (recompute), so the worker's "swap"
     # mode falls back to recompute here (`worker.engine.base.supports_kv_offload`).
@@ -65,23 +64,20 @@ class SimEngine(SimScheduling):
     def __init__(self, config: SimEngineConfig | None = None) -> None:
         c = self.config = config or SimEngineConfig()
         self.model_name = c.model_name
-        self.max_num_seqs = c.max_num_seqs
-        self.token_budget = c.token_budget
         self.max_model_len = c.max_model_len
-        self.block_size = c.block_size
         self.step_base_s = c.step_base_s
         self.per_prefill_token_s = c.per_prefill_token_s
         self.per_decode_seq_s = c.per_decode_seq_s
         self.speed = c.speed  # tests may change it while running
         self.eos_threshold = int(c.eos_probability * (1 << 32))
-        self.enable_prefix_caching = c.enable_prefix_caching
-        self.preempt_for_priority = c.preempt_for_priority
-        self.preempt_priority_gap = c.preempt_priority_gap
         self.tokenizer = SimTokenizer()
-        self._pool = BlockPool(c.kv_capacity_tokens // c.block_size)
-        self._waiting: list[tuple[int, int, _Req]] = []  # heap on (priority, arrival)
-        self._running: list[_Req] = []  # admission order
-        self._reqs: dict[str, _Req] = {}
+        self._scheduler = SimScheduler(
+            max_num_seqs=c.max_num_seqs, token_budget=c.token_budget, block_size=c.block_size,
+            kv_blocks=c.kv_capacity_tokens // c.block_size,
+            enable_prefix_caching=c.enable_prefix_caching,
+            preempt_for_priority=c.preempt_for_priority,
+            preempt_priority_gap=c.preempt_priority_gap, sample=self._sample)
+        self._reqs: dict[str, SimRequest] = {}
         self._arrivals = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -90,9 +86,17 @@ class SimEngine(SimScheduling):
         self.sim_time_s = 0.0
         self.peak_kv_blocks = 0
         self.peak_running = 0
-        self.num_preemptions = 0  # all recompute preemptions
         self.step_clock = StepClock()
-        self.num_priority_preemptions = 0  # those a waiting, better request caused
+
+    @property
+    def num_preemptions(self) -> int:
+        """All recompute preemptions."""
+        return self._scheduler.num_preemptions
+
+    @property
+    def num_priority_preemptions(self) -> int:
+        """The preemptions a waiting, better request caused."""
+        return self._scheduler.num_priority_preemptions
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -119,7 +123,7 @@ class SimEngine(SimScheduling):
                          structured_outputs=self.supports_structured_outputs)
         if request.request_id in self._reqs:
             raise ValueError(f"duplicate request id {request.request_id!r}")
-        r = _Req(
+        r = SimRequest(
             req=request,
             arrival=self._arrivals,
             queue=asyncio.Queue(),
@@ -130,9 +134,9 @@ class SimEngine(SimScheduling):
         )
         self._arrivals += 1
         for t in r.tokens:
-            r.hash = _mix(r.hash ^ t)
+            r.hash = mix64(r.hash ^ t)
         self._reqs[request.request_id] = r
-        heapq.heappush(self._waiting, (*r.key, r))
+        self._scheduler.add(r)
         self._wake.set()
         try:
             while True:
@@ -151,13 +155,14 @@ class SimEngine(SimScheduling):
             self._finish(r, FINISH_ABORT)
 
     def stats(self) -> EngineStats:
+        s = self._scheduler
         return EngineStats(
-            num_running=len(self._running),
-            num_waiting=len(self._waiting),
-            kv_usage=self._pool.used / self._pool.num_blocks,
-            max_num_seqs=self.max_num_seqs,
-            kv_capacity_tokens=self._pool.num_blocks * self.block_size,
-            num_preemptions=self.num_preemptions,
+            num_running=len(s.running),
+            num_waiting=len(s.waiting),
+            kv_usage=s.pool.used / s.pool.num_blocks,
+            max_num_seqs=s.max_num_seqs,
+            kv_capacity_tokens=s.pool.num_blocks * s.block_size,
+            num_preemptions=s.num_preemptions,
         )
 
     def encode_chat(self, messages: list[dict[str, Any]]) -> list[int]:
@@ -172,14 +177,15 @@ class SimEngine(SimScheduling):
     # ---- scheduler -------------------------------------------------------------------------
 
     async def _loop(self) -> None:
+        s = self._scheduler
         while True:
-            if not self._running and not self._waiting:
+            if s.idle:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            scheduled = self._schedule()
-            n_prefill = sum(n for r, n in scheduled if not self._is_decode(r, n))
-            n_decode = sum(1 for r, n in scheduled if self._is_decode(r, n))
+            scheduled = s.schedule()
+            n_prefill = sum(n for r, n in scheduled if not s.is_decode(r, n))
+            n_decode = sum(1 for r, n in scheduled if s.is_decode(r, n))
             step_s = (
                 self.step_base_s
                 + self.per_prefill_token_s * n_prefill
@@ -187,25 +193,25 @@ class SimEngine(SimScheduling):
             )
             self.num_steps += 1
             self.sim_time_s += step_s
-            self.peak_kv_blocks = max(self.peak_kv_blocks, self._pool.used)
-            self.peak_running = max(self.peak_running, len(self._running))
-            # The "forward pass": aborts may land while we sleep; _apply skips those.
+            self.peak_kv_blocks = max(self.peak_kv_blocks, s.pool.used)
+            self.peak_running = max(self.peak_running, len(s.running))
+            # The "forward pass": aborts may land while we sleep; apply skips those.
             await asyncio.sleep(step_s / self.speed if self.speed != math.inf else 0)
-            self._apply(scheduled)
-            self.step_clock.tick(time.time(), bool(self._running or self._waiting))
+            s.apply(scheduled)
+            self.step_clock.tick(time.time(), not s.idle)
 
-    def _sample(self, r: _Req) -> None:
+    def _sample(self, r: SimRequest) -> None:
         sp = r.req.sampling
         x = r.hash
         if sp.temperature > 0 and sp.seed is not None:
-            x ^= _mix(sp.seed + 1)
-        x = _mix(x)
+            x ^= mix64(sp.seed + 1)
+        x = mix64(x)
         tok = self.tokenizer.pick(x)
         is_eos = not sp.ignore_eos and (x >> 32) < self.eos_threshold
         if is_eos:
             tok = self.tokenizer.eos_id
         r.tokens.append(tok)
-        r.hash = _mix(r.hash ^ tok)
+        r.hash = mix64(r.hash ^ tok)
         r.text += r.decoder(tok)
         reason: str | None = None
         stop_at = self._find_stop(r)
@@ -220,7 +226,7 @@ class SimEngine(SimScheduling):
         else:
             self._emit(r, finished=False, reason=None)
 
-    def _find_stop(self, r: _Req) -> int | None:
+    def _find_stop(self, r: SimRequest) -> int | None:
         stops = r.req.sampling.stop
         if not stops:
             return None
@@ -229,7 +235,7 @@ class SimEngine(SimScheduling):
         hits = [i for s in stops if s and (i := r.text.find(s, start)) >= 0]
         return min(hits) if hits else None
 
-    def _emit(self, r: _Req, *, finished: bool, reason: str | None) -> None:
+    def _emit(self, r: SimRequest, *, finished: bool, reason: str | None) -> None:
         end = len(r.text)
         if not finished and r.req.sampling.stop:
             # Hold back text that might be the start of a stop string, as vLLM does.
@@ -251,17 +257,11 @@ class SimEngine(SimScheduling):
             )
         )
 
-    def _finish(self, r: _Req, reason: str) -> None:
+    def _finish(self, r: SimRequest, reason: str) -> None:
         if r.finished:
             return
         r.finished = True
-        if r in self._running:
-            self._running.remove(r)
-        else:
-            self._waiting = [w for w in self._waiting if w[2] is not r]
-            heapq.heapify(self._waiting)
-        self._pool.release(r.blocks)
-        r.blocks = []
+        self._scheduler.remove(r)
         del self._reqs[r.req.request_id]
         self._emit(r, finished=True, reason=reason)
 

@@ -1,14 +1,17 @@
-"""The simulated engine's scheduling half: one step's plan (continuous batching with a token
-budget, chunked prefill), KV block accounting with prefix caching, and preemption by recompute,
+"""The simulated engine's scheduler: one step's plan (continuous batching with a token budget,
+chunked prefill), KV block accounting with prefix caching, and preemption by recompute,
 including the priority preemption Fairway adds to vLLM (see `worker.engine.sim`).
 
-A mixin: `SimEngine` owns the state these methods read (queues, block pool, budgets).
+`SimEngine` holds one `SimScheduler` and runs its steps: ``schedule`` plans a step, the engine
+sleeps the step's time, ``apply`` advances what ran and hands each request whose whole context
+is in KV to the engine's sampler (the callback it was built with).
 """
 
 from __future__ import annotations
 
 import asyncio
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +21,7 @@ from worker.engine.sim_kv import BlockPool
 _MASK = (1 << 64) - 1
 
 
-def _mix(x: int) -> int:
+def mix64(x: int) -> int:
     """splitmix64 finalizer: a cheap, well-spread 64-bit hash that is stable across runs."""
     x = (x + 0x9E3779B97F4A7C15) & _MASK
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
@@ -27,7 +30,9 @@ def _mix(x: int) -> int:
 
 
 @dataclass(eq=False)
-class _Req:
+class SimRequest:
+    """One request as the engine runs it: its context, KV blocks and what it has sent."""
+
     req: EngineRequest
     arrival: int
     queue: asyncio.Queue[TokenDelta]
@@ -55,70 +60,91 @@ class _Req:
         return (self.req.priority, self.arrival)
 
 
-class SimScheduling:
-    """Scheduling methods of `SimEngine`; attributes are set by its constructor."""
+class SimScheduler:
+    """The running and waiting requests, the KV block pool, the step's budgets and the
+    preemption counters, with the scheduling rules over them."""
 
-    _running: list[_Req]
-    _waiting: list[tuple[int, int, _Req]]
-    _pool: BlockPool
-    max_num_seqs: int
-    token_budget: int
-    block_size: int
-    enable_prefix_caching: bool
-    preempt_for_priority: bool
-    preempt_priority_gap: int
-    num_preemptions: int
-    num_priority_preemptions: int
+    def __init__(self, *, max_num_seqs: int, token_budget: int, block_size: int,
+                 kv_blocks: int, enable_prefix_caching: bool, preempt_for_priority: bool,
+                 preempt_priority_gap: int, sample: Callable[[SimRequest], None]) -> None:
+        self.max_num_seqs = max_num_seqs
+        self.token_budget = token_budget
+        self.block_size = block_size
+        self.enable_prefix_caching = enable_prefix_caching
+        self.preempt_for_priority = preempt_for_priority
+        self.preempt_priority_gap = preempt_priority_gap
+        # Samples a request's next token; it may finish the request (``remove``) at once.
+        self._sample = sample
+        self.pool = BlockPool(kv_blocks)
+        self.waiting: list[tuple[int, int, SimRequest]] = []  # heap on (priority, arrival)
+        self.running: list[SimRequest] = []  # admission order
+        self.num_preemptions = 0  # all recompute preemptions
+        self.num_priority_preemptions = 0  # those a waiting, better request caused
 
-    def _sample(self, r: _Req) -> None:
-        raise NotImplementedError  # SimEngine's
+    @property
+    def idle(self) -> bool:
+        return not self.running and not self.waiting
 
-    def _is_decode(self, r: _Req, n: int) -> bool:
+    def add(self, r: SimRequest) -> None:
+        """A new request waits its turn."""
+        heapq.heappush(self.waiting, (*r.key, r))
+
+    def remove(self, r: SimRequest) -> None:
+        """A finished or aborted request leaves its queue and frees its KV."""
+        if r in self.running:
+            self.running.remove(r)
+        else:
+            self.waiting = [w for w in self.waiting if w[2] is not r]
+            heapq.heapify(self.waiting)
+        self.pool.release(r.blocks)
+        r.blocks = []
+
+    def is_decode(self, r: SimRequest, n: int) -> bool:
         return n == 1 and r.num_output > 0 and r.num_computed == len(r.tokens) - 1
 
-    def _schedule(self) -> list[tuple[_Req, int]]:
+    def schedule(self) -> list[tuple[SimRequest, int]]:
         if self.preempt_for_priority:
             for victim in self._plan_priority_victims():
                 self._preempt(victim)
                 self.num_priority_preemptions += 1
         budget = self.token_budget
-        scheduled: dict[_Req, int] = {}
+        scheduled: dict[SimRequest, int] = {}
         preempted = False
-        for r in list(self._running):
+        for r in list(self.running):
             if budget == 0:
                 break
-            if r not in self._running:  # preempted below to make room for an earlier one
+            if r not in self.running:  # preempted below to make room for an earlier one
                 continue
             n = min(len(r.tokens) - r.num_computed, budget)
             while not self._grow(r, n):
-                victim = max(self._running, key=lambda x: x.key)
+                victim = max(self.running, key=lambda x: x.key)
                 self._preempt(victim)
                 preempted = True
                 budget += scheduled.pop(victim, 0)
                 if victim is r:
                     break
-            if r in self._running:
+            if r in self.running:
                 scheduled[r] = n
                 budget -= n
         if preempted:
             # Like vLLM: no admissions in a step that had to preempt (KV is the bottleneck).
             return list(scheduled.items())
         # Admit waiting requests in priority order; stop at the first that does not fit.
-        while self._waiting and budget > 0 and len(self._running) < self.max_num_seqs:
-            r = self._waiting[0][2]
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            r = self.waiting[0][2]
             self._match_prefix(r)
             n = min(len(r.tokens) - r.num_computed, budget)
             if not self._grow(r, n):
-                self._pool.release(r.blocks)
+                self.pool.release(r.blocks)
                 r.blocks, r.num_computed = [], 0
                 break
-            heapq.heappop(self._waiting)
-            self._running.append(r)
+            heapq.heappop(self.waiting)
+            self.running.append(r)
             scheduled[r] = n
             budget -= n
         return list(scheduled.items())
 
-    def _plan_priority_victims(self) -> list[_Req]:
+    def _plan_priority_victims(self) -> list[SimRequest]:
         """Running requests to preempt so that better waiting ones are admitted this step.
 
         The rule of `worker.engine.vllm_preempt`: walk the waiting queue in priority order
@@ -128,26 +154,26 @@ class SimScheduling:
         One that cannot fit even so stops the walk and costs nobody their KV.
         """
         gap = self.preempt_priority_gap
-        if not self._running or not self._waiting:
+        if not self.running or not self.waiting:
             return []
-        order = sorted(self._running, key=lambda x: x.key, reverse=True)
-        if order[0].req.priority - self._waiting[0][0] < gap:
+        order = sorted(self.running, key=lambda x: x.key, reverse=True)
+        if order[0].req.priority - self.waiting[0][0] < gap:
             return []
-        # Replay the running half of _schedule: what each running request takes this step.
+        # Replay the running half of schedule: what each running request takes this step.
         budget, growth = self.token_budget, {}
-        for r in self._running:
+        for r in self.running:
             n = min(len(r.tokens) - r.num_computed, budget)
             budget -= n
             growth[r] = (n, max(0, self._blocks_for(r.num_computed + n) - len(r.blocks)))
-        free_slots = self.max_num_seqs - len(self._running)
-        free_blocks = self._pool.free - sum(b for _, b in growth.values())
-        planned: list[_Req] = []
-        for _, _, head in sorted(self._waiting, key=lambda w: w[:2]):
+        free_slots = self.max_num_seqs - len(self.running)
+        free_blocks = self.pool.free - sum(b for _, b in growth.values())
+        planned: list[SimRequest] = []
+        for _, _, head in sorted(self.waiting, key=lambda w: w[:2]):
             if budget <= 0 or not order or order[0].req.priority - head.req.priority < gap:
                 break
             cached, shared = self._prefix_hits(head)
             need = self._blocks_for(len(head.tokens) + 1) - shared
-            extra: list[_Req] = []
+            extra: list[SimRequest] = []
             slots, blocks, tokens = free_slots, free_blocks, budget
             while (slots < 1 or blocks < need) and len(extra) < len(order):
                 victim = order[len(extra)]
@@ -167,64 +193,64 @@ class SimScheduling:
     def _blocks_for(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)
 
-    def _prefix_hits(self, r: _Req) -> tuple[int, int]:
+    def _prefix_hits(self, r: SimRequest) -> tuple[int, int]:
         """(cached tokens, blocks among them held by a running request) -- no side effects."""
         if not self.enable_prefix_caching:
             return 0, 0
         self._hash_blocks(r, len(r.tokens))
         hits = shared = 0
         for h in r.block_hashes[: (len(r.tokens) - 1) // self.block_size]:
-            if h in self._pool.refs:
+            if h in self.pool.refs:
                 shared += 1  # in use: costs no free block
-            elif h not in self._pool.evictable:
+            elif h not in self.pool.evictable:
                 break
             hits += 1
         return hits * self.block_size, shared
 
-    def _freed(self, r: _Req) -> int:
+    def _freed(self, r: SimRequest) -> int:
         """Blocks that go back to the free pool when `r` releases its own."""
-        return sum(1 for h in r.blocks if h is None or self._pool.refs.get(h) == 1)
+        return sum(1 for h in r.blocks if h is None or self.pool.refs.get(h) == 1)
 
-    def _match_prefix(self, r: _Req) -> None:
+    def _match_prefix(self, r: SimRequest) -> None:
         """Take cached full blocks of the context; at least one token is left to compute."""
         if not self.enable_prefix_caching:
             return
         bs = self.block_size
         self._hash_blocks(r, len(r.tokens))
         for h in r.block_hashes[: (len(r.tokens) - 1) // bs]:
-            if not self._pool.touch(h):
+            if not self.pool.touch(h):
                 break
             r.blocks.append(h)
         r.num_computed = len(r.blocks) * bs
         if r.num_output == 0:
             r.num_cached = r.num_computed
 
-    def _hash_blocks(self, r: _Req, upto: int) -> None:
+    def _hash_blocks(self, r: SimRequest, upto: int) -> None:
         bs = self.block_size
         for i in range(len(r.block_hashes), upto // bs):
             parent = r.block_hashes[-1] if r.block_hashes else r.salt_root
             r.block_hashes.append(hash((parent, *r.tokens[i * bs : (i + 1) * bs])))
 
-    def _grow(self, r: _Req, n: int) -> bool:
+    def _grow(self, r: SimRequest, n: int) -> bool:
         need = -(-(r.num_computed + n) // self.block_size) - len(r.blocks)
         if need <= 0:
             return True
-        if not self._pool.allocate(need):
+        if not self.pool.allocate(need):
             return False
         r.blocks.extend([None] * need)
         return True
 
-    def _preempt(self, r: _Req) -> None:
+    def _preempt(self, r: SimRequest) -> None:
         """Recompute preemption: free its KV, keep its output, back to the waiting queue."""
-        self._running.remove(r)
-        self._pool.release(r.blocks)
+        self.running.remove(r)
+        self.pool.release(r.blocks)
         r.blocks, r.num_computed, r.num_published = [], 0, 0
-        heapq.heappush(self._waiting, (*r.key, r))
+        heapq.heappush(self.waiting, (*r.key, r))
         self.num_preemptions += 1
 
-    def _apply(self, scheduled: list[tuple[_Req, int]]) -> None:
+    def apply(self, scheduled: list[tuple[SimRequest, int]]) -> None:
         for r, n in scheduled:
-            if r.finished or r not in self._running:
+            if r.finished or r not in self.running:
                 continue
             r.num_computed += n
             if self.enable_prefix_caching:
@@ -233,11 +259,11 @@ class SimScheduling:
                 continue  # a prefill chunk; no token until the whole context is in KV
             self._sample(r)
 
-    def _publish_full_blocks(self, r: _Req) -> None:
+    def _publish_full_blocks(self, r: SimRequest) -> None:
         self._hash_blocks(r, r.num_computed)
         full = r.num_computed // self.block_size
         for i in range(r.num_published, full):
-            if r.blocks[i] is None and self._pool.publish(r.block_hashes[i]):
+            if r.blocks[i] is None and self.pool.publish(r.block_hashes[i]):
                 r.blocks[i] = r.block_hashes[i]
         r.num_published = max(r.num_published, full)
 
