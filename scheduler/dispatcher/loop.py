@@ -20,7 +20,8 @@ from scheduler.dispatcher import metrics as sched_obs
 from scheduler.dispatcher.express import ExpressLender
 from scheduler.dispatcher.hops import HopTraces
 from scheduler.dispatcher.leader import acquire_leadership, connect, still_leader
-from scheduler.dispatcher.sends import Sends
+from scheduler.dispatcher.sends import Sender
+from scheduler.dispatcher.silence import PoolSilence
 from scheduler.dispatcher.terms import run_terms
 from scheduler.dispatcher.views import job_view, live_beats, worker_view
 from scheduler.interface import SchedulingPolicy
@@ -51,7 +52,7 @@ MAINTENANCE_S = 0.5
 OUTLOOK_EVERY_S = 0.1  # worker refresh + lease recovery cadence; realtime wakes on NOTIFY
 
 
-class Dispatcher(Sends):
+class Dispatcher:
     def __init__(self, settings: Settings, policy: SchedulingPolicy | None = None,
                  upkeep: Sequence[Callable[[], None]] = ()) -> None:
         """``upkeep``: more work for the leader's maintenance tick, handed in by whoever runs
@@ -85,13 +86,18 @@ class Dispatcher(Sends):
         self.awaiting_first: set[str] = set()
         self._next_first_tokens = 0.0
         self._incarnations: dict[str, object] = {}  # worker id -> the process we last heard
-        self._all_silent_since: float | None = None  # every worker's key gone, since when
+        self.silence = PoolSilence(self.settings.jobs.lease_seconds)  # all keys gone at once
         self._next_maintenance = 0.0
         self._next_scan = 0.0
         self._next_outlook = 0.0
         self._realtime_arrived = False
         self.hops = HopTraces()  # traced jobs' hops (none while tracing is off)
         self.express = ExpressLender(self.settings.dispatcher.express_tickets)
+        # Carries out this term's decisions, on this term's policy and books.
+        self.sender = Sender(self.settings, self.redis, self.celery, policy=self.policy,
+                             hops=self.hops, classes=self.classes, bodies=self.bodies,
+                             placed=self.placed, awaiting_first=self.awaiting_first,
+                             requeued=self._arrived)
 
     # -- process -------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -155,7 +161,7 @@ class Dispatcher(Sends):
         now = time.time()
         decisions = self.policy.schedule(now)
         sched_obs.observe_pass(time.perf_counter() - started, decisions)
-        self._act(decisions)
+        self.sender.act(decisions)
         self._lend_express()
         self._publish_outlook(now)
 
@@ -199,7 +205,8 @@ class Dispatcher(Sends):
                     # frees what it booked. Without a view (an older API), read after the loop.
                     if view is None:
                         placed[job_id] = worker_id
-                    elif not self._book_placed(store.placed_queued(job_id, view), worker_id):
+                    elif not self.sender.book_placed(store.placed_queued(job_id, view),
+                                                     worker_id):
                         unbooked.append((job_id, view.attempt, worker_id))
                 case wakeups.JobEnded(job_id, _worker, prompt, completion):
                     self._release(str(job_id), prompt, completion)
@@ -219,9 +226,9 @@ class Dispatcher(Sends):
         if new_ids or placed or unbooked:  # one read each: no transaction around them
             with sync_autocommit_session(self.settings.database_url) as session:
                 if placed:
-                    self._took_placed(session, placed)
+                    self.sender.took_placed(session, placed)
                 for job_id, attempt, worker_id in unbooked:
-                    self._requeue_placed(session, job_id, attempt, worker_id)
+                    self.sender.requeue_placed(session, job_id, attempt, worker_id)
                 if new_ids:
                     for job in store.fetch_queued(session, job_ids=new_ids):
                         self._arrived(job)
@@ -271,7 +278,7 @@ class Dispatcher(Sends):
     def _refresh_workers(self) -> None:
         keys = list(self.redis.scan_iter(match=WORKER_KEY_PATTERN, count=500))
         beats = [json.loads(v) for v in self.redis.mget(keys) if v] if keys else []
-        if self._pool_went_silent(beats):
+        if self.silence.holds(beats, self.workers):
             return
         # A worker that missed a few beats while others beat is dead to us (its key outlives
         # it a while).
@@ -294,22 +301,6 @@ class Dispatcher(Sends):
             self._worker_lost(gone)
         self.workers = seen
         self._refresh_step_clocks()
-
-    def _pool_went_silent(self, beats: list[dict[str, object]]) -> bool:
-        """True while every worker's heartbeat key is gone at once, for up to a lease: a box
-        too busy to beat (a lone worker in a long CPU prefill let its key expire, and its jobs
-        were re-run from their checkpoints) or a Redis that lost its keys. As ``live_beats``
-        leaves a pool that went silent together, its jobs are left to their leases; re-queuing
-        them would only repeat work that no other worker is there to take."""
-        if beats or not self.workers:
-            self._all_silent_since = None
-            return False
-        now = time.monotonic()
-        if self._all_silent_since is None:
-            self._all_silent_since = now
-            log.warning("no worker heartbeat at all (%d worker(s) known); leaving their jobs "
-                        "to their leases", len(self.workers))
-        return now - self._all_silent_since < self.settings.jobs.lease_seconds
 
     def _worker_lost(self, worker_id: str, why: str = "missed its heartbeats") -> None:
         """Its jobs go back to the queue at once (not when their leases run out), so a

@@ -1,15 +1,15 @@
 """The dispatcher's sends: a pass's assignments claimed in one statement, then handed out (the
 realtime hand-off and the preemptions in one Redis pipeline, batch tasks over one Celery
-producer), what to do when a send fails, and the policy's refusals written. A part of
-``Dispatcher`` (loop.py), apart so each module keeps one job."""
+producer), what to do when a send fails, and the policy's refusals written. ``Sender`` is
+the dispatcher's collaborator for these (loop.py), apart so each module keeps one job."""
 
 from __future__ import annotations
 
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Any
 
+from celery import Celery
 from redis import Redis
 from sqlalchemy.orm import Session
 
@@ -38,21 +38,54 @@ from service.store.telemetry.state import record_rejection
 log = logging.getLogger("fairway.scheduler")
 
 
-class Sends:
-    # The dispatcher's state these methods use (set by Dispatcher._new_term and __init__).
-    settings: Settings
-    policy: SchedulingPolicy
-    redis: Redis
-    celery: Any
-    hops: HopTraces
-    classes: dict[str, JobClass]
-    bodies: dict[str, handoff.JobBody]
-    placed: dict[str, tuple[str, JobClass]]
-    awaiting_first: set[str]
-    _arrived: Callable[[store.QueuedJob], None]
+class Sender:
+    """Carries out one leader term's decisions. A term starts from nothing (the dispatcher's
+    ``_new_term``), so the dispatcher builds a Sender per term, with that term's policy, hop
+    traces and books; the books are the dispatcher's own containers, shared, not copied:
 
-    def _assign_all(self, session: Session, assigns: list[Assign],
-                    preempts: list[Preempt]) -> None:
+    - ``classes``, ``bodies``: a queued job's class and the engine input its hand-off carries,
+      taken here when the job is sent or refused;
+    - ``placed``, ``awaiting_first``: where each sent job runs, and the realtime ones still
+      without their first token, written here when a job is sent or booked;
+    - ``requeued``: what the dispatcher does with a job that goes back to the queue (it
+      arrives again).
+
+    The connections (``redis``, ``celery``) and ``settings`` outlive the term; they are
+    handed in so that every term's Sender uses the dispatcher's own."""
+
+    def __init__(self, settings: Settings, redis: Redis, celery: Celery, *,
+                 policy: SchedulingPolicy, hops: HopTraces, classes: dict[str, JobClass],
+                 bodies: dict[str, handoff.JobBody], placed: dict[str, tuple[str, JobClass]],
+                 awaiting_first: set[str],
+                 requeued: Callable[[store.QueuedJob], None]) -> None:
+        self.settings = settings
+        self.redis = redis
+        self.celery = celery
+        self.policy = policy
+        self.hops = hops
+        self.classes = classes
+        self.bodies = bodies
+        self.placed = placed
+        self.awaiting_first = awaiting_first
+        self.requeued = requeued
+
+    # -- a pass's decisions, carried out ---------------------------------------------------------
+    def act(self, decisions: list[Decision]) -> None:
+        if not decisions:
+            return
+        assigns = [d for d in decisions if isinstance(d, Assign)]
+        preempts = [d for d in decisions if isinstance(d, Preempt)]
+        rejects = [d for d in decisions if isinstance(d, Reject)]
+        if assigns or preempts:  # one claim statement (and an unclaim each if a send fails)
+            with sync_autocommit_session(self.settings.database_url) as session:
+                self.assign_all(session, assigns, preempts)
+        if rejects:
+            with sync_session(self.settings.database_url) as session:
+                for decision in rejects:
+                    self._reject(session, decision)
+
+    def assign_all(self, session: Session, assigns: list[Assign],
+                   preempts: list[Preempt]) -> None:
         """Every assignment of the pass claimed in one statement (committed before anything is
         sent), then the realtime hand-offs and the preemptions in one Redis pipeline, then the
         batch tasks over one Celery producer."""
@@ -117,59 +150,6 @@ class Sends:
             store.unclaim_job(session, job_id=uuid.UUID(job.job_id), attempt=job.attempt,
                               worker_id=job.worker_id)
 
-    def _took_placed(self, session: Session, placed: dict[uuid.UUID, str]) -> None:
-        """Jobs the API placed at insert with express tickets, heard without their view (an
-        API process from before the NOTIFY carried it): read, then booked as ``_book_placed``.
-        A job that already ended is not read at all."""
-        for job in store.fetch_placed(session, job_ids=placed):
-            worker_id = placed[job.job_id]
-            if not self._book_placed(job, worker_id):
-                self._requeue_placed(session, job.job_id, job.attempt, worker_id)
-
-    def _book_placed(self, job: store.QueuedJob, worker_id: str) -> bool:
-        """The policy counts a placed job where it runs; False when it cannot hold it there
-        (its worker was lost meanwhile): the caller then ``_requeue_placed``s it."""
-        job_id = str(job.job_id)
-        if not self.policy.on_job_placed(job_view(job), worker_id):
-            return False
-        self.placed[job_id] = (worker_id, JobClass.REALTIME)
-        self._note_awaiting(job_id)
-        sched_obs.observe_express_placed()
-        return True
-
-    def _requeue_placed(self, session: Session, job_id: uuid.UUID, attempt: int,
-                        worker_id: str) -> None:
-        """A placed job the policy cannot hold goes back to the queue for a pass to place,
-        unless it started there meanwhile (it runs on; its end frees nothing we counted)."""
-        if store.unclaim_job(session, job_id=job_id, attempt=attempt, worker_id=worker_id):
-            log.warning("express job %s placed on %s, which the policy does not have; "
-                        "queued again", job_id, worker_id)
-            for job in store.fetch_queued(session, job_ids=[job_id]):
-                self._arrived(job)
-        else:
-            log.warning("express job %s runs on %s, unknown to the policy", job_id, worker_id)
-
-    def _note_awaiting(self, job_id: str) -> None:
-        """A realtime job just sent waits for its first token (``_refresh_first_tokens``)."""
-        placed = self.placed.get(job_id)
-        if placed is not None and placed[1] is JobClass.REALTIME:
-            self.awaiting_first.add(job_id)
-
-    # -- a pass's decisions, carried out ---------------------------------------------------------
-    def _act(self, decisions: list[Decision]) -> None:
-        if not decisions:
-            return
-        assigns = [d for d in decisions if isinstance(d, Assign)]
-        preempts = [d for d in decisions if isinstance(d, Preempt)]
-        rejects = [d for d in decisions if isinstance(d, Reject)]
-        if assigns or preempts:  # one claim statement (and an unclaim each if a send fails)
-            with sync_autocommit_session(self.settings.database_url) as session:
-                self._assign_all(session, assigns, preempts)
-        if rejects:
-            with sync_session(self.settings.database_url) as session:
-                for decision in rejects:
-                    self._reject(session, decision)
-
     def _reject(self, session: Session, decision: Reject) -> None:
         retry = max(1, round(decision.retry_after_s))
         self.classes.pop(decision.job_id, None)
@@ -183,3 +163,43 @@ class Sends:
                             code="slo_unattainable", message=message):
             self.redis.xadd(stream_key(decision.job_id), job_stream.fields(job_stream.Failure(
                 0, 429, "slo_unattainable", message, retry_after=retry)))
+
+    # -- jobs the API placed at insert (express) -------------------------------------------------
+    def took_placed(self, session: Session, placed: dict[uuid.UUID, str]) -> None:
+        """Jobs the API placed at insert with express tickets, heard without their view (an
+        API process from before the NOTIFY carried it): read, then booked as ``book_placed``.
+        A job that already ended is not read at all."""
+        for job in store.fetch_placed(session, job_ids=placed):
+            worker_id = placed[job.job_id]
+            if not self.book_placed(job, worker_id):
+                self.requeue_placed(session, job.job_id, job.attempt, worker_id)
+
+    def book_placed(self, job: store.QueuedJob, worker_id: str) -> bool:
+        """The policy counts a placed job where it runs; False when it cannot hold it there
+        (its worker was lost meanwhile): the caller then ``requeue_placed``s it."""
+        job_id = str(job.job_id)
+        if not self.policy.on_job_placed(job_view(job), worker_id):
+            return False
+        self.placed[job_id] = (worker_id, JobClass.REALTIME)
+        self._note_awaiting(job_id)
+        sched_obs.observe_express_placed()
+        return True
+
+    def requeue_placed(self, session: Session, job_id: uuid.UUID, attempt: int,
+                       worker_id: str) -> None:
+        """A placed job the policy cannot hold goes back to the queue for a pass to place,
+        unless it started there meanwhile (it runs on; its end frees nothing we counted)."""
+        if store.unclaim_job(session, job_id=job_id, attempt=attempt, worker_id=worker_id):
+            log.warning("express job %s placed on %s, which the policy does not have; "
+                        "queued again", job_id, worker_id)
+            for job in store.fetch_queued(session, job_ids=[job_id]):
+                self.requeued(job)
+        else:
+            log.warning("express job %s runs on %s, unknown to the policy", job_id, worker_id)
+
+    def _note_awaiting(self, job_id: str) -> None:
+        """A realtime job just sent waits for its first token (the dispatcher's
+        ``_refresh_first_tokens``)."""
+        placed = self.placed.get(job_id)
+        if placed is not None and placed[1] is JobClass.REALTIME:
+            self.awaiting_first.add(job_id)

@@ -59,12 +59,13 @@ def test_a_pass_is_claimed_at_once_then_handed_off_or_queued(settings: Settings)
         session.commit()
     policy = Finished()
     dispatcher = Dispatcher(settings, policy)  # type: ignore[arg-type]
-    dispatcher.classes = {rt1: JobClass.REALTIME, rt2: JobClass.REALTIME,
-                          rt3: JobClass.REALTIME, bt: JobClass.BATCH, gone: JobClass.REALTIME}
+    dispatcher.classes.update({rt1: JobClass.REALTIME, rt2: JobClass.REALTIME,
+                               rt3: JobClass.REALTIME, bt: JobClass.BATCH,
+                               gone: JobClass.REALTIME})
     redis = Redis.from_url(settings.redis_url)
     try:
-        dispatcher._act([Assign(rt1, w1), Assign(rt2, w2), Assign(bt, w1), Assign(gone, w2),
-                         Assign(rt3, w1)])
+        dispatcher.sender.act([Assign(rt1, w1), Assign(rt2, w2), Assign(bt, w1),
+                               Assign(gone, w2), Assign(rt3, w1)])
         entries = {w: [handoff.decode(f) for _, f in redis.xrange(handoff_stream(w))]
                    for w in (w1, w2)}
         assert entries == {w1: [handoff.Handoff(rt1, 1), handoff.Handoff(rt3, 1)],
