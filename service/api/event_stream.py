@@ -1,4 +1,4 @@
-"""A streamed response whose last chunk ends the response in the same send (issue #16).
+"""A streamed response whose last chunk ends the response in the same send.
 
 Starlette's StreamingResponse sends every chunk with ``more_body`` and then an empty body to
 end the response: one more trip through the middleware and one more syscall (uvicorn writes

@@ -31,12 +31,12 @@ from service.web.errors import APIError
 # How stale an outlook this process reuses before reading it again, and judges refusals by
 # without waiting on a read. The dispatcher publishes every 0.1 s; at 0.05 s under overload
 # most refusals waited on a re-read in a busy event loop (p99 37 ms of a 50 ms budget at the
-# door, issue #14). 0.2 s: at most ~0.3 s behind the dispatcher, and requests admitted here
+# door, bench/overload.py). 0.2 s: at most ~0.3 s behind the dispatcher, and requests admitted here
 # since are counted on top (``_admitted``).
 REFRESH_S = 0.2
 # How stale one may still admit (never refuse) while a background read refreshes it. At 1 s
-# every request of a quiet service waited on that read (~0.6 ms and a wake-up of Redis here,
-# issue #16, idle TTFT). An older outlook only admits: what it would refuse is judged on a
+# every request of a quiet service waited on that read (~0.6 ms and a wake-up of Redis,
+# bench/idle_ttft_pairs.py). An older outlook only admits: what it would refuse is judged on a
 # fresh read, and requests admitted on it are counted on top (``_admitted``), so a burst after
 # the quiet is refused by its own count or by the read that the first of it started.
 STALE_S = 30.0

@@ -1,11 +1,11 @@
 """What an API process does once at start-up so that its first requests cost what later
 ones do.
 
-Cold, the first request paid ~90 ms in the API against ~15 ms warm on a 2-core box: SQLAlchemy
+Cold, the first request paid ~90 ms in the API against ~15 ms warm on two cores: SQLAlchemy
 configures its mappers on the first ORM query, each pooled connection is opened on first use,
 and each statement is compiled on its first run. Under a burst right after a start (a deploy,
 a restart after a crash) a dozen cold requests at once stood ~500 ms in line behind each other
-(issue #14: refusals at the door within 50 ms; `bench/overload.py` prints when its slowest
+(refusals at the door are due within 50 ms; `bench/overload.py` prints when its slowest
 refusals came). So before the app serves, it configures the mappers, opens the database and
 Redis pools to their steady size, and compiles the key lookup every request makes.
 

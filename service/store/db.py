@@ -51,11 +51,11 @@ def check_on_checkout(engine: Engine, idle_s: float = PING_IF_IDLE_S) -> Engine:
     it sat idle ``idle_s`` or longer.
 
     ``pool_pre_ping`` pings on every checkout: a round trip, and a transaction in Postgres'
-    counters, for each transaction the code runs (half of all commits per realtime job, issue
-    #16 part 3). Pinging only after a second idle still put that round trip in front of every
-    request of a service that is idle between them (issue #16: idle TTFT). A backend that
-    exits (a restart, ``pg_terminate_backend``) closes its socket, so the poll sees it at any
-    age, as redis-py checks a pooled connection for unread data before use."""
+    counters, for each transaction the code runs (half of all commits per realtime job).
+    Pinging only after a second idle still put that round trip in front of every request of
+    a service that is idle between them (bench/idle_ttft_pairs.py). A backend that exits (a
+    restart, ``pg_terminate_backend``) closes its socket, so the poll sees it at any age, as
+    redis-py checks a pooled connection for unread data before use."""
     @event.listens_for(engine, "checkin")
     def _returned(dbapi_connection: object, record: Any) -> None:
         record.info["fairway_idle_since"] = time.monotonic()
@@ -114,7 +114,7 @@ async def without_transaction(session: AsyncSession) -> None:
     The connection is checked out at the next statement, not here: a request whose policy is
     cached reads nothing at the door, and a connection held across its quota and SLO Redis
     calls made the pool overflow under load (a new Postgres backend for ~1 job in 7 at 16
-    clients, issue #16)."""
+    clients, bench/hop_latency.py)."""
     if session.in_transaction():  # e.g. the key lookup's read (a cache miss)
         await session.commit()
     bind = session.sync_session.get_bind()

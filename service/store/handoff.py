@@ -11,7 +11,7 @@ from its row (the dispatcher's dead-worker detection, or the lease).
 
 A fresh job's entry also carries what its engine request is built from (``JobBody``: the
 request as stored, as the dispatcher read it from the row), so the worker starts the engine
-while its claim commits: the claim leaves the time to first token (issue #16). Nothing of the
+while its claim commits: the claim leaves the time to first token. Nothing of the
 job is delivered before the claim is confirmed; a claim that fails aborts the engine request.
 """
 

@@ -111,7 +111,7 @@ async def through_outages(call: Callable[[], Awaitable[T]], deps: Dependencies, 
     """Await ``call()``, trying again through an outage (backing off) for up to
     ``give_up_after_s``; then the last outage error is raised. Other errors raise at once."""
     started = time.monotonic()
-    # The first try runs bare: a retry loop costs ~85 us to set up on the 2-core box, twice
+    # The first try runs bare: a retry loop costs ~85 us to set up on two cores, twice
     # per realtime job in a worker. After an outage error the loop takes over, its first try
     # at once (a pool's stale connection is replaced by then), then backing off.
     try:

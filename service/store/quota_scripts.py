@@ -140,7 +140,7 @@ if redis.call('EXISTS', r[5]) == 1 then redis.call('INCRBY', r[5], delta) end
 return reserved
 """
 
-# ADMIT, and on an admission the request's express hand-off in the same call (issue #16: one
+# ADMIT, and on an admission the request's express hand-off in the same call: one
 # Redis round trip at the door where there were two in a row, the quota then the hand-off's
 # XADD): the model's next lent ticket (``keys.express_key``, ``<worker>|<ticket>``) is popped
 # and the hand-off entry added to that worker's stream, so the worker starts the engine while

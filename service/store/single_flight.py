@@ -2,7 +2,7 @@
 
 The API reads a few things on behalf of every request (a model's outlook, the live workers'
 models, a busy key's row). A burst that finds one stale must start one read, not one each:
-they queued behind each other on a busy event loop (issue #14)."""
+they queued behind each other on a busy event loop."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ T = TypeVar("T")
 
 # How long a background renewal started by a request waits before it reads: past that
 # request's own critical path (its door, hand-off and first token), which the read's CPU on the
-# same event loop lengthened by 2-3 ms on a quiet 2-core box (issue #16, idle TTFT). Well
+# same event loop lengthened by 2-3 ms on a quiet two-core host (bench/idle_ttft_pairs.py). Well
 # inside every renewing cache's margin (renewal at half a TTL of seconds).
 RENEW_AFTER_S = 0.25
 

@@ -39,7 +39,7 @@ class JobQueued:
 class PlacedView:
     """What the dispatcher's policy needs of a placed job that its row holds only by joins or
     by parsing its body: carried in the NOTIFY so the dispatcher books the job without
-    reading it back (issue #16: a busy dispatcher's per-job read was the express path's cost).
+    reading it back (a busy dispatcher's per-job read was the express path's cost).
     ``arrival``: the API's clock (epoch s) at the insert."""
 
     tenant_id: uuid.UUID

@@ -1,5 +1,5 @@
 """An API process's short-lived memory of API-key lookups, so a busy key costs no query per
-request (issue #16 part 3).
+request.
 
 What is kept is the row as read (key id, revocation, expiry, the tenant's id, name, tier,
 weight and suspension), keyed by the key's HMAC (never the clear key), for ``ttl_s`` seconds.
@@ -90,7 +90,7 @@ class KeyCache:
         """``read()`` the key, unless a read of it is under way: then share that one's answer.
         A burst on a key not (or no longer) cached would otherwise send one query per request
         at once (each with its own pooled connection), and they stood in line for ~100s of ms
-        after a start (issue #14). A waiter whose shared read failed reads on its own."""
+        after a start. A waiter whose shared read failed reads on its own."""
         pending = self._reading.get(key_hash)
         if pending is not None:
             try:

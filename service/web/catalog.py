@@ -57,8 +57,7 @@ class ModelCatalog:
     async def models(self) -> list[str]:
         """The names, as of at most ``ttl_s`` ago. Once loaded, an older list is returned at
         once while one background read refreshes it: a request never waits on the scan, and
-        a burst at the TTL's end starts one scan, not one each (they stood in line, issue
-        #14)."""
+        a burst at the TTL's end starts one scan, not one each (they stood in line)."""
         at, names = self._cached
         if time.monotonic() - at < self._ttl:
             return names

@@ -19,7 +19,7 @@ from service.web.errors import APIError
 
 
 # Every dependency here is ``async def``, though none awaits: FastAPI runs a plain ``def``
-# dependency in a worker thread, a thread hop per dependency per request (issue #16).
+# dependency in a worker thread, a thread hop per dependency per request.
 async def get_app_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
@@ -38,7 +38,7 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
         else:
             # Nothing to give back: closed here, without that task. Every request paid it,
             # one or two turns of a busy event loop (p90 16 ms at the door under overload,
-            # issue #14), though most never touch the database (a refusal, a cached key).
+            # bench/overload.py), though most never touch the database (a refusal, a cached key).
             await session.close()
 
 

@@ -2,10 +2,10 @@
 
 A full (generation 2) collection walks every tracked object. After start-up the API holds
 ~165-175k of them (FastAPI, SQLAlchemy, pydantic, OpenTelemetry), the dispatcher ~150k, a sim
-worker ~120k and a vLLM worker ~725k (torch, vLLM, the tokenizer). On a 2-core box one such
+worker ~120k and a vLLM worker ~725k (torch, vLLM, the tokenizer). On two cores one such
 pass took 100-325 ms in the smaller ones: the whole process (GIL) stops,
 so a refusal at the door, a dispatch decision or a token relay waits behind it. Under
-overload that pause was the p99 of the door's refusal latency (issue #14).
+overload that pause was the p99 of the door's refusal latency (bench/overload.py).
 
 ``freeze_startup_heap`` moves everything alive at the end of start-up (modules, classes,
 routes, compiled schemas) into the permanent generation (``gc.freeze``), which collections
