@@ -82,7 +82,7 @@ def engine_request_id(job_id: uuid.UUID | str, attempt: int) -> str:
     return f"{job_id}:{attempt}"
 
 
-class JobRunner(RowStamps):
+class JobRunner:
     def __init__(self, *, engine: Engine, settings: Settings, worker_id: str,
                  sessionmaker: async_sessionmaker[AsyncSession], redis: Redis,
                  outbox: StreamOutbox, deps: Dependencies) -> None:
@@ -93,6 +93,8 @@ class JobRunner(RowStamps):
         self.redis = redis
         self.outbox = outbox  # stream entries, delivered through Redis outages
         self.deps = deps  # this worker's view of Postgres and Redis
+        self.stamps = RowStamps(settings=settings, engine=engine, worker_id=worker_id,
+                                sessionmaker=sessionmaker, deps=deps)
         self.active: dict[str, str] = {}  # job id -> engine request id, running here
         self.progress: dict[str, tuple[ClaimedJob, Progress]] = {}  # what each has made
         self.preempting: set[str] = set()  # job ids being taken back (park, don't drop)
@@ -305,7 +307,7 @@ class JobRunner(RowStamps):
                     if first:  # the row's stamp, and no later than an express job's claim
                         job.first_token_at = dt.datetime.now(dt.UTC)
                     if job.resume_of is not None and not job.resume_logged:
-                        await self._mark_resumed(job, request, delta.num_cached_tokens)
+                        await self.stamps.mark_resumed(job, request, delta.num_cached_tokens)
                     progress.new_ids.extend(delta.token_ids)
                     progress.pieces.append(delta.text)
                     traceparent = None
@@ -319,7 +321,7 @@ class JobRunner(RowStamps):
                     if unconfirmed(job):  # it left unconfirmed: the rest waits
                         await confirm(job)
                     if first:  # after the token is on its way: the stamp is not on the hot path
-                        await self._mark_first_token(job)
+                        await self.stamps.mark_first_token(job)
                     offset += len(delta.text)
                 if delta.finished:
                     progress.finish_reason = delta.finish_reason
@@ -332,8 +334,9 @@ class JobRunner(RowStamps):
                 generated = job.checkpoint + progress.new_ids
                 events = []
                 if job.resume_of is not None and not job.resume_logged:
-                    events.append(self._resumed_event(job, request, progress.cached))
-                events.append(self._preempted_event(job, len(generated), len(progress.new_ids)))
+                    events.append(self.stamps.resumed_event(job, request, progress.cached))
+                events.append(self.stamps.preempted_event(job, len(generated),
+                                                          len(progress.new_ids)))
                 parked = await through_outages(lambda: park_job(
                     self.sessionmaker, job_id=job.job_id, attempt=job.attempt,
                     worker_id=self.worker_id, generated_ids=generated,
@@ -366,7 +369,7 @@ class JobRunner(RowStamps):
         if job.resume_of is not None and not job.resume_logged:
             job.resume_logged = True
             values["events"] = lifecycle.append_events(
-                self._resumed_event(job, request, progress.cached))
+                self.stamps.resumed_event(job, request, progress.cached))
         if not await self._finish_row(job, now, values, succeeded=True):
             return "aborted"
         await self._publish_end(job, job_stream.Final(job.attempt, progress.finish_reason,

@@ -1,7 +1,7 @@
 """What a job's runner writes on its row while the job runs, beside its claim and its end:
 the events of a preemption and a resume, and the first-token time (deferred, so that a short
-job's end write carries it). A part of ``JobRunner`` (runner.py), apart so each module keeps
-one job. Each stamp is worth one try, never a wait (``_stamp``)."""
+job's end write carries it). ``JobRunner`` (runner.py) holds one ``RowStamps``. Each stamp is
+worth one try, never a wait (``_stamp``)."""
 
 from __future__ import annotations
 
@@ -27,14 +27,17 @@ log = logging.getLogger("fairway.worker")
 
 
 class RowStamps:
-    # The runner's state these methods use (set by JobRunner.__init__).
-    settings: Settings
-    engine: Engine
-    worker_id: str
-    sessionmaker: async_sessionmaker[AsyncSession]
-    deps: Dependencies
+    """A worker's stamps on the rows of the attempts it runs (``worker_id``'s)."""
 
-    def _preempted_event(self, job: ClaimedJob, checkpoint: int, new: int) -> dict[str, Any]:
+    def __init__(self, *, settings: Settings, engine: Engine, worker_id: str,
+                 sessionmaker: async_sessionmaker[AsyncSession], deps: Dependencies) -> None:
+        self.settings = settings
+        self.engine = engine  # whether it can honour "swap" preemption
+        self.worker_id = worker_id
+        self.sessionmaker = sessionmaker
+        self.deps = deps  # told of a Postgres outage a stamp ran into
+
+    def preempted_event(self, job: ClaimedJob, checkpoint: int, new: int) -> dict[str, Any]:
         """What this preemption did with the job: tokens checkpointed, and the mode used (the
         engine decides whether "swap" can be honoured; if not, why it fell back)."""
         mode = preemption_mode(self.settings.engine.preemption_mode, self.engine)
@@ -44,7 +47,7 @@ class RowStamps:
                          checkpoint_tokens=checkpoint, new_tokens=new, kv=kv,
                          **mode.event_fields())
 
-    def _resumed_event(self, job: ClaimedJob, request: EngineRequest,
+    def resumed_event(self, job: ClaimedJob, request: EngineRequest,
                        cached: int) -> dict[str, Any]:
         prefill = len(request.prompt_token_ids)
         return job_event("resumed", worker=self.worker_id, attempt=job.attempt,
@@ -52,14 +55,14 @@ class RowStamps:
                          prefill_tokens=prefill, cached_tokens=min(cached, prefill),
                          recomputed_tokens=max(0, prefill - cached))
 
-    async def _mark_resumed(self, job: ClaimedJob, request: EngineRequest, cached: int) -> None:
+    async def mark_resumed(self, job: ClaimedJob, request: EngineRequest, cached: int) -> None:
         """Append the "resumed" event, once the resume's prefill is done (cached count known)."""
         job.resume_logged = True
         await self._stamp(lifecycle.record_resume(
             job.job_id, attempt=job.attempt, worker_id=self.worker_id,
-            event=self._resumed_event(job, request, cached), now=dt.datetime.now(dt.UTC)))
+            event=self.resumed_event(job, request, cached), now=dt.datetime.now(dt.UTC)))
 
-    async def _mark_first_token(self, job: ClaimedJob) -> None:
+    async def mark_first_token(self, job: ClaimedJob) -> None:
         """Write the first token's time (``job.first_token_at``, noted by the runner as the
         token left) to the row only if the job is still running ``first_token_stamp_seconds``
         later. A job that ends (or parks) sooner carries the time in that write instead, so a
