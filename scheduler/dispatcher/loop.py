@@ -146,8 +146,9 @@ class Dispatcher:
     def step(self, listen_conn: psycopg.Connection, max_wait_s: float = MAINTENANCE_S) -> None:
         wait = max(0.0, min(max_wait_s, self._next_maintenance - time.monotonic()))
         notes = [n.payload for n in listen_conn.notifies(timeout=wait, stop_after=1)]
-        if notes:  # drain whatever else already arrived, without waiting (a timeout of
-            # 0 polls the socket once; 0.001 cost every wake-up, so every job, a whole 1 ms)
+        if notes:  # drain whatever else already arrived, without waiting: a timeout of 0
+            # polls the socket once, where 0.001 waited out its 1 ms on every wake-up, in every
+            # job's time to first token (bench/hop_latency.py, the notify->disp. hop)
             notes += [n.payload for n in listen_conn.notifies(timeout=0.0)]
         self._handle(notes)
         if time.monotonic() >= self._next_maintenance:

@@ -68,7 +68,7 @@ def _job_ids(raw: Any) -> list[str]:
 
 def live_beats(beats: list[dict[str, Any]], *, silence_s: float) -> list[dict[str, Any]]:
     """The heartbeats of workers taken for alive: those within ``silence_s`` of the newest beat
-    of any worker, not of the clock. A starved box (or a stalled dispatcher) delays every beat
+    of any worker, not of the clock. A starved host (or a stalled dispatcher) delays every beat
     together, and declaring everyone dead then only re-runs work; and re-queuing early only
     helps while some worker lives to take the jobs. A pool that all went silent is left to the
     job leases."""

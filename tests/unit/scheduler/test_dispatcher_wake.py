@@ -1,7 +1,7 @@
 """The dispatcher's wake-up (scheduler/dispatcher/loop.py, ``Dispatcher.step``): once one
 notification arrives, whatever else already arrived is drained without waiting. A drain with a
 1 ms timeout cost every wake-up, so every realtime job's time to first token, a whole 1 ms
-(issue #16)."""
+(bench/hop_latency.py, the notify->disp. hop)."""
 
 from __future__ import annotations
 
