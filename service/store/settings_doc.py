@@ -1,11 +1,13 @@
-"""The README's settings table, generated from the settings classes (`service.store.settings`).
+"""The settings table of docs/settings.md, generated from the settings classes
+(`service.store.settings`).
 
-    python -m service.store.settings_doc                     # print the table
-    python -m service.store.settings_doc --write README.md   # put it between the markers
-    python -m service.store.settings_doc --check README.md   # exit 1 where it differs
+    python -m service.store.settings_doc               # print the table
+    python -m service.store.settings_doc --write       # into docs/settings.md, between the markers
+    python -m service.store.settings_doc --check       # exit 1 where docs/settings.md differs
+    python -m service.store.settings_doc --write FILE  # another file with the markers
 
 One row per setting: its environment variable, where it lives in `Settings` (group.field),
-its default and its meaning (the field's ``description``). A unit test keeps the README's
+its default and its meaning (the field's ``description``). A unit test keeps docs/settings.md's
 copy equal to this one.
 """
 
@@ -22,7 +24,9 @@ from service.store.settings import Settings, env_var, groups
 
 START = "<!-- settings-table:start -->"
 END = "<!-- settings-table:end -->"
-REGENERATE = "python -m service.store.settings_doc --write README.md"
+# The page that holds the table, from the repository root.
+DEFAULT_TARGET = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
+REGENERATE = "python -m service.store.settings_doc --write"
 
 
 def rows() -> list[tuple[str, str, str, str]]:
@@ -83,10 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m service.store.settings_doc",
                                      description="the settings table (markdown)")
     target = parser.add_mutually_exclusive_group()
-    target.add_argument("--write", metavar="FILE", type=Path,
-                        help="replace the table between the markers in FILE")
-    target.add_argument("--check", metavar="FILE", type=Path,
-                        help="exit 1 if FILE's table differs")
+    target.add_argument("--write", metavar="FILE", type=Path, nargs="?", const=DEFAULT_TARGET,
+                        help="replace the table between the markers in FILE "
+                             "(default: docs/settings.md)")
+    target.add_argument("--check", metavar="FILE", type=Path, nargs="?", const=DEFAULT_TARGET,
+                        help="exit 1 if FILE's table differs (default: docs/settings.md)")
     args = parser.parse_args(argv)
     table = markdown_table()
     if args.write is not None:

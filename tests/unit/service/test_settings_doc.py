@@ -1,4 +1,4 @@
-"""The README's settings table is the one generated from the settings classes."""
+"""docs/settings.md's settings table is the one generated from the settings classes."""
 
 from __future__ import annotations
 
@@ -9,14 +9,23 @@ import pytest
 from service.store import settings_doc
 from service.store.settings import Settings, groups
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+REPO = Path(__file__).resolve().parents[3]
+SETTINGS_DOC = REPO / "docs" / "settings.md"
 
 
-def test_the_readme_table_is_the_generated_one() -> None:
-    text = README.read_text()
+def test_the_docs_table_is_the_generated_one() -> None:
+    assert settings_doc.DEFAULT_TARGET == SETTINGS_DOC
+    text = SETTINGS_DOC.read_text()
     current = text.partition(settings_doc.START + "\n")[2].partition(settings_doc.END)[0]
     assert current == settings_doc.markdown_table(), (
-        f"README.md's settings table is stale; run: {settings_doc.REGENERATE}")
+        f"docs/settings.md's settings table is stale; run: {settings_doc.REGENERATE}")
+    assert settings_doc.main(["--check"]) == 0
+
+
+def test_the_readme_links_the_table_and_does_not_copy_it() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "docs/settings.md" in readme
+    assert settings_doc.START not in readme
 
 
 def test_every_setting_has_a_row_with_a_meaning() -> None:
@@ -35,7 +44,7 @@ def rows_by_var() -> dict[str, tuple[str, str, str, str]]:
 
 
 def test_write_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    doc = tmp_path / "README.md"
+    doc = tmp_path / "settings.md"
     doc.write_text(f"# x\n\n{settings_doc.START}\n| old |\n{settings_doc.END}\n\nafter\n")
     assert settings_doc.main(["--check", str(doc)]) == 1
     assert settings_doc.REGENERATE in capsys.readouterr().err
