@@ -64,7 +64,8 @@ _LAST_EVENT_TYPE = Job.events.op("->", return_type=JSONB)(literal_column("-1")).
     "->>", return_type=String)(literal_column("'type'"))
 
 
-# The claim, built once (service.store.lifecycle, "built once"), with what the attempt needs.
+# The claim: lifecycle.START (built once, service.store.lifecycle), RETURNING what the attempt
+# needs.
 _CLAIM = lifecycle.START.returning(
     Job.endpoint, Job.request, Job.max_tokens, Job.priority, Job.checkpoint_token_ids,
     Job.preempted_at, _LAST_EVENT_TYPE.label("last_event"), *OBSERVED_COLUMNS)
@@ -236,7 +237,7 @@ class JobRunner:
             async with self.sessionmaker() as session:
                 await without_transaction(session)
                 conn = await session.connection()
-                return (await conn.execute(_CLAIM, lifecycle.start_params(
+                return (await conn.execute(_CLAIM.statement, _CLAIM.params(
                     job_id, attempt=attempt, worker_id=self.worker_id,
                     lease_s=self.settings.jobs.lease_seconds, now=now))).first()
 

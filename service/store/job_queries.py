@@ -133,9 +133,9 @@ def claim_jobs(session: Session, *, placements: list[tuple[uuid.UUID, str]],
     for those still queued (a job cancelled or claimed meanwhile is left out)."""
     if not placements:
         return {}
-    params = lifecycle.claim_many_params(placements, lease_s=lease_s,
-                                         now=dt.datetime.now(dt.UTC))
-    rows = session.connection().execute(lifecycle.CLAIM_MANY, params).all()
+    claim = lifecycle.CLAIM_MANY
+    rows = session.connection().execute(claim.statement, claim.params(
+        placements, lease_s=lease_s, now=dt.datetime.now(dt.UTC))).all()
     session.commit()
     return {r.id: r.attempt for r in rows}
 

@@ -1,7 +1,8 @@
 """The job lifecycle: every change of a job row's status, and the one place that writes them.
 
 The allowed transitions are the table ``TRANSITIONS`` (docs/jobs.md draws the same table, and a
-test holds the two together). Each function below builds one guarded statement,
+test holds the two together). Each function below builds one guarded statement (those of
+the realtime path, ``START`` and ``CLAIM_MANY``, are built once: "built once" below),
 ``UPDATE jobs SET status = <to> ... WHERE id = ... AND status IN (<from>)``, plus, for the
 actors that hold a job (a worker's attempt), ``AND attempt = ... AND worker_id = ...``. A
 stale or duplicate actor's write therefore matches no row and changes nothing; its caller sees
@@ -35,9 +36,9 @@ import datetime as dt
 import enum
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, ParamSpec
 
 from sqlalchemy import (
     ARRAY,
@@ -56,6 +57,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import QueryableAttribute
 from sqlalchemy.sql.elements import BindParameter
 
 from service.store.models.jobs import Job, JobStatus
@@ -66,6 +68,7 @@ ACTIVE = frozenset({Q, A, R})
 
 # A value in a statement: a Python value, or a bound parameter of a statement built once.
 Value = Any
+P = ParamSpec("P")
 
 
 class JobEvent(enum.StrEnum):
@@ -152,6 +155,44 @@ def owned_by(job_id: Value, attempt: Value, worker_id: Value) -> tuple[ColumnEle
     return Job.id == job_id, Job.attempt == attempt, Job.worker_id == worker_id
 
 
+# -- built once --------------------------------------------------------------------------------
+# The writes made for every realtime job are built once, at import, with bound parameters, and
+# executed with each call's values: building an UPDATE and its cache key cost SQLAlchemy
+# ~0.4 ms, more than the statement's round trip to Postgres. Each is one ``Prepared`` (its
+# statement and the function that gives its values); worker.end_write and the API's insert
+# build theirs from the same parameters (``owner_params``, ``column_param``).
+P_JOB_ID = bindparam("p_job_id", type_=Uuid())
+P_ATTEMPT = bindparam("p_attempt", type_=Integer())
+P_WORKER_ID = bindparam("p_worker_id", type_=String())
+P_NOW = bindparam("p_now", type_=DateTime(timezone=True))
+_LEASE_UNTIL = bindparam("p_lease_until", type_=DateTime(timezone=True))
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared(Generic[P]):
+    """A statement built once, and the function that gives its values for one call's
+    arguments: ``conn.execute(X.statement, X.params(...))``."""
+
+    statement: Update
+    params: Callable[P, dict[str, Any]]
+
+    def returning(self, *columns: ColumnElement[Any] | QueryableAttribute[Any]
+                  ) -> Prepared[P]:
+        """The same statement RETURNING ``columns`` too (built once as well), same values."""
+        return Prepared(self.statement.returning(*columns), self.params)
+
+
+def column_param(key: str) -> BindParameter[Any]:
+    """The bound parameter ``p_<key>``, typed as the ``jobs`` column ``key``."""
+    return bindparam(f"p_{key}", type_=Job.__table__.c[key].type)
+
+
+def owner_params(job_id: uuid.UUID, *, attempt: int, worker_id: str,
+                 now: dt.datetime) -> dict[str, Any]:
+    """The values of P_JOB_ID, P_ATTEMPT, P_WORKER_ID and P_NOW."""
+    return {"p_job_id": job_id, "p_attempt": attempt, "p_worker_id": worker_id, "p_now": now}
+
+
 # -- create ------------------------------------------------------------------------------------
 def new_job(**fields: Any) -> Job:
     """A queued job for the API to add (its NOTIFY goes in the same transaction)."""
@@ -182,34 +223,26 @@ def claim(job_id: uuid.UUID, *, worker_id: str, lease_s: float, now: dt.datetime
         "lease_expires_at": now + dt.timedelta(seconds=lease_s)}).returning(Job.attempt)
 
 
-def claim_many(placements: Iterable[tuple[uuid.UUID, str]], *, lease_s: float,
-               now: dt.datetime) -> Update:
-    """``claim`` for several jobs in one statement: each (job, worker) pair queued -> assigned
-    to its worker, attempt+1, with a lease. A job no longer queued is left out. RETURNING
-    (id, attempt, worker_id) for each job claimed."""
-    params = claim_many_params(placements, lease_s=lease_s, now=now)
-    return _claim_many(literal(params["p_job_ids"], ARRAY(Uuid())),
-                       literal(params["p_worker_ids"], ARRAY(String())),
-                       now=now, lease_until=params["p_lease_until"])
-
-
-def _claim_many(job_ids: Value, worker_ids: Value, *, now: Value, lease_until: Value) -> Update:
-    # unnest(ids, workers): one statement text whatever the count (bound as two arrays).
-    wanted = func.unnest(job_ids, worker_ids).table_valued(
-        "job_id", "worker_id").render_derived(name="placed")
-    return guarded(JobEvent.CLAIM, Job.id == wanted.c.job_id, now=now, values={
-        "attempt": Job.attempt + 1, "worker_id": wanted.c.worker_id, "assigned_at": now,
-        "lease_expires_at": lease_until}).returning(Job.id, Job.attempt, Job.worker_id)
-
-
-def claim_many_params(placements: Iterable[tuple[uuid.UUID, str]], *, lease_s: float,
-                      now: dt.datetime) -> dict[str, Any]:
-    """The values of ``CLAIM_MANY`` for ``claim_many``'s arguments."""
+def _claim_many_params(placements: Iterable[tuple[uuid.UUID, str]], *, lease_s: float,
+                       now: dt.datetime) -> dict[str, Any]:
     pairs = list(placements)
     if not pairs:
-        raise ValueError("claim_many: no placements")
+        raise ValueError("CLAIM_MANY: no placements")
     return {"p_job_ids": [p[0] for p in pairs], "p_worker_ids": [p[1] for p in pairs],
             "p_now": now, "p_lease_until": now + dt.timedelta(seconds=lease_s)}
+
+
+# ``claim`` for several jobs in one statement (``params(placements, lease_s=, now=)``): each
+# (job, worker) pair queued -> assigned to its worker, attempt+1, with a lease. A job no
+# longer queued is left out. RETURNING (id, attempt, worker_id) for each job claimed.
+# unnest(ids, workers): one statement text whatever the count (bound as two arrays).
+_PLACED = func.unnest(bindparam("p_job_ids", type_=ARRAY(Uuid())),
+                      bindparam("p_worker_ids", type_=ARRAY(String()))).table_valued(
+    "job_id", "worker_id").render_derived(name="placed")
+CLAIM_MANY = Prepared(guarded(JobEvent.CLAIM, Job.id == _PLACED.c.job_id, now=P_NOW, values={
+    "attempt": Job.attempt + 1, "worker_id": _PLACED.c.worker_id, "assigned_at": P_NOW,
+    "lease_expires_at": _LEASE_UNTIL}).returning(Job.id, Job.attempt, Job.worker_id),
+    _claim_many_params)
 
 
 def requeue_expired(now: dt.datetime) -> Update:
@@ -255,30 +288,23 @@ def reject(job_id: uuid.UUID, *, error: dict[str, Any], now: dt.datetime) -> Upd
 
 
 # -- a worker's attempt ------------------------------------------------------------------------
-def start(job_id: uuid.UUID, *, attempt: int, worker_id: str, lease_s: float,
-          now: dt.datetime) -> Update:
-    """assigned -> running, for the delivery of the current attempt to the worker named in the
-    row only. A parked job's time in the queue is added to ``parked_seconds``."""
-    return _start(job_id, attempt, worker_id, now=now,
-                  lease_until=now + dt.timedelta(seconds=lease_s))
-
-
-def _start(job_id: Value, attempt: Value, worker_id: Value, *, now: Value,
-           lease_until: Value) -> Update:
-    # Never before the row's creation: an express job's worker starts it from a hand-off sent
-    # alongside the insert (service.jobs.express), so its start may precede the row's clock.
-    return guarded(JobEvent.START, *owned_by(job_id, attempt, worker_id), now=now, values={
-        "started_at": func.greatest(now, Job.created_at), "lease_expires_at": lease_until,
-        "preempted_at": None,
-        "parked_seconds": Job.parked_seconds + func.coalesce(
-            func.extract("epoch", now - Job.preempted_at), 0)})
-
-
-def start_params(job_id: uuid.UUID, *, attempt: int, worker_id: str, lease_s: float,
-                 now: dt.datetime) -> dict[str, Any]:
-    """The values of ``START`` for ``start``'s arguments."""
+def _start_params(job_id: uuid.UUID, *, attempt: int, worker_id: str, lease_s: float,
+                  now: dt.datetime) -> dict[str, Any]:
     return owner_params(job_id, attempt=attempt, worker_id=worker_id, now=now) | {
         "p_lease_until": now + dt.timedelta(seconds=lease_s)}
+
+
+# assigned -> running, for the delivery of the current attempt to the worker named in the row
+# only (``params``: the job, attempt, worker, lease and now). A parked job's time in the queue
+# is added to ``parked_seconds``. Never started before the row's creation: an express job's
+# worker starts it from a hand-off sent alongside the insert (service.jobs.express), so its
+# start may precede the row's clock.
+START = Prepared(guarded(
+    JobEvent.START, *owned_by(P_JOB_ID, P_ATTEMPT, P_WORKER_ID), now=P_NOW, values={
+        "started_at": func.greatest(P_NOW, Job.created_at), "lease_expires_at": _LEASE_UNTIL,
+        "preempted_at": None,
+        "parked_seconds": Job.parked_seconds + func.coalesce(
+            func.extract("epoch", P_NOW - Job.preempted_at), 0)}), _start_params)
 
 
 def first_token(job_id: uuid.UUID, *, attempt: int, now: dt.datetime) -> Update:
@@ -373,32 +399,3 @@ def append_events(*events: dict[str, Any]) -> ColumnElement[Any]:
     append happens atomically in the database, whatever else touches the row."""
     new = cast(literal(json.dumps(list(events)), String), JSONB)
     return func.coalesce(Job.events, literal_column("'[]'::jsonb")).op("||")(new)
-
-
-# -- built once --------------------------------------------------------------------------------
-# The writes made for every realtime job, built once with bound parameters and executed with
-# each call's values (``start_params``, ``claim_many_params``; worker.end_write and the API's
-# insert build theirs from the same parameters): building an UPDATE and its cache key cost
-# SQLAlchemy ~0.4 ms, more than the statement's round trip to Postgres.
-P_JOB_ID = bindparam("p_job_id", type_=Uuid())
-P_ATTEMPT = bindparam("p_attempt", type_=Integer())
-P_WORKER_ID = bindparam("p_worker_id", type_=String())
-P_NOW = bindparam("p_now", type_=DateTime(timezone=True))
-_LEASE_UNTIL = bindparam("p_lease_until", type_=DateTime(timezone=True))
-
-
-def column_param(key: str) -> BindParameter[Any]:
-    """The bound parameter ``p_<key>``, typed as the ``jobs`` column ``key``."""
-    return bindparam(f"p_{key}", type_=Job.__table__.c[key].type)
-
-
-def owner_params(job_id: uuid.UUID, *, attempt: int, worker_id: str,
-                 now: dt.datetime) -> dict[str, Any]:
-    """The values of P_JOB_ID, P_ATTEMPT, P_WORKER_ID and P_NOW."""
-    return {"p_job_id": job_id, "p_attempt": attempt, "p_worker_id": worker_id, "p_now": now}
-
-
-START = _start(P_JOB_ID, P_ATTEMPT, P_WORKER_ID, now=P_NOW, lease_until=_LEASE_UNTIL)
-CLAIM_MANY = _claim_many(bindparam("p_job_ids", type_=ARRAY(Uuid())),
-                         bindparam("p_worker_ids", type_=ARRAY(String())),
-                         now=P_NOW, lease_until=_LEASE_UNTIL)

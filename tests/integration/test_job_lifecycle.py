@@ -30,7 +30,7 @@ class Step:
     worker: str  # the actor's worker id (claim: the worker chosen)
     attempt_offset: int  # the actor's attempt relative to the row's: 0 current, else stale
     narrow: bool = False  # cancel: only what is still queued (batch cancel, suspension);
-    # claim: the batched statement (claim_many)
+    # claim: the batched statement (CLAIM_MANY)
 
 
 # The happy path's events come more often, so that sequences get far enough to be interesting.
@@ -41,15 +41,26 @@ steps = st.builds(Step, st.sampled_from(EVENTS), st.sampled_from(WORKERS),
                   st.sampled_from([0, 0, 0, -1, 1]), st.booleans())
 
 
-def _statement(step: Step, jid: uuid.UUID, row_attempt: int, now: dt.datetime) -> Update:
+def _statement(step: Step, jid: uuid.UUID, row_attempt: int,
+               now: dt.datetime) -> tuple[Update, dict[str, Any]]:
+    """The actor's statement and its values (none for one built per call)."""
     attempt, worker = row_attempt + step.attempt_offset, step.worker
     match step.event:
         case JobEvent.CLAIM if step.narrow:  # the dispatcher's batched claim, for one job
-            return lifecycle.claim_many([(jid, worker)], lease_s=30, now=now)
+            claim = lifecycle.CLAIM_MANY
+            return claim.statement, claim.params([(jid, worker)], lease_s=30, now=now)
+        case JobEvent.START:
+            start = lifecycle.START
+            return start.statement, start.params(jid, attempt=attempt, worker_id=worker,
+                                                 lease_s=30, now=now)
+    return _built_per_call(step, jid, attempt, worker, now), {}
+
+
+def _built_per_call(step: Step, jid: uuid.UUID, attempt: int, worker: str,
+                    now: dt.datetime) -> Update:
+    match step.event:
         case JobEvent.CLAIM:
             return lifecycle.claim(jid, worker_id=worker, lease_s=30, now=now)
-        case JobEvent.START:
-            return lifecycle.start(jid, attempt=attempt, worker_id=worker, lease_s=30, now=now)
         case JobEvent.FIRST_TOKEN:
             return lifecycle.first_token(jid, attempt=attempt, now=now)
         case JobEvent.RESUME:
@@ -112,7 +123,7 @@ def test_random_event_sequences_stay_in_the_table(db_session: Session,
     now = dt.datetime.now(dt.UTC)
     for step in sequence:
         before = _snapshot(db_session, job.id)
-        db_session.execute(_statement(step, job.id, before["attempt"], now))
+        db_session.connection().execute(*_statement(step, job.id, before["attempt"], now))
         after = _snapshot(db_session, job.id)
         rule = TRANSITIONS[step.event]
         moved = after != before

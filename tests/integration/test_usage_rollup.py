@@ -29,7 +29,9 @@ def running_job(url: str, tenant_id: uuid.UUID, model: str) -> uuid.UUID:
         session.add(job)
         session.flush()
         session.execute(lifecycle.claim(job.id, worker_id=W, lease_s=30, now=now))
-        session.execute(lifecycle.start(job.id, attempt=1, worker_id=W, lease_s=30, now=now))
+        start = lifecycle.START
+        session.connection().execute(start.statement, start.params(
+            job.id, attempt=1, worker_id=W, lease_s=30, now=now))
         session.commit()
         return job.id
 

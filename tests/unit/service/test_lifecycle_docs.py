@@ -6,6 +6,7 @@ import datetime as dt
 import re
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Update
@@ -67,12 +68,13 @@ def test_every_write_is_guarded_by_status() -> None:
     now, jid = dt.datetime.now(dt.UTC), uuid.uuid4()
     statements = [
         lifecycle.claim(jid, worker_id="w", lease_s=1, now=now),
-        lifecycle.start(jid, attempt=1, worker_id="w", lease_s=1, now=now),
+        lifecycle.START.statement,
         lifecycle.park(jid, attempt=1, worker_id="w", generated_ids=[], recomputed=0, events=[],
                        now=now),
         lifecycle.end(jid, attempt=1, worker_id="w", succeeded=True, values={}, now=now),
         lifecycle.requeue_expired(now),
         lifecycle.reject(jid, error={}, now=now),
+        lifecycle.CLAIM_MANY.statement,
     ]
     for stmt in statements:
         where = _sql(stmt).split("WHERE", 1)[1]
@@ -82,29 +84,40 @@ def test_every_write_is_guarded_by_status() -> None:
         assert "jobs.attempt =" in where and "jobs.worker_id =" in where
 
 
-def test_the_statements_built_once_are_the_ones_built_per_call() -> None:
-    """START and CLAIM_MANY (bound parameters, built at import) say what start() and
-    claim_many() say for the same values."""
-    now, jid = dt.datetime.now(dt.UTC), uuid.uuid4()
-    pairs = [(jid, "w"), (uuid.uuid4(), "v")]
-    for built_once, params, per_call in [
-        (lifecycle.START, lifecycle.start_params(jid, attempt=2, worker_id="w", lease_s=5,
-                                                 now=now),
-         lifecycle.start(jid, attempt=2, worker_id="w", lease_s=5, now=now)),
-        (lifecycle.CLAIM_MANY, lifecycle.claim_many_params(pairs, lease_s=5, now=now),
-         lifecycle.claim_many(pairs, lease_s=5, now=now)),
-    ]:
-        once, each = built_once.compile(dialect=postgresql.dialect()), per_call.compile(
-            dialect=postgresql.dialect())
-        # The same values (a value used twice is one parameter built once, two per call).
-        assert {repr(v) for v in once.construct_params(params).values()} == {
-            repr(v) for v in each.params.values()}
-        assert _shape(str(once)) == _shape(str(each))
+def _statuses(sql: str, bound: dict[str, Any]) -> tuple[object, set[object]]:
+    """(the status the statement SETs, the statuses its WHERE allows), as bound."""
+    set_part, where = sql.split("WHERE", 1)
+    target = re.search(r"status=%\((\w+)\)s", set_part)
+    sources = re.search(r"jobs\.status IN \(((?:%\(\w+\)s::\w+(?:, )?)+)\)", where)
+    assert target and sources
+    return bound[target.group(1)], {bound[n] for n in re.findall(r"%\((\w+)\)s",
+                                                                 sources.group(1))}
 
 
-def _shape(sql: str) -> str:
-    """The SQL with its parameter names blanked."""
-    return re.sub(r"%\(\w+\)s", "?", sql)
+def test_the_statements_built_once_move_as_the_table_says_with_their_values() -> None:
+    """START and CLAIM_MANY (bound parameters, built at import): each moves the job as its
+    event's row of TRANSITIONS says, and its ``params`` give every bound parameter a value."""
+    now, jid, other = dt.datetime.now(dt.UTC), uuid.uuid4(), uuid.uuid4()
+    lease_until = now + dt.timedelta(seconds=5)
+    cases = [
+        (lifecycle.START, lifecycle.JobEvent.START,
+         lifecycle.START.params(jid, attempt=2, worker_id="w", lease_s=5, now=now),
+         {"p_job_id": jid, "p_attempt": 2, "p_worker_id": "w", "p_now": now,
+          "p_lease_until": lease_until}),
+        (lifecycle.CLAIM_MANY, lifecycle.JobEvent.CLAIM,
+         lifecycle.CLAIM_MANY.params([(jid, "w"), (other, "v")], lease_s=5, now=now),
+         {"p_job_ids": [jid, other], "p_worker_ids": ["w", "v"], "p_now": now,
+          "p_lease_until": lease_until}),
+    ]
+    for prepared, event, params, expected in cases:
+        compiled = prepared.statement.compile(dialect=postgresql.dialect())
+        sql = str(compiled)
+        assert params == expected
+        assert set(re.findall(r"%\((p_\w+)\)s", sql)) == set(params)  # none unbound, no extra
+        rule = lifecycle.TRANSITIONS[event]
+        assert _statuses(sql, compiled.construct_params(params)) == (rule.target, rule.sources)
+    with pytest.raises(ValueError):
+        lifecycle.CLAIM_MANY.params([], lease_s=5, now=now)
 
 
 def test_a_narrower_source_set_is_allowed_and_a_wider_one_refused() -> None:
