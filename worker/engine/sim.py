@@ -51,8 +51,8 @@ from worker.engine.step_clock import StepClock
 
 
 class SimEngine:
-    """See the module docstring; ``config`` defaults to `SimEngineConfig()`, roughly the CPU
-    reference box. Its queues, KV blocks and preemptions are its `SimScheduler`'s."""
+    """See the module docstring; ``config`` defaults to `SimEngineConfig()`. Its queues, KV
+    blocks and preemptions are its `SimScheduler`'s."""
 
     # No KV offloading: a preemption always drops the KV (recompute), so the worker's "swap"
     # mode falls back to recompute here (`worker.engine.base.supports_kv_offload`).

@@ -1,6 +1,6 @@
 """Layer 1 of "realtime preempts batch": a vLLM scheduler where a waiting request can preempt.
 
-vLLM V1's scheduler never lets a *waiting* request preempt *running* ones (vLLM issue #40004):
+vLLM V1's scheduler never lets a *waiting* request preempt *running* ones (vllm-project/vllm#40004):
 under ``scheduling_policy="priority"`` a realtime request (priority 0/1) that arrives while batch
 requests (priority 3) fill every slot or the KV cache waits until one of them finishes. The
 subclasses here run one extra pass before each ``schedule()`` step:
