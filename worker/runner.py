@@ -11,12 +11,10 @@ import datetime as dt
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from redis.asyncio import Redis
-from sqlalchemy import Row, Select, String, literal_column, select
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from service.store import handoff, job_stream, lifecycle, nul_codec, tracing, wakeups
@@ -26,10 +24,9 @@ from service.store.outages import Dependencies, through_outages
 from service.store.response_events import record_response_end_async
 from service.store.response_status import RESPONSES_ENDPOINT
 from service.store.settings import Settings
-from service.store.telemetry.logfmt import bind_job
 from worker.accounting import account_job_end
 from worker.checkpoint import park_job
-from worker.claim_ahead import AHEAD_CLAIM_AFTER_S, claim_when_committed
+from worker.claim_ahead import AHEAD_CLAIM_AFTER_S
 from worker.claimed_job import (
     ClaimedJob,
     ClaimLost,
@@ -41,36 +38,14 @@ from worker.claimed_job import (
     start_claim,
     unconfirmed,
 )
+from worker.claims import Claims
 from worker.end_write import end_statement
 from worker.engine.base import Engine, EngineError, EngineRequest
 from worker.engine_request import build_engine_request, tenant_cache_salt
-from worker.metrics import observe_job
 from worker.stamps import RowStamps
 from worker.stream_outbox import StreamOutbox
-from worker.structured import resume_checkpoint
 
 log = logging.getLogger("fairway.worker")
-T = TypeVar("T")
-
-
-# What the claim returns for metrics (worker.metrics) and the log context.
-OBSERVED_COLUMNS = (Job.created_at, Job.assigned_at, Job.first_token_at, Job.kind,
-                    Job.service_tier, Job.tenant_id, Job.model, Job.batch_id, Job.deadline_at)
-
-
-# The type of the job's latest event (``events -> -1 ->> 'type'``): "preempted" means this
-# claim resumes a parked job. The claim does not touch events, so RETURNING sees the old list.
-_LAST_EVENT_TYPE = Job.events.op("->", return_type=JSONB)(literal_column("-1")).op(
-    "->>", return_type=String)(literal_column("'type'"))
-
-
-# The claim: lifecycle.START (built once, service.store.lifecycle), RETURNING what the attempt
-# needs.
-_CLAIM = lifecycle.START.returning(
-    Job.endpoint, Job.request, Job.max_tokens, Job.priority, Job.checkpoint_token_ids,
-    Job.preempted_at, _LAST_EVENT_TYPE.label("last_event"), *OBSERVED_COLUMNS)
-# Whether a job's row is there at all (worker.claim_ahead), built once.
-_EXISTS: Select[Any] = select(literal_column("1")).where(Job.id == lifecycle.P_JOB_ID)
 
 
 # A running job's tokens are checkpointed (with the worker's heartbeat) once this many are new.
@@ -94,6 +69,8 @@ class JobRunner:
         self.redis = redis
         self.outbox = outbox  # stream entries, delivered through Redis outages
         self.deps = deps  # this worker's view of Postgres and Redis
+        self.claims = Claims(settings=settings, worker_id=worker_id, sessionmaker=sessionmaker,
+                             deps=deps)
         self.stamps = RowStamps(settings=settings, engine=engine, worker_id=worker_id,
                                 sessionmaker=sessionmaker, deps=deps)
         self.active: dict[str, str] = {}  # job id -> engine request id, running here
@@ -115,7 +92,7 @@ class JobRunner:
                    body: handoff.JobBody | None, ahead: bool) -> str:
         if body is None:
             with tracing.span("fairway.worker.receive"):  # the claim: this attempt is ours
-                claimed = await self._claim(uuid.UUID(job_id), attempt, ahead)
+                claimed = await self.claims.claim(uuid.UUID(job_id), attempt, ahead)
         else:
             claimed = self._start_early(uuid.UUID(job_id), attempt, body, ahead)
         if claimed is None:
@@ -158,10 +135,12 @@ class JobRunner:
         starts now, and ``confirm`` holds back everything it makes until the claim is in."""
         async def claim() -> ClaimedJob | None:
             with tracing.span("fairway.worker.receive"):
-                return await self._claim(job_id, attempt, ahead, since=job.first_token_at)
+                return await self.claims.claim(job_id, attempt, ahead,
+                                               since=job.first_token_at)
 
         job = ClaimedJob(job_id, attempt, body.endpoint, body.request, body.max_tokens,
-                         body.priority, [], cache_salt=self._cache_salt(uuid.UUID(body.tenant_id)))
+                         body.priority, [],
+                         cache_salt=tenant_cache_salt(self.settings, uuid.UUID(body.tenant_id)))
         if ahead:  # the claim starts at its first token (confirm), or after a short while
             job.ahead, job.claim_later = True, claim
             asyncio.get_running_loop().call_later(AHEAD_CLAIM_AFTER_S, start_claim, job)
@@ -219,59 +198,8 @@ class JobRunner:
         await self.engine.abort(rid)
         return True
 
-    async def _claim(self, job_id: uuid.UUID, attempt: int, ahead: bool = False,
-                     since: dt.datetime | None = None) -> ClaimedJob | None:
-        """Only the delivery for the current attempt, sent to this worker, may start the job.
-        ``since``: when its first token left, if before this claim (an express job): the
-        attempt started no later than that."""
-        now = dt.datetime.now(dt.UTC)
-
-        async def start() -> Row[Any] | None:
-            nonlocal now
-            now = dt.datetime.now(dt.UTC)  # a claim that waited for its row starts later
-            if since is not None:
-                now = min(now, since)
-            # One statement, committed by itself (autocommit): no transaction stays open
-            # across an await, so a worker frozen mid-claim holds no row lock for the
-            # dispatcher to wait on, and the claim costs one round trip, not three.
-            async with self.sessionmaker() as session:
-                await without_transaction(session)
-                conn = await session.connection()
-                return (await conn.execute(_CLAIM.statement, _CLAIM.params(
-                    job_id, attempt=attempt, worker_id=self.worker_id,
-                    lease_s=self.settings.jobs.lease_seconds, now=now))).first()
-
-        # Through a Postgres outage no longer than the lease: after that the job is re-queued.
-        def patient(call: Callable[[], Awaitable[T]]) -> Awaitable[T]:
-            return through_outages(call, self.deps,
-                                   give_up_after_s=self.settings.jobs.lease_seconds)
-
-        row = await patient(start)
-        if row is None and ahead:
-            row = await claim_when_committed(lambda: patient(start), lambda: patient(
-                lambda: self._row_exists(job_id)))
-        if row is None:
-            return None
-        bind_job(job_id=job_id, tenant=row.tenant_id, job_class=row.kind, attempt=attempt)
-        log.info("job started", extra={"worker_id": self.worker_id})
-        checkpoint = list(row.checkpoint_token_ids or [])
-        resume_of = ("preemption" if row.last_event == "preempted"
-                     else "retry" if checkpoint else None)
-        checkpoint = resume_checkpoint(row.request, checkpoint)  # none for structured jobs
-        return ClaimedJob(job_id, attempt, row.endpoint, row.request, row.max_tokens,
-                          row.priority, checkpoint, observe_job(row, attempt=attempt, now=now),
-                          streamed=row.batch_id is None, resume_of=resume_of,
-                          cache_salt=self._cache_salt(row.tenant_id), created_at=row.created_at)
-
-    async def _row_exists(self, job_id: uuid.UUID) -> bool:
-        async with self.sessionmaker() as session:
-            return await session.scalar(_EXISTS, {"p_job_id": job_id}) is not None
-
     def _build_request(self, job: ClaimedJob, rid: str) -> EngineRequest:
         return build_engine_request(self.engine, job, rid, self.settings.engine.max_model_len)
-
-    def _cache_salt(self, tenant_id: uuid.UUID) -> str | None:
-        return tenant_cache_salt(self.settings, tenant_id)
 
     async def _execute(self, job: ClaimedJob, rid: str) -> str:
         request = self._build_request(job, rid)
