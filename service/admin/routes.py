@@ -20,7 +20,7 @@ from service.admin.schemas import (
     TierUpsert,
     quota_view,
 )
-from service.quotas.policy_cache import bump_policy_generation
+from service.quotas.door_policy import bump_policy_generation
 from service.store.models.tiers import Tier
 from service.store.quota_limits import effective_limits
 from service.store.quota_store import QuotaStore

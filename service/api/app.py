@@ -15,6 +15,7 @@ from service.admin.routes_views import router as admin_views_router
 from service.admin.ui import router as admin_ui_router
 from service.admin.webhook_routes import router as admin_webhooks_router
 from service.api.body_limit import BodyLimit
+from service.api.door import Door
 from service.api.jobs_routes import router as jobs_router
 from service.api.model_routes import router as model_router
 from service.api.openai_routes import router as openai_router
@@ -24,9 +25,11 @@ from service.api.warmup import warm_up
 from service.batches.router import router as batches_router
 from service.files.router import router as files_router
 from service.observability import http as obs_http
-from service.quotas.admission import install_redis_unavailable_handler
+from service.quotas.admission import RequestQuotas, install_redis_unavailable_handler
+from service.quotas.door_policy import DoorPolicies, PolicyCache
 from service.store import tracing
 from service.store.db import async_engine, async_sessionmaker_for
+from service.store.quota_store import QuotaStore
 from service.store.settings import Settings, get_settings
 from service.store.telemetry.logs import configure_logging
 from service.store.telemetry.state import configure as configure_metrics
@@ -49,6 +52,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                          max_connections=settings.redis_max_connections)
         app.state.catalog = ModelCatalog(settings, app.state.redis)
         app.state.slo_gate = SloGate(app.state.redis)
+        app.state.quota_store = QuotaStore(app.state.redis)
+        policies = DoorPolicies(PolicyCache(), app.state.sessionmaker)
+        app.state.door = Door(settings, app.state.slo_gate, policies,
+                              RequestQuotas(app.state.quota_store, policies))
         db = async_engine(settings.database_url)
         await warm_up(db, app.state.redis, connections=db.pool.size())  # type: ignore[attr-defined]
         try:

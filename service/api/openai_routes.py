@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from service.api.door import admit
+from service.api.door import door_of
 from service.api.event_stream import EventStream, LastChunk
 from service.api.job_waiting import (
     cancel_for_client,
@@ -21,10 +21,9 @@ from service.api.job_waiting import (
     wait_for_job,
 )
 from service.api.relay import Interrupted, NewText, follow_job, relay_span
-from service.jobs.express import express_for
+from service.jobs.door_request import DoorRequest
 from service.jobs.response_format import ResponseFormat
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
-from service.jobs.service import create_job
 from service.jobs.shapes import ShapeBuilder, sse, usage_dict
 from service.observability.requests import NULL_OBSERVER, observe_request
 from service.store import tracing
@@ -79,17 +78,13 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
     if max_tokens > settings.limits.max_tokens_limit:
         raise APIError(400, f"max_tokens must be at most {settings.limits.max_tokens_limit}.",
                        code="invalid_value", param="max_tokens")
-    payload = body.model_dump(mode="json", exclude_none=True)
-    endpoint = "chat.completions" if chat else "completions"
-    door = await admit(request, session, settings, tenant, model=body.model, endpoint=endpoint,
-                       payload=payload, max_tokens=max_tokens, deadline_ms=body.deadline_ms)
-    admission, classification, now = door.admission, door.classification, door.now
-    job = await admission.guard(create_job(
-        session, tenant_id=tenant.id, endpoint=endpoint, model=body.model, request=payload,
-        stream=body.stream, max_tokens=max_tokens, classification=classification,
-        api_key_id=getattr(request.state, "api_key_id", None), job_id=admission.ticket,
-        express=express_for(door.ticket, settings, tenant_weight=tenant.weight,
-                            ttft_target_s=admission.ttft_target_s)))
+    req = DoorRequest(tenant, getattr(request.state, "api_key_id", None), body.model,
+                      "chat.completions" if chat else "completions",
+                      body.model_dump(mode="json", exclude_none=True), max_tokens,
+                      body.deadline_ms, stream=body.stream)
+    entered = await door_of(request.app.state).enter(session, req)
+    job, admission, classification, now = (entered.job, entered.admission,
+                                           entered.classification, entered.now)
     builder = ShapeBuilder(chat=chat, public_id=("chatcmpl-" if chat else "cmpl-") + job.id.hex,
                            created=int(now.timestamp()), model=body.model,
                            service_tier=classification.service_tier)

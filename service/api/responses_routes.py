@@ -3,7 +3,7 @@ cancel (docs/responses.md).
 
 A response is a job with ``endpoint = 'responses'``: admitted, scheduled and run like a chat
 completion. A background response is offline work (flex class and priority, the flex
-deadline; service.jobs.tiers.classify_background): the request answers at once with the
+deadline; service.jobs.door_request.classify_background): the request answers at once with the
 queued Response, and the client polls ``GET /v1/responses/{id}``.
 """
 
@@ -16,14 +16,14 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from service.api.door import admit
+from service.api.door import door_of
 from service.api.openai_routes import SSE_EVENT
 from service.api.responses_relay import stream_response, wait_response
 from service.jobs.cancel import cancel_own_job
-from service.jobs.express import express_for
+from service.jobs.door_request import DoorRequest
 from service.jobs.response_schemas import ResponseCreate
 from service.jobs.response_view import EventStream, ResponseShape, render
-from service.jobs.service import create_job, get_job, parse_public_id
+from service.jobs.service import get_job, parse_public_id
 from service.observability.requests import NULL_OBSERVER, observe_request
 from service.store.models.jobs import Job
 from service.store.response_status import RESPONSES_ENDPOINT
@@ -58,18 +58,12 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
         raise APIError(400, f"max_output_tokens must be at most "
                             f"{settings.limits.max_tokens_limit}.",
                        code="invalid_value", param="max_output_tokens")
-    door = await admit(request, session, settings, tenant, model=body.model,
-                       endpoint=RESPONSES_ENDPOINT, payload=payload,
-                       max_tokens=max_tokens, deadline_ms=body.deadline_ms,
-                       background=body.background)
-    admission, classification, now = door.admission, door.classification, door.now
-    job = await admission.guard(create_job(
-        session, tenant_id=tenant.id, endpoint=RESPONSES_ENDPOINT, model=body.model,
-        request=payload, stream=body.stream, max_tokens=max_tokens,
-        classification=classification, api_key_id=getattr(request.state, "api_key_id", None),
-        job_id=admission.ticket,
-        express=express_for(door.ticket, settings, tenant_weight=tenant.weight,
-                            ttft_target_s=admission.ttft_target_s)))
+    req = DoorRequest(tenant, getattr(request.state, "api_key_id", None), body.model,
+                      RESPONSES_ENDPOINT, payload, max_tokens, body.deadline_ms,
+                      stream=body.stream, background=body.background)
+    entered = await door_of(request.app.state).enter(session, req)
+    job, admission, classification, now = (entered.job, entered.admission,
+                                           entered.classification, entered.now)
     shape = ResponseShape.of(job)
     headers = {"X-Fairway-Job": job.public_id, **admission.headers}
     if body.background:

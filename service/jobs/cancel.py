@@ -19,8 +19,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.jobs.service import get_job
-from service.quotas.admission import estimate_prompt_tokens
 from service.store import job_stream, lifecycle, nul_codec, wakeups
+from service.store.job_queries import prompt_estimate
 from service.store.keys import control_channel, stream_key
 from service.store.models.jobs import Job
 from service.store.quota_store import QuotaStore
@@ -88,6 +88,6 @@ async def _settle_quota(redis: Redis, job: Job) -> None:
     try:
         await QuotaStore(redis).settle(
             tenant_id=job.tenant_id, ref=job.id,
-            actual_tokens=estimate_prompt_tokens(nul_codec.decode(job.request)))
+            actual_tokens=prompt_estimate(nul_codec.decode(job.request)))
     except RedisError:  # the reservation's TTL is the backstop
         log.warning("cancel: quota settle failed", extra={"job_id": str(job.id)})

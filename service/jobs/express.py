@@ -1,7 +1,7 @@
 """The express path at the API: a realtime job placed on its worker with a ticket the
 dispatcher lent (scheduler.policies.express), and handed to that worker's stream by the API
 itself, so its first token does not wait for the NOTIFY, the dispatcher's read, its pass and
-its claim (issue #16; docs/jobs.md, "The express path").
+its claim (docs/architecture.md, "The express path").
 
 The door's quota script does it on admission, in the same Redis call (``door_entry``,
 ``quota_scripts.ADMIT_AND_HAND_OFF``): it pops the model's next ticket and adds the job's
@@ -19,8 +19,8 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
+from service.jobs.door_request import DoorRequest
 from service.store import handoff, keys, nul_codec, tracing, wakeups
 from service.store.job_queries import prompt_shape
 from service.store.models.jobs import Job
@@ -62,15 +62,15 @@ def express_for(ticket: Ticket | None, settings: Settings, *, tenant_weight: flo
                    ttft_target_s or None)
 
 
-def door_entry(model: str, job_id: uuid.UUID, *, endpoint: str, request: dict[str, Any],
-               max_tokens: int, priority: int, tenant_id: uuid.UUID) -> handoff.ExpressEntry:
+def door_entry(req: DoorRequest, job_id: uuid.UUID, priority: int) -> handoff.ExpressEntry:
     """The hand-off entry of the job the door is admitting, for whichever worker lent the
     model's next ticket, with the current span's trace context (the worker's spans continue
     it). The body is the request as the row will store it."""
-    body = handoff.carried_body(endpoint, nul_codec.encode(request), max_tokens=max_tokens,
-                                priority=priority, tenant_id=str(tenant_id))
+    body = handoff.carried_body(req.endpoint, nul_codec.encode(req.payload),
+                                max_tokens=req.max_tokens, priority=priority,
+                                tenant_id=str(req.tenant.id))
     entry = handoff.Handoff(str(job_id), 1, tracing.inject() or None, body, ahead=True)
-    return handoff.ExpressEntry(model, handoff.encode(entry))
+    return handoff.ExpressEntry(req.model, handoff.encode(entry))
 
 
 def placed_wakeup(job: Job, express: Express) -> wakeups.JobPlaced:

@@ -12,8 +12,8 @@ from redis.asyncio import Redis
 from sqlalchemy import Float, bindparam, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service.jobs.door_request import Classification, DoorRequest
 from service.jobs.express import Express, placed_wakeup
-from service.jobs.tiers import Classification
 from service.store import lifecycle, nul_codec, tracing, wakeups
 from service.store.job_stream import Failure, Final
 from service.store.keys import control_channel
@@ -47,44 +47,33 @@ _PLACE_AND_NOTIFY = select(_PLACED.c.created_at, _PLACED.c.seq, wakeups.NOTIFY
                            ).select_from(_PLACED)
 
 
-async def create_job(
-    session: AsyncSession,
-    *,
-    tenant_id: uuid.UUID,
-    endpoint: str,
-    model: str,
-    request: dict[str, Any],
-    stream: bool,
-    max_tokens: int,
-    classification: Classification,
-    job_id: uuid.UUID,
-    api_key_id: uuid.UUID | None = None,
-    express: Express | None = None,
-) -> Job:
-    """Insert a queued job and wake the dispatcher, committed before the caller answers.
+async def create_job(session: AsyncSession, req: DoorRequest, *, job_id: uuid.UUID,
+                     classification: Classification, express: Express | None = None) -> Job:
+    """Insert the request's job and wake the dispatcher, committed before the caller answers.
 
     NOTIFY is transactional: the dispatcher hears of the job only once the row is visible.
     The row and its NOTIFY go in one statement (a data-modifying CTE), so the realtime path
-    pays one round trip and its commit here, not an ORM flush, a NOTIFY and the commit
-    (issue #16). The returned job is not attached to ``session``; its ``created_at`` and
-    ``seq`` are the database's. ``job_id``: the door's admission ticket, so the quota
-    reservation is keyed by the job from the start. ``express``: the realtime job was placed
-    on a worker by the door, its hand-off already sent (service.jobs.express): inserted
-    assigned to that worker and leased.
+    pays one round trip and its commit here, not an ORM flush, a NOTIFY and the commit. The
+    returned job is not attached to ``session``; its ``created_at`` and ``seq`` are the
+    database's. ``job_id``: the door's admission ticket, so the quota reservation is keyed by
+    the job from the start. ``express``: the realtime job was placed on a worker by the door,
+    its hand-off already sent (service.jobs.express): inserted assigned to that worker and
+    leased.
     """
+    tenant_id = req.tenant.id
     fields: dict[str, Any] = dict(
         id=job_id,
         tenant_id=tenant_id,
         kind=classification.kind,
         service_tier=classification.service_tier,
         priority=classification.priority,
-        endpoint=endpoint,
-        model=model,
-        request=nul_codec.encode(request),  # JSONB cannot hold U+0000 (nul_codec.py)
-        stream=stream,
-        max_tokens=max_tokens,
+        endpoint=req.endpoint,
+        model=req.model,
+        request=nul_codec.encode(req.payload),  # JSONB cannot hold U+0000 (nul_codec.py)
+        stream=req.stream,
+        max_tokens=req.max_tokens,
         deadline_at=classification.deadline_at,
-        api_key_id=api_key_id,
+        api_key_id=req.api_key_id,
     )
     if express is None:
         job = lifecycle.new_job(**fields)

@@ -23,9 +23,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from service.jobs.door_request import DoorRequest
+from service.quotas.door_policy import DoorPolicies, DoorPolicy, read_door_policy
 from service.quotas.headers import rate_limit_headers
-from service.quotas.policy import TenantPolicy, load_policy, resolve_service_tier
-from service.quotas.policy_cache import PolicyCache
+from service.quotas.policy import TenantPolicy
 from service.quotas.refusal import refusal
 from service.store.detached import run_detached
 from service.store.handoff import ExpressEntry
@@ -49,25 +50,40 @@ def unavailable() -> APIError:
                     headers={"Retry-After": "1"}, reason="quota_unavailable")
 
 
-async def reserve(store: QuotaStore, session: AsyncSession, *, tenant_id: uuid.UUID,
-                  policy: TenantPolicy, tokens: int, ticket: uuid.UUID, batch: bool,
-                  hold_slot: bool, slot_ttl_s: float, expect_generation: int | None = None,
-                  express: ExpressEntry | None = None) -> Decision:
-    """Run the admission script, seeding the month counter from Postgres when it's missing.
-    ``expect_generation``, ``express``: see ``QuotaStore.admit`` (a stale decision is
-    returned as is)."""
+@dataclass(frozen=True, slots=True)
+class QuotaAsk:
+    """What one admission asks of a tenant's quotas (the arguments of ``QuotaStore.admit``)."""
+    tenant_id: uuid.UUID
+    policy: TenantPolicy
+    tokens: int  # the prompt estimate plus max_tokens (a request), or the lines' (a batch)
+    ticket: uuid.UUID  # the reservation's id: the job's (a request) or the batch's
+    batch: bool
+    hold_slot: bool  # take a concurrency slot until the request ends
+    slot_ttl_s: float
+    # The tenant's policy generation ``policy`` was read under; another one makes the
+    # decision ``stale``, with nothing taken (service.quotas.door_policy).
+    expect_generation: int | None = None
+    # On an admission, also place the job on the worker of the model's next lent ticket and
+    # add its hand-off entry there, in the same call (``Decision.express_ticket``).
+    express: ExpressEntry | None = None
+
+
+async def reserve(store: QuotaStore, session: AsyncSession, ask: QuotaAsk) -> Decision:
+    """Run the admission script, seeding the month counter from Postgres when it's missing
+    (a stale decision is returned as is)."""
     for _ in range(2):
-        decision = await store.admit(tenant_id=tenant_id, limits=policy.limits, tokens=tokens,
-                                     ticket=ticket, batch=batch, hold_slot=hold_slot,
-                                     slot_ttl_s=slot_ttl_s, expect_generation=expect_generation,
-                                     express=express)
+        decision = await store.admit(
+            tenant_id=ask.tenant_id, limits=ask.policy.limits, tokens=ask.tokens,
+            ticket=ask.ticket, batch=ask.batch, hold_slot=ask.hold_slot,
+            slot_ttl_s=ask.slot_ttl_s, expect_generation=ask.expect_generation,
+            express=ask.express)
         if not decision.needs_seed:
             if decision.alert_crossed:
                 log.warning("tenant passed its monthly token alert level",
-                            extra={"tenant_id": str(tenant_id)})
+                            extra={"tenant_id": str(ask.tenant_id)})
             return decision
-        used = await month_tokens_used(session, tenant_id=tenant_id)
-        await store.seed_month(tenant_id=tenant_id, used_tokens=used)
+        used = await month_tokens_used(session, tenant_id=ask.tenant_id)
+        await store.seed_month(tenant_id=ask.tenant_id, used_tokens=used)
     raise unavailable()
 
 
@@ -182,77 +198,57 @@ def quota_store(state: Any) -> QuotaStore:
 
 
 @dataclass(frozen=True, slots=True)
-class DoorPolicy:
-    """What the door knows of a request before it takes any quota: the tenant's limits and
-    targets, the service tier it runs with, and its prompt estimate."""
-    policy: TenantPolicy
-    service_tier: str
-    prompt_estimate: int
-
-    @property
-    def ttft_target_s(self) -> float:
-        return self.policy.ttft_slo_ms / 1000
+class StalePolicy:
+    """The quota script found the tenant's policy generation moved on from the cached
+    policy's: nothing was taken, and the door judges the request again from a fresh read."""
+    generation: int
 
 
-async def door_policy(session: AsyncSession, *, tenant: Any, body: dict[str, Any],
-                      prompt_tokens: int | None = None) -> DoorPolicy:
-    """The tenant's policy and the request's service tier, or the 403 for a tier it may not
-    use. Reads Postgres only: a request refused after this (by its SLO) cost no quota.
-    ``prompt_tokens``: the body's estimate, when the caller has it already."""
-    policy = await load_policy(session, tenant_id=tenant.id, tier=tenant.tier)
-    service_tier = resolve_service_tier(body.get("service_tier"), policy.allowed_service_tiers)
-    if service_tier is None:
-        raise APIError(403, f"service_tier '{body.get('service_tier')}' is not available "
-                       f"on the '{policy.tier}' tier.", code="service_tier_not_allowed",
-                       param="service_tier", reason="service_tier_not_allowed")
-    return DoorPolicy(policy, service_tier,
-                      estimate_prompt_tokens(body) if prompt_tokens is None else prompt_tokens)
+class RequestQuotas:
+    """The door's quota step: one realtime request's tokens and concurrency slot, taken or
+    refused (429/503) in one script call that also reports the tenant's policy generation."""
 
+    def __init__(self, store: QuotaStore, policies: DoorPolicies | None = None) -> None:
+        self.store = store
+        self._policies = policies
 
-class StalePolicy(Exception):
-    """A cached policy met a newer policy generation (service.quotas.policy_cache), or
-    refused before the quota script: the door judges the request again from a fresh read."""
-
-
-async def reserve_request(session: AsyncSession, store: QuotaStore, *, tenant: Any,
-                          door: DoorPolicy, max_tokens: int, slot_ttl_s: float,
-                          policies: PolicyCache | None = None, expect: int | None = None,
-                          ticket: uuid.UUID | None = None, express: ExpressEntry | None = None
-                          ) -> Admission:
-    """Take the request's quota (tokens, a concurrency slot) or raise its 429/503.
-    ``policies``: the door's cache, told the tenant's policy generation the script read;
-    ``expect``: the generation ``door``'s policy was cached under: StalePolicy, with nothing
-    taken, when it is no longer the tenant's current one. ``ticket``: the admission's (and
-    so its job's) id, new if not given; ``express``: that job's hand-off entry, sent with the
-    admission to the worker of the model's next lent ticket (``Admission.express_ticket``)."""
-    policy, requested = door.policy, door.prompt_estimate + max_tokens
-    ticket = ticket or uuid.uuid4()
-    try:
-        decision = await reserve(store, session, tenant_id=tenant.id, policy=policy,
-                                 tokens=requested, ticket=ticket, batch=False, hold_slot=True,
-                                 slot_ttl_s=slot_ttl_s, expect_generation=expect,
-                                 express=express)
-    except RedisError as exc:
-        raise unavailable() from exc
-    if policies is not None:
-        policies.observe(tenant.id, decision.generation)
-    if decision.stale:
-        raise StalePolicy()
-    if not decision.admitted:
-        raise refusal(decision, policy.limits, requested=requested)
-    return Admission(store, tenant.id, ticket, door.prompt_estimate, door.service_tier,
-                     door.ttft_target_s, rate_limit_headers(policy.limits, decision),
-                     slot_ttl_s=slot_ttl_s, tpot_target_s=policy.tpot_slo_ms / 1000,
-                     express_ticket=decision.express_ticket)
+    async def reserve(self, session: AsyncSession, ask: QuotaAsk, door: DoorPolicy,
+                      prompt_estimate: int) -> Admission | StalePolicy:
+        """The Admission holding what was taken, StalePolicy when ``door`` was cached under
+        a generation that is no longer current, or the refusal's APIError."""
+        try:
+            decision = await reserve(self.store, session, ask)
+        except RedisError as exc:
+            raise unavailable() from exc
+        if self._policies is not None:
+            self._policies.observe(ask.tenant_id, decision.generation)
+        if decision.stale:
+            return StalePolicy(decision.generation)
+        if not decision.admitted:
+            raise refusal(decision, ask.policy.limits, requested=ask.tokens)
+        return Admission(self.store, ask.tenant_id, ask.ticket, prompt_estimate,
+                         door.service_tier, door.ttft_target_s,
+                         rate_limit_headers(ask.policy.limits, decision),
+                         slot_ttl_s=ask.slot_ttl_s,
+                         tpot_target_s=door.policy.tpot_slo_ms / 1000,
+                         express_ticket=decision.express_ticket)
 
 
 async def admit_request(session: AsyncSession, store: QuotaStore, *, tenant: Any,
                         body: dict[str, Any], max_tokens: int, slot_ttl_s: float
                         ) -> Admission:
-    """Admit one realtime-API request or raise the APIError the client should see."""
-    door = await door_policy(session, tenant=tenant, body=body)
-    return await reserve_request(session, store, tenant=tenant, door=door,
-                                 max_tokens=max_tokens, slot_ttl_s=slot_ttl_s)
+    """Admit one realtime-API request on a fresh policy read (no door, no SLO gate), or
+    raise the APIError the client should see: the quota step alone, for its tests and
+    bench/admission_overhead.py."""
+    req = DoorRequest(tenant, None, str(body.get("model", "")), "chat.completions", body,
+                      max_tokens, None)
+    door = await read_door_policy(session, req)
+    ask = QuotaAsk(tenant.id, door.policy, req.prompt_tokens + max_tokens, uuid.uuid4(),
+                   batch=False, hold_slot=True, slot_ttl_s=slot_ttl_s)
+    admitted = await RequestQuotas(store).reserve(session, ask, door, req.prompt_tokens)
+    if isinstance(admitted, StalePolicy):  # unreachable: no generation was expected
+        raise unavailable()
+    return admitted
 
 
 def install_redis_unavailable_handler(app: Any) -> None:

@@ -24,7 +24,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
-from service.quotas.admission import reserve, unavailable
+from service.quotas.admission import QuotaAsk, reserve, unavailable
 from service.quotas.policy import TenantPolicy, load_policy, load_policy_sync
 from service.quotas.refusal import refusal
 from service.store.models.usage import UsageDaily
@@ -56,10 +56,9 @@ async def admit_batch(session: AsyncSession, store: QuotaStore, *, tenant: Any,
     """Reserve a batch's tokens or raise the 429/503 APIError to return to the client."""
     try:
         policy = await load_policy(session, tenant_id=tenant.id, tier=tenant.tier)
-        decision = await reserve(store, session, tenant_id=tenant.id,
-                                 policy=_batch_policy(policy), tokens=tokens, ticket=batch_id,
-                                 batch=True, hold_slot=False,
-                                 slot_ttl_s=BATCH_RESERVATION_TTL_S)
+        decision = await reserve(store, session, QuotaAsk(
+            tenant.id, _batch_policy(policy), tokens, batch_id, batch=True, hold_slot=False,
+            slot_ttl_s=BATCH_RESERVATION_TTL_S))
     except RedisError as exc:
         raise unavailable() from exc
     if not decision.admitted:

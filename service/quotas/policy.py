@@ -47,7 +47,7 @@ def _policy(tier: str, row: Row[Any] | None) -> TenantPolicy:
 
 async def load_policy(session: AsyncSession, *, tenant_id: uuid.UUID, tier: str) -> TenantPolicy:
     # One primary-key lookup. The realtime door caches what it returns, trusted only while
-    # the tenant's policy generation is unchanged (service.quotas.policy_cache), so an admin's
+    # the tenant's policy generation is unchanged (service.quotas.door_policy), so an admin's
     # change still binds the very next call on every API process. (The tenant's tier itself
     # comes from the key lookup, which other API processes may reuse for
     # FAIRWAY_KEY_CACHE_SECONDS.)

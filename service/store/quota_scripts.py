@@ -24,7 +24,7 @@ from __future__ import annotations
 #         concurrent requests, batch tokens and the month, else -1);
 #         {-1, generation} when the month counter must be seeded first;
 #         {-2, generation} when the limits were read under another policy generation than
-#         the tenant's current one (service.quotas.policy_cache): nothing taken.
+#         the tenant's current one (service.quotas.door_policy): nothing taken.
 ADMIT = """
 local generation = tonumber(redis.call('GET', KEYS[7]) or '0')
 if ARGV[15] ~= '' and tonumber(ARGV[15]) ~= generation then return {-2, generation} end

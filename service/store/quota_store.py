@@ -70,7 +70,7 @@ class TenantKeys:
 
     @property
     def policy_generation(self) -> str:
-        """Bumped after every admin change to this tenant's policy (service.quotas.policy_cache);
+        """Bumped after every admin change to this tenant's policy (service.quotas.door_policy);
         in the tenant's slot, so the admission script checks it in the same call."""
         return self.key("gen")
 
@@ -90,7 +90,7 @@ class Decision:
     # limit counts now (open requests, enqueued tokens, tokens this month), for the message.
     used: int | None = None
     # The tenant's policy generation as the script read it; stale: it was not the expected
-    # one, and nothing was taken (service.quotas.policy_cache).
+    # one, and nothing was taken (service.quotas.door_policy).
     generation: int = 0
     stale: bool = False
     # The express ticket (``<worker>|<ticket>``) the admission popped, its job's hand-off

@@ -1,5 +1,5 @@
 """The express hand-off the door's quota script sends on admission
-(service.store.quota_scripts.ADMIT_AND_HAND_OFF, through ``service.api.door.admit``), against
+(service.store.quota_scripts.ADMIT_AND_HAND_OFF, through ``service.api.door.Door.admit``), against
 the real Redis and Postgres: an admitted realtime request takes the model's next ticket and its
 entry is in that worker's stream, for its job, before the door returns; a refused one, one
 admitted with no ticket lent and one whose month counter had to be seeded first take exactly
@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from types import SimpleNamespace
 from typing import Any
 
 from redis.asyncio import Redis
 
-from service.api.door import Admitted, admit
+from service.api.door import Admitted, Door
 from service.api.slo_gate import SloGate
 from service.cli.bootstrap import create_tenant_with_key
+from service.jobs.door_request import DoorRequest
+from service.quotas.admission import RequestQuotas
+from service.quotas.door_policy import DoorPolicies, PolicyCache
 from service.store import handoff
 from service.store.db import async_sessionmaker_for, sync_session
 from service.store.keys import encode_ticket, express_key, handoff_stream
 from service.store.models.quotas import TenantQuota
 from service.store.models.tenants import Tenant
+from service.store.quota_store import QuotaStore
 from service.store.settings import Settings
 from service.web.errors import APIError
 
@@ -49,8 +52,9 @@ async def _door(database_url: str, redis_url: str, tenant: Tenant, model: str, t
     settings = Settings(database_url=database_url, redis_url=redis_url)
     redis = Redis.from_url(redis_url)
     sessions = async_sessionmaker_for(database_url)
-    request = SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(
-        redis=redis, slo_gate=SloGate(redis), sessionmaker=sessions)))
+    policies = DoorPolicies(PolicyCache(), sessions)
+    the_door = Door(settings, SloGate(redis), policies,
+                    RequestQuotas(QuotaStore(redis), policies))
     key, workers = express_key(model), [f"w-{chr(97 + i)}-{model}" for i in range(3)]
     out: list[Admitted | APIError] = []
     try:
@@ -63,9 +67,8 @@ async def _door(database_url: str, redis_url: str, tenant: Tenant, model: str, t
         for _ in range(requests):
             async with sessions() as session:
                 try:
-                    door = await admit(request, session, settings, tenant,  # type: ignore[arg-type]
-                                       model=model, endpoint="chat.completions",
-                                       payload=dict(BODY), max_tokens=8, deadline_ms=None)
+                    door = await the_door.admit(session, DoorRequest(
+                        tenant, None, model, "chat.completions", dict(BODY), 8, None))
                 except APIError as exc:
                     out.append(exc)
                     continue

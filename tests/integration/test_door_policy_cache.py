@@ -1,23 +1,29 @@
-"""The door's policy cache (service.quotas.policy_cache): a tenant's repeated admissions read
+"""The door's policy cache (service.quotas.door_policy): a tenant's repeated admissions read
 no Postgres, and an admin's change binds the very next call once its generation is bumped
 (the admin routes do that after their commit; tests/integration/test_quotas_api.py drives
-them end to end). Here the door itself (``service.api.door.admit``), in process, against the
+them end to end). Here the door itself (``service.api.door.Door.admit``), in process, against the
 real Postgres and Redis."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 from sqlalchemy import event
 
-from service.api.door import admit
+from service.api import door
 from service.cli.bootstrap import create_tenant_with_key
-from service.quotas.policy_cache import POLICY_CACHE_TTL_S, PolicyCache, bump_policy_generation
+from service.jobs.door_request import DoorRequest
+from service.quotas.admission import RequestQuotas
+from service.quotas.door_policy import (
+    POLICY_CACHE_TTL_S,
+    DoorPolicies,
+    PolicyCache,
+    bump_policy_generation,
+)
 from service.store.db import async_sessionmaker_for, sync_session
 from service.store.models.quotas import TenantQuota
 from service.store.models.tenants import Tenant
@@ -58,9 +64,9 @@ class Door:
         self.redis = Redis.from_url(redis_url)
         self.sessionmaker = async_sessionmaker_for(database_url)
         self.clock = FakeClock()
-        self.request = SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(
-            redis=self.redis, slo_gate=None, sessionmaker=self.sessionmaker,
-            policy_cache=PolicyCache(clock=self.clock))))
+        policies = DoorPolicies(PolicyCache(clock=self.clock), self.sessionmaker)
+        self.door = door.Door(self.settings, None, policies,  # type: ignore[arg-type]
+                              RequestQuotas(QuotaStore(self.redis), policies))
         self.statements: list[str] = []
         self.tasks: list[asyncio.Task[Any] | None] = []  # which task sent each statement
 
@@ -75,13 +81,12 @@ class Door:
         before = len(self.statements)
         async with self.sessionmaker() as session:
             try:
-                door = await admit(self.request, session, self.settings, tenant,  # type: ignore[arg-type]
-                                   model="m", endpoint="chat.completions", payload=dict(BODY),
-                                   max_tokens=8, deadline_ms=None)
+                admitted = await self.door.admit(session, DoorRequest(
+                    tenant, None, "m", "chat.completions", dict(BODY), 8, None))
             except APIError as exc:
                 status = exc.status
             else:
-                await door.admission.release()
+                await admitted.admission.release()
                 status = 200
         mine = asyncio.current_task()  # not a background renewal's
         reads = sum("FROM tiers" in s for s, task in zip(self.statements[before:],
@@ -125,7 +130,7 @@ def test_past_half_its_life_the_policy_is_renewed_off_the_requests_path(
         before = len(door.statements)
         door.clock.now += POLICY_CACHE_TTL_S * 0.6
         out.append(await door.admit(tenant))  # answered from the entry; the renewal starts
-        cache: PolicyCache = door.request.app.state.policy_cache
+        cache: PolicyCache = door.door.policies.cache  # type: ignore[attr-defined]
         for _ in range(200):  # until the renewal is stored
             entry = cache.get(tenant.id, tenant.tier)
             if entry is not None and entry.read_at == door.clock.now:

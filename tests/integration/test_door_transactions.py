@@ -15,12 +15,13 @@ import pytest
 from sqlalchemy import event, text
 
 from service.cli.bootstrap import create_tenant_with_key
+from service.jobs.door_request import Classification, DoorRequest
 from service.jobs.service import create_job
-from service.jobs.tiers import Classification
 from service.quotas.policy import load_policy
 from service.store import wakeups
 from service.store.db import async_sessionmaker_for, sync_session, without_transaction
 from service.store.models.jobs import Job, JobKind
+from service.store.models.tenants import Tenant
 from service.store.settings import Settings, to_libpq_url
 
 
@@ -54,11 +55,11 @@ def test_the_door_and_the_insert_each_commit_alone(database_url: str) -> None:
                 # Two reads now see two transactions: nothing holds one open between them.
                 xids = [(await session.execute(text("SELECT txid_current()"))).scalar_one()
                         for _ in range(2)]
+                req = DoorRequest(Tenant(id=tenant_id), None, "m", "chat.completions",
+                                  {"messages": [{"role": "user", "content": "hi"}]}, 8, None,
+                                  stream=True)
                 job = await create_job(
-                    session, tenant_id=tenant_id, job_id=uuid.uuid4(),
-                    endpoint="chat.completions", model="m",
-                    request={"messages": [{"role": "user", "content": "hi"}]}, stream=True,
-                    max_tokens=8, classification=Classification(
+                    session, req, job_id=uuid.uuid4(), classification=Classification(
                         JobKind.REALTIME, 0, "default",
                         dt.datetime.now(dt.UTC) + dt.timedelta(seconds=60)))
                 return job, xids

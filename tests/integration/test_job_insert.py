@@ -15,11 +15,12 @@ import pytest
 from sqlalchemy import event
 
 from service.cli.bootstrap import create_tenant_with_key
+from service.jobs.door_request import Classification, DoorRequest
 from service.jobs.service import create_job
-from service.jobs.tiers import Classification
 from service.store import wakeups
 from service.store.db import async_sessionmaker_for, sync_session
 from service.store.models.jobs import Job, JobKind
+from service.store.models.tenants import Tenant
 from service.store.settings import Settings, to_libpq_url
 
 
@@ -48,11 +49,12 @@ def test_a_job_and_its_wake_up_are_one_statement(database_url: str) -> None:
         async with sessionmaker() as session:
             event.listen(engine, "before_cursor_execute", seen)
             try:
+                req = DoorRequest(
+                    Tenant(id=tenant_id), None, "m", "chat.completions",
+                    {"messages": [{"role": "user", "content": "a\u0000b"}]}, 8, None,
+                    stream=True)
                 return await create_job(
-                    session, tenant_id=tenant_id, job_id=uuid.uuid4(),
-                    endpoint="chat.completions", model="m",
-                    request={"messages": [{"role": "user", "content": "a\u0000b"}]},
-                    stream=True, max_tokens=8,
+                    session, req, job_id=uuid.uuid4(),
                     classification=Classification(JobKind.REALTIME, 0, "default", deadline))
             finally:
                 event.remove(engine, "before_cursor_execute", seen)

@@ -14,9 +14,9 @@ from sqlalchemy import update
 
 from scheduler.dispatcher.views import job_view
 from service.cli.bootstrap import create_tenant_with_key
+from service.jobs.door_request import Classification, DoorRequest
 from service.jobs.express import Express, Ticket
 from service.jobs.service import create_job
-from service.jobs.tiers import Classification
 from service.store import job_queries, wakeups
 from service.store.db import async_sessionmaker_for, sync_session
 from service.store.models.jobs import Job, JobKind
@@ -42,9 +42,10 @@ def test_the_notify_of_a_placed_job_carries_what_the_dispatcher_would_read(
 
     async def insert() -> Job:
         async with async_sessionmaker_for(private_database_url)() as session:
+            req = DoorRequest(Tenant(id=tenant_id), None, "m", "chat.completions", request,
+                              24, None, stream=True)
             return await create_job(
-                session, tenant_id=tenant_id, job_id=uuid.uuid4(), endpoint="chat.completions",
-                model="m", request=request, stream=True, max_tokens=24,
+                session, req, job_id=uuid.uuid4(),
                 classification=Classification(JobKind.REALTIME, 2, "default", deadline),
                 express=Express(Ticket("gpu:7", "t9"), 30.0, 3.5, ttft_ms / 1000))
 

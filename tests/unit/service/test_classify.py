@@ -2,7 +2,7 @@ import datetime as dt
 
 import pytest
 
-from service.jobs.tiers import classify, classify_background
+from service.jobs.door_request import classify, classify_background
 from service.store.models.jobs import JobKind
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

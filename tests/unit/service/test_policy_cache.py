@@ -6,8 +6,8 @@ import asyncio
 import time
 import uuid
 
+from service.quotas.door_policy import PolicyCache
 from service.quotas.policy import TenantPolicy
-from service.quotas.policy_cache import PolicyCache
 from service.store.quota_limits import QuotaLimits
 
 POLICY = TenantPolicy("standard", QuotaLimits(), ("default",), 1000, 100)

@@ -1,4 +1,6 @@
-"""A request's class, priority and deadline from its ``service_tier`` and ``deadline_ms``.
+"""One request at the door (``DoorRequest``), carried whole through its steps
+(service.api.door) and into its job's insert (service.jobs.service.create_job), and its class,
+priority and deadline from its ``service_tier`` and ``deadline_ms`` (``classify``).
 
 The tier table itself (class, priority, echoed tier) is ``scheduler.tiers``, shared with the
 policy and the engine's guard; this adds the deadlines, which are the API's settings:
@@ -17,11 +19,15 @@ policy and the engine's guard; this adds the deadlines, which are the API's sett
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
 
 from scheduler.tiers import tier_rule
 from scheduler.types import JobClass
+from service.store.job_queries import prompt_estimate
 from service.store.models.jobs import JobKind
+from service.store.models.tenants import Tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,3 +64,26 @@ def classify_background(deadline_ms: int | None, *, now: dt.datetime,
     deadline. Its Response reports ``service_tier: "flex"``, the tier it ran on."""
     return classify("flex", deadline_ms, now=now, realtime_deadline_s=flex_deadline_s,
                     flex_deadline_s=flex_deadline_s)
+
+
+@dataclass(frozen=True, slots=True)
+class DoorRequest:
+    tenant: Tenant
+    api_key_id: uuid.UUID | None  # the key it came with (None: an admin's or a test's call)
+    model: str
+    endpoint: str  # "chat.completions", "completions" or "responses"
+    payload: dict[str, Any]  # the request body as the job row stores it
+    max_tokens: int  # resolved: the body's, or the deployment's default
+    deadline_ms: int | None
+    stream: bool = False
+    background: bool = False  # a background response: offline work, never placed ahead
+    # The prompt's token estimate, once: it serializes the whole prompt.
+    prompt_tokens: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prompt_tokens", prompt_estimate(self.payload))
+
+    @property
+    def requested_service_tier(self) -> str | None:
+        tier = self.payload.get("service_tier")
+        return tier if isinstance(tier, str) else None

@@ -1,0 +1,226 @@
+"""What the door knows of a request before it takes any quota (``DoorPolicy``), and where it
+gets it (``DoorPolicies``): a hint read moments ago, which may only refuse; this process's
+cache of tenants' policies (``PolicyCache``), trusted while the tenant's policy generation is
+unchanged, so an admission reads no Postgres (the policy read was one of the realtime path's
+serial round trips); or a read of Postgres.
+
+An admin's change must still bind the tenant's very next call on every API process. So every
+admin write that changes a policy bumps the tenant's policy generation in Redis after its
+commit (``bump_policy_generation``; a tier's change bumps every tenant on it), and the quota
+script of every admission checks it (``QuotaStore.admit(expect_generation=...)``, a key in the
+tenant's own slot): limits read under another generation take nothing, and the door reads the
+policy again. A policy read from Postgres is stamped with the tenant's generation this process
+saw *before* the read, so a change that commits during the read leaves it stale, never
+trusted. What a cached policy would refuse before the quota script (a service tier, the SLO
+gate) is judged again from a fresh read; the script's own refusals stand, since it checked the
+generation.
+
+Writes that bypass the admin API (SQL by hand, a migration) bump nothing: they reach the door
+within ``POLICY_CACHE_TTL_S``, which bounds every entry's life. Past half that life an entry
+still answers while one background read renews it (``renew_ahead``), so a tenant sending a
+request every few seconds is never read on its request's path (every other request of an
+idle-paced client paid the read; bench/idle_ttft_pairs.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+from cachetools import LRUCache, TTLCache
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from service.jobs.door_request import DoorRequest
+from service.quotas.policy import TenantPolicy, load_policy, resolve_service_tier
+from service.store.quota_store import TenantKeys
+from service.store.single_flight import RENEW_AFTER_S, SingleFlight, renew_delay
+from service.web.errors import APIError
+
+log = logging.getLogger("fairway.quotas")
+
+POLICY_CACHE_TTL_S = 5.0
+POLICY_CACHE_MAX = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class CachedPolicy:
+    policy: TenantPolicy
+    generation: int  # the policy generation it was read under
+    read_at: float = 0.0  # the cache's clock when stored
+
+
+class PolicyCache:
+    def __init__(self, ttl_s: float = POLICY_CACHE_TTL_S, maxsize: int = POLICY_CACHE_MAX,
+                 clock: Callable[[], float] = time.monotonic,
+                 renew_after_s: float = RENEW_AFTER_S) -> None:
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self.renew_after_s = renew_delay(ttl_s, renew_after_s)
+        self._entries: TTLCache[tuple[uuid.UUID, str], CachedPolicy] = TTLCache(
+            maxsize, ttl_s, timer=clock)
+        self._renewals: SingleFlight[tuple[uuid.UUID, str], None] = SingleFlight()
+        # Each tenant's newest generation an admission read (LRU-bounded: one forgotten is
+        # simply not cached until it is seen again).
+        self._seen: LRUCache[uuid.UUID, int] = LRUCache(maxsize)
+
+    def get(self, tenant_id: uuid.UUID, tier: str) -> CachedPolicy | None:
+        return self._entries.get((tenant_id, tier))
+
+    def stamp(self, tenant_id: uuid.UUID) -> int | None:
+        """The generation to stamp on a policy of ``tenant_id`` read from now: None before any
+        is known (such a read is not cached)."""
+        return self._seen.get(tenant_id)
+
+    def store(self, tenant_id: uuid.UUID, tier: str, policy: TenantPolicy,
+              stamp: int | None) -> None:
+        if stamp is not None:
+            self._entries[(tenant_id, tier)] = CachedPolicy(policy, stamp, self.clock())
+
+    def renew_ahead(self, tenant_id: uuid.UUID, tier: str,
+                    read: Callable[[], Awaitable[TenantPolicy]]) -> None:
+        """Past half its TTL, start one background ``read()`` of the entry (stamped before
+        it, as any read), ``RENEW_AFTER_S`` later (after the request's own critical path):
+        the entry answers meanwhile, and what is kept is never older than the TTL. A failed
+        renewal is dropped: the entry expires, and the next miss reads."""
+        key = (tenant_id, tier)
+        entry = self._entries.get(key)
+        if (entry is None or self._renewals.running(key)
+                or self.clock() - entry.read_at < self.ttl_s / 2):
+            return
+
+        async def renew() -> None:
+            stamp = self.stamp(tenant_id)
+            self.store(tenant_id, tier, await read(), stamp)
+
+        self._renewals.run(key, renew, after_s=self.renew_after_s)
+
+    def observe(self, tenant_id: uuid.UUID, generation: int) -> None:
+        seen = self._seen.get(tenant_id)
+        self._seen[tenant_id] = generation if seen is None else max(seen, generation)
+
+    def drop(self, tenant_id: uuid.UUID, tier: str) -> None:
+        self._entries.pop((tenant_id, tier), None)
+
+
+async def bump_policy_generation(redis: Redis, tenant_ids: Iterable[uuid.UUID]) -> None:
+    """Call after the commit of an admin write that changes these tenants' policies. Redis
+    away: the change reaches cached policies within ``POLICY_CACHE_TTL_S`` instead (logged)."""
+    ids = list(tenant_ids)
+    try:
+        async with redis.pipeline(transaction=False) as pipe:
+            for tenant_id in ids:
+                pipe.incr(TenantKeys(str(tenant_id)).policy_generation)
+            await pipe.execute()
+    except RedisError:
+        log.warning("policy generation of %d tenant(s) not bumped (Redis away): the change "
+                    "reaches cached policies within %.0f s", len(ids), POLICY_CACHE_TTL_S)
+
+
+# How long a tenant's policy read at the door may refuse (never admit) later requests: an
+# admin's change to a tier's TTFT target reaches refusals within this long.
+HINT_TTL_S = 2.0
+HINT_MAX = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class DoorPolicy:
+    """The tenant's limits and targets, and the service tier the request runs with.
+    ``generation``: the policy generation a cached policy was read under (the quota script
+    takes nothing if it is no longer current); None for a policy read just now."""
+    policy: TenantPolicy
+    service_tier: str
+    generation: int | None = None
+
+    @property
+    def ttft_target_s(self) -> float:
+        return self.policy.ttft_slo_ms / 1000
+
+    @property
+    def cached(self) -> bool:
+        return self.generation is not None
+
+
+def not_allowed(requested: object, policy: TenantPolicy) -> APIError:
+    return APIError(403, f"service_tier '{requested}' is not available on the "
+                         f"'{policy.tier}' tier.", code="service_tier_not_allowed",
+                    param="service_tier", reason="service_tier_not_allowed")
+
+
+async def read_door_policy(session: AsyncSession, req: DoorRequest) -> DoorPolicy:
+    """The tenant's policy read from Postgres, and the request's service tier, or the 403 for
+    a tier it may not use. A request refused after this (by its SLO) cost no quota."""
+    tenant = req.tenant
+    policy = await load_policy(session, tenant_id=tenant.id, tier=tenant.tier)
+    service_tier = resolve_service_tier(req.requested_service_tier,
+                                        policy.allowed_service_tiers)
+    if service_tier is None:
+        raise not_allowed(req.payload.get("service_tier"), policy)
+    return DoorPolicy(policy, service_tier)
+
+
+HintKey = tuple[uuid.UUID, str, str | None]
+
+
+class DoorPolicies:
+    """The door's three sources of a tenant's policy, fastest first."""
+
+    def __init__(self, cache: PolicyCache, sessions: async_sessionmaker[AsyncSession],
+                 hint_ttl_s: float = HINT_TTL_S) -> None:
+        self.cache = cache
+        self._sessions = sessions
+        self._hints: TTLCache[HintKey, DoorPolicy] = TTLCache(maxsize=HINT_MAX,
+                                                              ttl=hint_ttl_s)
+
+    def hint(self, req: DoorRequest) -> DoorPolicy | None:
+        """The policy this tenant's last request with the same service tier was judged by,
+        within HINT_TTL_S: enough to refuse under overload without any round trip, never to
+        admit."""
+        return self._hints.get(_hint_key(req))
+
+    def cached(self, req: DoorRequest) -> DoorPolicy | None:
+        """The cached policy, renewed in the background past half its life; None when there
+        is none, or when the request's service tier is one it refuses (its 403 is judged
+        from a fresh read)."""
+        tenant = req.tenant
+        entry = self.cache.get(tenant.id, tenant.tier)
+        if entry is None:
+            return None
+        self.cache.renew_ahead(tenant.id, tenant.tier,
+                               lambda: self._read_apart(tenant.id, tenant.tier))
+        service_tier = resolve_service_tier(req.requested_service_tier,
+                                            entry.policy.allowed_service_tiers)
+        if service_tier is None:
+            return None
+        return self._hinted(req, DoorPolicy(entry.policy, service_tier, entry.generation))
+
+    async def read(self, session: AsyncSession, req: DoorRequest) -> DoorPolicy:
+        """A fresh read, cached under the generation this process saw before it (a change
+        that commits during the read leaves it stale, never trusted); or the 403."""
+        tenant = req.tenant
+        self.cache.drop(tenant.id, tenant.tier)
+        stamp = self.cache.stamp(tenant.id)
+        door = await read_door_policy(session, req)
+        self.cache.store(tenant.id, tenant.tier, door.policy, stamp)
+        return self._hinted(req, door)
+
+    def observe(self, tenant_id: uuid.UUID, generation: int) -> None:
+        """The tenant's policy generation, as an admission's quota script read it."""
+        self.cache.observe(tenant_id, generation)
+
+    def _hinted(self, req: DoorRequest, door: DoorPolicy) -> DoorPolicy:
+        self._hints[_hint_key(req)] = door
+        return door
+
+    async def _read_apart(self, tenant_id: uuid.UUID, tier: str) -> TenantPolicy:
+        """A background renewal's read, in a session of its own."""
+        async with self._sessions() as session:
+            return await load_policy(session, tenant_id=tenant_id, tier=tier)
+
+
+def _hint_key(req: DoorRequest) -> HintKey:
+    return req.tenant.id, req.tenant.tier, req.requested_service_tier
