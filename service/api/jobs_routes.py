@@ -11,6 +11,7 @@ import uuid
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
 
 from service.jobs.cancel import cancel_own_job
 from service.jobs.listing import JobFilters, UnknownCursor, list_jobs
@@ -25,30 +26,40 @@ router = APIRouter(prefix="/v1", responses=TENANT_ROUTES)
 
 JobStatusName = Literal["queued", "assigned", "running", "succeeded", "failed", "cancelled"]
 # Unix seconds up to the last second of year 9999 (what a datetime can hold).
-Timestamp = Annotated[int | None, Query(ge=0, le=253_402_300_799)]
+MAX_TIMESTAMP = 253_402_300_799
+
+
+class JobListQuery(BaseModel):
+    """The query of ``GET /v1/jobs``: a page, and filters that each narrow it."""
+    limit: int = Field(20, ge=1, le=100, description="Page size.")
+    after: str | None = Field(None, description="The last id of the previous page.")
+    status: JobStatusName | None = None
+    job_class: Literal["realtime", "batch"] | None = Field(None, alias="class")
+    tier: Literal["priority", "default", "flex"] | None = None
+    model: str | None = Field(None, max_length=256)
+    batch_id: str | None = None
+    created_after: int | None = Field(None, ge=0, le=MAX_TIMESTAMP,
+                                      description="Unix seconds, inclusive.")
+    created_before: int | None = Field(None, ge=0, le=MAX_TIMESTAMP,
+                                       description="Unix seconds, exclusive.")
+
+    def filters(self) -> JobFilters:
+        return JobFilters(status=self.status, job_class=self.job_class,
+                          service_tier=self.tier, model=self.model,
+                          batch_id=_batch_id(self.batch_id),
+                          created_after=_time(self.created_after),
+                          created_before=_time(self.created_before))
 
 
 @router.get("/jobs")
-async def read_jobs(
-    tenant: CurrentTenant, session: SessionDep,
-    limit: Annotated[int, Query(ge=1, le=100, description="Page size.")] = 20,
-    after: Annotated[str | None, Query(description="The last id of the previous page.")] = None,
-    status: JobStatusName | None = None,
-    job_class: Annotated[Literal["realtime", "batch"] | None, Query(alias="class")] = None,
-    tier: Literal["priority", "default", "flex"] | None = None,
-    model: Annotated[str | None, Query(max_length=256)] = None,
-    batch_id: str | None = None,
-    created_after: Annotated[Timestamp, Query(description="Unix seconds, inclusive.")] = None,
-    created_before: Annotated[Timestamp, Query(description="Unix seconds, exclusive.")] = None,
-) -> dict[str, Any]:
+async def read_jobs(tenant: CurrentTenant, session: SessionDep,
+                    query: Annotated[JobListQuery, Query()]) -> dict[str, Any]:
     """The caller's jobs, newest first, in OpenAI's list shape."""
-    filters = JobFilters(status=status, job_class=job_class, service_tier=tier, model=model,
-                         batch_id=_batch_id(batch_id), created_after=_time(created_after),
-                         created_before=_time(created_before))
+    filters, after = query.filters(), query.after
     cursor = _job_id(after, param="after", status=400) if after is not None else None
     try:
         rows, more = await list_jobs(session, tenant_id=tenant.id, filters=filters,
-                                     after=cursor, limit=limit)
+                                     after=cursor, limit=query.limit)
     except UnknownCursor:
         raise APIError(400, f"after: no job with id '{after}'.", code="invalid_value",
                        param="after") from None

@@ -64,6 +64,15 @@ OUTAGE_PATIENCE_S = 30.0  # how long the relay waits for Redis to come back
 SETTLE_CHECK_S = 5.0
 
 
+@dataclass(frozen=True, slots=True)
+class RelayPace:
+    """How the relay waits: one stream read's block, how long it rides out a Redis outage,
+    and how often a silent stream sends it to the job's row (tests shorten them)."""
+    block_ms: int = 1000
+    outage_patience_s: float = OUTAGE_PATIENCE_S
+    settle_check_s: float = SETTLE_CHECK_S
+
+
 class ClientGone(Exception):
     """The HTTP client disconnected while we were waiting for the job."""
 
@@ -74,27 +83,25 @@ async def follow_job(
     *,
     timeout_s: float,
     is_disconnected: Callable[[], Awaitable[bool]] | None = None,
-    block_ms: int = 1000,
-    outage_patience_s: float = OUTAGE_PATIENCE_S,
     settled: Callable[[], Awaitable[Settled | None]] | None = None,
-    settle_check_s: float = SETTLE_CHECK_S,
     on_quota_settled: Callable[[], None] | None = None,
+    pace: RelayPace = RelayPace(),
 ) -> AsyncIterator[RelayEvent]:
     """Yields new text, then one Final or Failure (or TimedOut, or Interrupted).
 
-    A Redis outage is waited out (up to ``outage_patience_s``): reading resumes after the last
+    A Redis outage is waited out (up to ``pace.outage_patience_s``): reading resumes after the last
     entry seen, so the client gets every entry once Redis is back.
 
-    ``settled`` reads the job's row: None while it is active. After ``settle_check_s`` without
-    an entry (Redis away included), and every ``settle_check_s`` while that lasts, a final row
+    ``settled`` reads the job's row: None while it is active. After ``pace.settle_check_s``
+    without an entry (Redis away included), and as often while that lasts, a final row
     ends the relay with the text not yet sent and the row's end.
 
     ``on_quota_settled`` is called before a Final whose worker settled the job's quota
     (``Final.settled``; ``Admission.settled_by_worker``).
     """
-    reader = _StreamReader(redis, stream_key(job_id), block_ms)
+    reader = _StreamReader(redis, stream_key(job_id), pace.block_ms)
     splice = _Splice()
-    row = _RowCheck(settled, settle_check_s)
+    row = _RowCheck(settled, pace.settle_check_s)
     give_up = time.monotonic() + timeout_s
     outage_since: float | None = None
     failures = 0
@@ -107,7 +114,7 @@ async def follow_job(
         if entries is None:  # Redis is away
             now = time.monotonic()
             outage_since = outage_since or now
-            if now - outage_since > outage_patience_s or now > give_up:
+            if now - outage_since > pace.outage_patience_s or now > give_up:
                 yield Interrupted("Lost the connection to the job's progress (Redis is "
                                   "unavailable).")
                 return

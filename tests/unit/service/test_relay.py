@@ -8,7 +8,7 @@ from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from service.api.relay import Interrupted, NewText, TimedOut, follow_job
+from service.api.relay import Interrupted, NewText, RelayPace, TimedOut, follow_job
 from service.store.job_stream import Failure, Final
 
 
@@ -44,7 +44,7 @@ def _collect(entries: list[dict[str, Any]]) -> list[tuple[str, str]]:
     async def run() -> list[tuple[str, str]]:
         redis = FakeStreamRedis(entries)
         out = []
-        async for ev in follow_job(redis, uuid.uuid4(), timeout_s=0.05, block_ms=1):  # type: ignore[arg-type]
+        async for ev in follow_job(redis, uuid.uuid4(), timeout_s=0.05, pace=RelayPace(block_ms=1)):  # type: ignore[arg-type]
             out.append(_kind(ev))
         return out
 
@@ -100,8 +100,8 @@ def test_a_hole_in_one_attempt_interrupts_the_relay():
 def _relay(redis: Any, settled: Any, timeout_s: float = 1.0) -> list[tuple[str, str]]:
     async def run() -> list[tuple[str, str]]:
         out = []
-        async for ev in follow_job(redis, uuid.uuid4(), timeout_s=timeout_s, block_ms=1,
-                                   settled=settled, settle_check_s=0.02):
+        async for ev in follow_job(redis, uuid.uuid4(), timeout_s=timeout_s, settled=settled,
+                                   pace=RelayPace(block_ms=1, settle_check_s=0.02)):
             out.append(_kind(ev))
         return out
 
@@ -154,8 +154,9 @@ def test_a_final_whose_worker_settled_the_quota_is_told_before_it_is_yielded():
     async def run(final: dict[str, Any]) -> list[str]:
         told: list[str] = []
         redis = FakeStreamRedis([{"type": "delta", "attempt": 1, "text": "hi"}, final])
-        async for ev in follow_job(redis, uuid.uuid4(), timeout_s=0.05, block_ms=1,  # type: ignore[arg-type]
-                                   on_quota_settled=lambda: told.append("settled")):
+        async for ev in follow_job(redis, uuid.uuid4(), timeout_s=0.05,  # type: ignore[arg-type]
+                                   on_quota_settled=lambda: told.append("settled"),
+                                   pace=RelayPace(block_ms=1)):
             told.append(_kind(ev)[0])
         return told
 
