@@ -1,6 +1,6 @@
 """Throughput of the control plane alone: how many realtime jobs per second one API process,
 one dispatcher, Postgres, Redis and N simulated workers carry on this box, and which process
-runs out of CPU first (issue #16, part 3).
+runs out of CPU first.
 
     python bench/control_plane.py [--levels 4,8,16,32,64] [--rounds 3] [--round-s 5]
                                   [--workers 2] [--slots 64]

@@ -3,7 +3,8 @@
 Three engine starts, one after the other, in one run (never two engines at once):
 
 - "vLLM priority alone": vLLM's own scheduler with the priority policy. A waiting realtime
-  request never preempts running batch (vLLM issue #40004): it waits for a batch request to end.
+  request never preempts running batch (vllm-project/vllm#40004): it waits for a batch
+  request to end.
 - "Fairway, guard off": the same engine with `worker.engine.vllm_preempt.PreemptiveScheduler`
   (layer 1: waiting realtime preempts running batch) and the realtime guard off;
 - "Fairway": the same with the realtime guard (`worker.engine.vllm_guard`): the realtime

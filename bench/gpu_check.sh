@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fairway's GPU check (issue #16): on one NVIDIA GPU with the `vllm` package, in under 8
+# Fairway's GPU check: on one NVIDIA GPU with the `vllm` package, in under 8
 # minutes, runs the default model through
 #   1. realtime vs bare vLLM: idle TTFT probes and a `vllm bench serve` burst, Fairway's stack
 #      against vLLM's own OpenAI server (bench/realtime_vs_vllm.py);

@@ -5,9 +5,9 @@
 DIR holds what bench/gpu_check.sh wrote there: steps.tsv (one line per step: name, exit status,
 seconds, timeout) and each step's JSON (realtime.json from bench/realtime_vs_vllm.py --out,
 engine_preemption.json, preemption_vs_vllm.json, phase_lock.json). One row per check: the
-figure, its baseline, the ratio (or difference), and pass/fail against the targets below (issue
-#16: idle TTFT overhead <= +3 ms p50 / +5 ms p99, output throughput >= 0.99x, TPOT p50 within
-+1%). A step that failed, timed out or left no JSON makes its rows FAIL with the reason; the
+figure, its baseline, the ratio (or difference), and pass/fail against the realtime targets
+below (idle TTFT overhead <= +3 ms p50 / +5 ms p99, output throughput >= 0.99x, TPOT p50
+within +1%). A step that failed, timed out or left no JSON makes its rows FAIL with the reason; the
 other rows stand. Exit status 0 when no row fails.
 """
 
@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# Issue #16's targets for Fairway against bare vLLM on the same GPU.
+# The realtime targets for Fairway against bare vLLM on the same GPU.
 IDLE_TTFT_P50_MAX_MS = 3.0
 IDLE_TTFT_P99_MAX_MS = 5.0
 THROUGHPUT_MIN_RATIO = 0.99
 TPOT_P50_MAX_RATIO = 1.01
-# Mechanism checks (no issue target): the guard may not make busy realtime TTFT worse than
+# Mechanism checks (no target): the guard may not make busy realtime TTFT worse than
 # guard-off beyond this noise allowance; the phase lock must beat an unlocked step's expected
 # distance to the nearest grid point (a quarter period).
 GUARD_MAX_RATIO = 1.10

@@ -1,6 +1,6 @@
-"""Where a realtime request's time to first token goes, hop by hop, from the traces (issue #16,
-part 1). Tracing on, exported to JSON-lines files the bench reads (FAIRWAY_OTEL_SPANS_DIR): no
-collector needed.
+"""Where a realtime request's time to first token goes, hop by hop, from the traces. Tracing
+on, exported to JSON-lines files the bench reads (FAIRWAY_OTEL_SPANS_DIR): no collector
+needed.
 
     python bench/hop_latency.py [--engine sim|vllm] [--idle 40] [--load 200]
                                 [--concurrency 16] [--idle-gap-ms 0] [--workers 2]

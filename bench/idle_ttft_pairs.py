@@ -1,5 +1,5 @@
-"""Idle TTFT, Fairway against bare vLLM, in alternating pairs (issue #16: "+3 ms p50, +5 ms p99
-over 20+ alternating pairs").
+"""Idle TTFT, Fairway against bare vLLM, in alternating pairs (the target: +3 ms p50,
++5 ms p99 over 20+ alternating pairs).
 
     OMP_NUM_THREADS=2 .venv/bin/python bench/idle_ttft_pairs.py [--pairs 40] [--gap-s S]
         [--model DIR] [--kv-gib 2]

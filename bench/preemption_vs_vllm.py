@@ -16,7 +16,7 @@ KV cache 1 GiB, max_model_len 2048, OMP_NUM_THREADS from the environment, 2 by d
     equal, realtime queues behind batch;
 (b) the same server with `--scheduling-policy priority`: realtime is sent with body field
     "priority": 0, batch with "priority": 3. A waiting request never preempts running ones
-    (vLLM issue #40004), so realtime waits for a batch request to end;
+    (vllm-project/vllm#40004), so realtime waits for a batch request to end;
 (c) Fairway as separate processes (API, scheduler with the default "fairway" policy, one
     Celery worker hosting vLLM's AsyncLLM with the preemptive scheduler) on a throwaway Postgres
     database and a leased Redis db. Batch is sent as service_tier="flex" (batch class,

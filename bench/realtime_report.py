@@ -17,8 +17,8 @@ from bench.harness import MAX_MODEL_LEN
 MAX_NUM_SEQS = 64
 INPUT_LEN = 128
 OUTPUT_LEN = 64
-TARGET_RATIO = 0.99  # issue #16: output throughput at least 0.99x bare vLLM
-TARGET_TTFT_MS = 3.0  # issue #16: idle TTFT at most +3 ms p50 (+5 ms p99)
+TARGET_RATIO = 0.99  # the realtime target: output throughput at least 0.99x bare vLLM
+TARGET_TTFT_MS = 3.0  # the realtime target: idle TTFT at most +3 ms p50 (+5 ms p99)
 PROBES = 10  # sequential single requests on the idle server: the fixed per-request cost
 SEGMENTS = ("api_ingest", "dispatch", "delivery", "engine_first_token", "relay",
             "server_ttft", "client_ttft")

@@ -4,7 +4,7 @@ and simulated-time speed for a large cluster.
     python bench/sched_scale.py            # 100k queued, 1k tenants, 100 workers; 100 GPUs x 5 min
     python bench/sched_scale.py --full     # 1M queued, 10k tenants, 1k workers; 1k GPUs x 1 h
 
-Targets (issue 3): >= 10k decisions/s at full size; 1 h of 1k GPUs faster than real time.
+Targets: >= 10k decisions/s at full size; 1 h of 1k GPUs faster than real time.
 """
 
 from __future__ import annotations

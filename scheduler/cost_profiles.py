@@ -59,7 +59,8 @@ H200_LLAMA3_8B = DEFAULT_COST
 # 256-8192), prefill from packed 512-token prompts (2k-8k tokens a chunk), swap from a pinned
 # bulk copy (55.3 GB/s each way). Stock kernels, not vLLM's fused ones, and no engine CPU work
 # between steps: the roofline above is faster at batch 1 (5.0 ms vs 6.7 measured) and slower
-# at 256 (19.6 vs 13.3 ms at 256 tokens of context). docs/scale.md, "Step costs on an H200".
+# at 256 (19.6 vs 13.3 ms at 256 tokens of context). The steps timed:
+# docs/results/gpu_step_costs.md; the model: docs/scale.md, "Step costs on an H200".
 H200_LLAMA3_8B_MEASURED = replace(
     DEFAULT_COST,
     step_base_s=7.20e-3,

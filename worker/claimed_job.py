@@ -45,7 +45,8 @@ class ClaimedJob:
     claim_later: Callable[[], Awaitable[ClaimedJob | None]] | None = None
     early_output: float | None = None  # perf_counter() of an output sent before the claim
     # This attempt's first token (when it restarted the output: no checkpoint). Its row stamp
-    # is deferred (_mark_first_token): a job that ends or parks first carries it in that write.
+    # is deferred (RowStamps.mark_first_token, worker.stamps): a job that ends or parks first
+    # carries it in that write.
     first_token_at: dt.datetime | None = None
     stamp: asyncio.Task[None] | None = None
     stamp_writing: bool = False

@@ -174,7 +174,7 @@ class EngineHost:
     # -- the realtime hand-off -----------------------------------------------------------------
     async def _handoff_tail(self) -> str:
         """The id of the stream's last entry. With Redis away at start, from the beginning:
-        a stale entry finds its row moved on and starts nothing (``lifecycle.start``)."""
+        a stale entry finds its row moved on and starts nothing (``lifecycle.START``)."""
         assert self.redis is not None
         try:
             last: Any = await self.redis.xrevrange(handoff_stream(self.worker_id), count=1)

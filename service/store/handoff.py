@@ -5,7 +5,7 @@ one wire format (a Redis stream entry's fields).
 The stream is only the fast path. The job row is the truth: the claim that names the worker
 and the attempt is committed before the entry is added (on the API's express path, while it
 is added: the entry is marked ``ahead`` and the worker's claim waits for the row), the worker
-starts the job only through ``lifecycle.start`` for that attempt (a duplicate or stale entry
+starts the job only through ``lifecycle.START`` for that attempt (a duplicate or stale entry
 starts nothing), and a job whose worker dies before or after reading its entry is re-queued
 from its row (the dispatcher's dead-worker detection, or the lease).
 

@@ -9,7 +9,7 @@ only that group.
 
 The environment variables are flat, as they always were: a field reads ``FAIRWAY_<FIELD>``
 unless it names its variable (``validation_alias``), e.g. ``engine.kind`` reads
-``FAIRWAY_ENGINE``. `env_var` says which. The README's settings table is generated from these
+``FAIRWAY_ENGINE``. `env_var` says which. docs/settings.md's settings table is generated from these
 classes and their descriptions (`service.store.settings_doc`).
 
 Settings are built on demand (``get_settings()``), never at import time, so tests and the

@@ -122,7 +122,7 @@ def test_repeated_admissions_read_the_policy_once_it_is_cached(
 def test_past_half_its_life_the_policy_is_renewed_off_the_requests_path(
         database_url: str, test_redis_url: str, tenant: Tenant) -> None:
     """A tenant sending a request every few seconds: the entry answers while a background
-    read renews it, so no request of its reads the policy (issue #16, idle TTFT)."""
+    read renews it, so no request of its reads the policy."""
     door = Door(database_url, test_redis_url)
 
     async def run() -> tuple[list[tuple[int, int]], int]:

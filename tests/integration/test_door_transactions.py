@@ -1,4 +1,4 @@
-"""The realtime submit path's Postgres work runs without a transaction around it (issue #16):
+"""The realtime submit path's Postgres work runs without a transaction around it:
 the door's policy read and the job's insert (with its NOTIFY) are single statements, and a
 transaction around them cost a BEGIN and a COMMIT round trip and held a snapshot open across
 the quota and SLO checks between them (``service.store.db.without_transaction``)."""

@@ -1,5 +1,5 @@
 """A realtime hand-off that carries its job's body starts the engine while the worker's claim
-commits (service/store/handoff.py, worker/claimed_job.py; issue #16: the claim leaves the time
+commits (service/store/handoff.py, worker/claimed_job.py; the claim leaves the time
 to first token). Nothing of the attempt leaves the worker before its claim is in; a claim that
 fails aborts the engine request and delivers nothing; a body the row contradicts (a checkpoint
 after all) is dropped and the job runs as the row says."""

@@ -1,4 +1,4 @@
-"""How many times a realtime job's row is written by the worker's runner (issue #16 part 3):
+"""How many times a realtime job's row is written by the worker's runner:
 start and end only for a job that ends soon after its first token (the first token rides on
 the end write), and a separate first-token stamp only for a job still running after
 `FAIRWAY_FIRST_TOKEN_STAMP_SECONDS`, so live views see it while the job runs."""

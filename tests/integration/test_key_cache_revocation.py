@@ -1,4 +1,4 @@
-"""API-key lookups are remembered for `FAIRWAY_KEY_CACHE_SECONDS` (issue #16 part 3): a busy
+"""API-key lookups are remembered for `FAIRWAY_KEY_CACHE_SECONDS`: a busy
 key costs no query per request, and a revocation or a suspension made elsewhere binds within
 that window, never later."""
 

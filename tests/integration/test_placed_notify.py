@@ -1,5 +1,5 @@
 """A placed job's NOTIFY carries the dispatcher's view of it (service.store.wakeups.PlacedView),
-so the dispatcher books an express job without reading its row back (issue #16). The view it
+so the dispatcher books an express job without reading its row back. The view it
 carries must be the one the dispatcher would have read: same policy inputs, field by field."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The worker's stream outbox against a real Redis: the entries of every job written in one
-turn of the event loop go in one pipeline (issue #16: one round trip per engine step, not one
+turn of the event loop go in one pipeline (one round trip per engine step, not one
 per job), each job's entries in order, an end entry expiring its stream; a Redis that is away
 leaves the entries waiting, not raised, and they arrive once it is back."""
 

@@ -1,6 +1,6 @@
 """A job's end says whether its worker settled the quota reservation (``Final.settled``), so
 the API's release at the request's end, which would find nothing, is skipped
-(``Admission.settled_by_worker``): one Redis call fewer per realtime job (issue #16)."""
+(``Admission.settled_by_worker``): one Redis call fewer per realtime job."""
 
 from __future__ import annotations
 

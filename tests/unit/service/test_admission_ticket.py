@@ -1,6 +1,6 @@
 """A realtime job is created under its admission ticket's id, so its quota reservation is
 already keyed by the job (the worker settles it by job id) and the door makes no re-keying
-round trip to Redis (issue #16: one Redis script fewer per job)."""
+round trip to Redis (one Redis script fewer per job)."""
 
 from __future__ import annotations
 

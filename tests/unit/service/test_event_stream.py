@@ -1,4 +1,4 @@
-"""A streamed completion's last chunk ends the response in the same ASGI send (issue #16):
+"""A streamed completion's last chunk ends the response in the same ASGI send:
 no empty body after it, one trip through the middleware and one syscall fewer."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The lifecycle's guarded statements compile once and run as compiled: an expanding IN list
 (SQLAlchemy's post-compile step) would be re-rendered at every execution, on the realtime
-path's claim and end writes (issue #16)."""
+path's claim and end writes."""
 
 from __future__ import annotations
 

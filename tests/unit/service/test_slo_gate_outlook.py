@@ -117,7 +117,7 @@ def test_no_outlook_yet_is_looked_at_again_sooner_than_a_present_one(
 
 def test_a_quiet_services_next_request_waits_on_no_read() -> None:
     """Seconds after the last request (well past REFRESH_S, within STALE_S) a quiet outlook
-    admits at once while one background read refreshes it (issue #16, idle TTFT)."""
+    admits at once while one background read refreshes it."""
     async def run() -> None:
         redis = SlowRedis(_outlook(0))
         gate = SloGate(redis)  # type: ignore[arg-type]

@@ -1,5 +1,5 @@
 """A streamed completion's end (finish chunk, usage chunk, [DONE]) leaves in one write: one
-send through the middleware and one syscall (issue #16), with the same bytes as before."""
+send through the middleware and one syscall, with the same bytes as before."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``through_outages``: the first try runs without a retry loop (issue #16: two per realtime
+"""``through_outages``: the first try runs without a retry loop (two per realtime
 job in a worker), and an outage after it is still waited out, backing off, until the budget."""
 
 from __future__ import annotations

@@ -128,7 +128,8 @@ def test_kv_budget_is_respected_and_requests_wait() -> None:
 @pytest.mark.parametrize(
     ("preempt", "expected"),
     [
-        # vLLM priority alone: "d" jumps the queue but waits for the running "a" (#40004).
+        # vLLM priority alone: "d" jumps the queue but waits for the running "a"
+        # (vllm-project/vllm#40004).
         (False, ["a", "d", "b", "c"]),
         # Fairway's engine: "d" preempts "a" at once; "a" resumes before the worse "b", "c".
         (True, ["d", "a", "b", "c"]),
@@ -300,7 +301,7 @@ def test_tokenizer_round_trip_and_chat_template() -> None:
     assert len(chat) < len(engine.encode("What is the capital of France?")) + 12
 
 
-# ---- a waiting, better request preempts running ones (layer 1 of issue 4) --------------------
+# ---- a waiting, better request preempts running ones (the engine's own layer) ----------------
 
 BATCH, FLEX, REALTIME = 3, 2, 0
 
