@@ -11,12 +11,14 @@ from typing import Any
 from sqlalchemy import text
 
 from service.store.db import sync_session
+from service.store.lifecycle import ACTIVE
+from service.store.models.jobs import JobStatus
 from service.store.telemetry import metrics as m
 from service.store.telemetry.labels import class_label, tenant_label, tier_label
 from service.store.telemetry.state import enabled
 
 REFRESH_S = 2.0
-OPEN_JOB_STATUSES = ("queued", "assigned", "running")
+OPEN_JOB_STATUSES = tuple(s.value for s in JobStatus if s in ACTIVE)
 OPEN_BATCH_STATUSES = ("validating", "in_progress", "finalizing", "cancelling")
 
 _JOBS_SQL = text("SELECT status, kind, count(*) FROM jobs "

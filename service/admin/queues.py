@@ -8,6 +8,9 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service.store.lifecycle import ACTIVE
+from service.store.models.jobs import JobStatus
+
 _ACTIVE = text("""
 SELECT t.tier, t.id AS tenant_id, t.name AS tenant, j.kind, j.status, count(*) AS n
 FROM jobs j JOIN tenants t ON t.id = j.tenant_id
@@ -15,7 +18,7 @@ WHERE j.status IN ('queued', 'assigned', 'running')
 GROUP BY t.tier, t.id, t.name, j.kind, j.status
 """)
 
-STATUSES = ("queued", "assigned", "running")
+STATUSES = tuple(s.value for s in JobStatus if s in ACTIVE)
 
 
 def _zero() -> dict[str, int]:

@@ -33,12 +33,12 @@ from service.store import wakeups
 from service.store.batch_lifecycle import BatchEvent
 from service.store.keys import control_channel
 from service.store.models.batches import OPEN_STATUSES, Batch, BatchStatus
-from service.store.models.jobs import ACTIVE_STATUSES, Job
+from service.store.models.jobs import Job, JobStatus
 from service.store.quota_store import SyncQuotaStore
 from service.store.settings import Settings
 
 log = logging.getLogger("fairway.batches")
-_ACTIVE = [s.value for s in ACTIVE_STATUSES]
+_ACTIVE = [s.value for s in JobStatus if s in jobs.ACTIVE]
 
 
 @dataclass(frozen=True, slots=True)

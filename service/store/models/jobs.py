@@ -31,7 +31,6 @@ class JobStatus(enum.StrEnum):
     CANCELLED = "cancelled"
 
 
-ACTIVE_STATUSES = (JobStatus.QUEUED, JobStatus.ASSIGNED, JobStatus.RUNNING)
 TERMINAL_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 
 
