@@ -1,5 +1,7 @@
 """The code's shape, for before/after comparisons of a restructuring: modules per package,
-the longest modules and functions, and which package imports which.
+the longest modules, functions and classes (a class with its in-repo bases: a mixin's lines
+count toward its host), the functions taking more than 8 parameters, and which package
+imports which.
 
     python bench/code_structure.py [ROOT]        # ROOT: a checkout (default: this one)
 """
@@ -25,6 +27,8 @@ def main() -> None:
     modules: list[tuple[int, str]] = []
     functions: list[tuple[int, str]] = []
     edges: Counter[tuple[str, str]] = Counter()
+    classes: dict[str, tuple[int, list[str], str]] = {}  # name -> (lines, bases, where)
+    wide: list[str] = []
     for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
             rel = path.relative_to(root)
@@ -35,6 +39,13 @@ def main() -> None:
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                     assert node.end_lineno is not None
                     functions.append((node.end_lineno - node.lineno + 1, f"{rel}:{node.name}"))
+                    if _parameters(node) > 8:
+                        wide.append(f"{rel}:{node.name} ({_parameters(node)})")
+                if isinstance(node, ast.ClassDef):
+                    assert node.end_lineno is not None
+                    bases = [b.id for b in node.bases if isinstance(b, ast.Name)]
+                    classes[node.name] = (node.end_lineno - node.lineno + 1, bases,
+                                          f"{rel}:{node.name}")
                 if (isinstance(node, ast.ImportFrom) and node.module and node.level == 0
                         and node.module.split(".")[0] in PACKAGES):
                     there = group(node.module)
@@ -49,9 +60,28 @@ def main() -> None:
           f"p90 {sizes[int(0.9 * len(sizes))]}")
     print("longest functions:", ", ".join(f"{name} ({n})"
                                           for n, name in sorted(functions)[-6:][::-1]))
+    sized = sorted((_with_bases(name, classes), where) for name, (_, _, where)
+                   in classes.items())
+    print("largest classes (with in-repo bases):",
+          ", ".join(f"{where} ({n})" for n, where in sized[-4:][::-1]))
+    print(f"functions over 8 parameters: {len(wide)}" + (": " + ", ".join(wide) if wide else ""))
     print("imports across packages (from -> to: imports):")
     for (here, there), n in sorted(edges.items()):
         print(f"  {here} -> {there}: {n}")
+
+
+def _parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    a = node.args
+    names = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+    count = len(names) + (a.vararg is not None) + (a.kwarg is not None)
+    return count - (1 if names and names[0].arg in ("self", "cls") else 0)
+
+
+def _with_bases(name: str, classes: dict[str, tuple[int, list[str], str]],
+                seen: frozenset[str] = frozenset()) -> int:
+    lines, bases, _ = classes[name]
+    return lines + sum(_with_bases(b, classes, seen | {name}) for b in bases
+                       if b in classes and b not in seen)
 
 
 if __name__ == "__main__":
