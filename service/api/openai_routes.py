@@ -13,14 +13,17 @@ from fastapi.responses import StreamingResponse
 
 from service.api.door import door_of
 from service.api.event_stream import EventStream, LastChunk
-from service.api.job_waiting import (
+from service.api.relay import (
+    Interrupted,
+    NewText,
     cancel_for_client,
+    follow_job,
     interrupted_error,
     job_error,
+    relay_span,
     row_reader,
     wait_for_job,
 )
-from service.api.relay import Interrupted, NewText, follow_job, relay_span
 from service.jobs.door_request import DoorRequest
 from service.jobs.response_format import ResponseFormat
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest

@@ -16,14 +16,17 @@ from typing import Any
 
 from fastapi import Request
 
-from service.api.job_waiting import (
+from service.api.relay import (
+    Interrupted,
+    NewText,
     cancel_for_client,
     final_row,
+    follow_job,
     interrupted_error,
+    relay_span,
     row_reader,
     wait_for_job,
 )
-from service.api.relay import Interrupted, NewText, follow_job, relay_span
 from service.jobs.response_view import EventStream, render
 from service.store import tracing
 from service.store.detached import run_detached
