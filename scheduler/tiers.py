@@ -15,9 +15,17 @@ refused first when realtime cannot meet its SLO.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 from scheduler.types import JobClass
+
+# The names, stated once for every layer (Literals, so the API's schemas can list them): the
+# tiers, first-served first, and what a request's ``service_tier`` may name, "auto" meaning
+# "default", in the order the API's schema lists them. _RULES below has a rule for each tier.
+TierName = Literal["priority", "default", "flex"]
+ServiceTier = Literal["auto", "default", "flex", "priority"]
+TIER_NAMES: tuple[TierName, ...] = get_args(TierName)
+SERVICE_TIERS: tuple[ServiceTier, ...] = get_args(ServiceTier)
 
 # JobView.priority of each tier.
 PRIORITY_TIER = 0

@@ -24,9 +24,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from scheduler.tiers import SERVICE_TIERS
 from service.store.quota_limits import QUOTA_FIELDS
 from service.store.storable import StorableModel
-from service.tiers.defaults import ALL_SERVICE_TIERS
 
 TIER_NAME_MAX = 32  # the tiers.name column
 SLO_MAX_MS = 24 * 3600 * 1000  # a day: well inside the int4 columns that hold the targets
@@ -164,7 +164,7 @@ class TierUpsert(StorableModel):
                           description="fair-share weight, more than 0")
     allowed_service_tiers: list[str] = Field(
         min_length=1, json_schema_extra={"items": {"type": "string",
-                                                   "enum": list(ALL_SERVICE_TIERS)}})
+                                                   "enum": list(SERVICE_TIERS)}})
     ttft_slo_ms: int = Field(gt=0, le=SLO_MAX_MS, strict=True)
     tpot_slo_ms: int = Field(gt=0, le=SLO_MAX_MS, strict=True)
     quotas: TierQuotas
@@ -172,7 +172,7 @@ class TierUpsert(StorableModel):
     @field_validator("allowed_service_tiers")
     @classmethod
     def _known(cls, value: list[str]) -> list[str]:
-        unknown = set(value) - set(ALL_SERVICE_TIERS)
+        unknown = set(value) - set(SERVICE_TIERS)
         if unknown:
             raise ValueError(f"unknown service tiers: {sorted(unknown)}")
-        return sorted(set(value), key=ALL_SERVICE_TIERS.index)
+        return sorted(set(value), key=SERVICE_TIERS.index)

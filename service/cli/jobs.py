@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from scheduler.tiers import TIER_NAMES
 from service.cli.errors import CLIError
 from service.cli.table import print_table, when
 from service.cli.target import api_key, api_root
@@ -31,7 +32,7 @@ def add_parser(sub: Any) -> None:
                                           "failed", "cancelled"], help="only jobs in this status")
     lst.add_argument("--class", dest="job_class", choices=["realtime", "batch"],
                      help="only this job class")
-    lst.add_argument("--tier", choices=["priority", "default", "flex"],
+    lst.add_argument("--tier", choices=TIER_NAMES,
                      help="only this service tier")
     lst.add_argument("--model", help="only jobs for this model")
     lst.add_argument("--batch-id", help="only the lines of this batch")

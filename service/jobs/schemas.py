@@ -7,10 +7,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from scheduler.tiers import ServiceTier
 from service.jobs.response_format import ResponseFormat
 from service.store.storable import refuse_unstorable
-
-ServiceTier = Literal["auto", "default", "flex", "priority"]
 
 
 def unsupported(param: str, what: str = "") -> PydanticCustomError:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-ALL_SERVICE_TIERS = ("auto", "default", "flex", "priority")
+from scheduler.tiers import SERVICE_TIERS
 
 DEFAULT_TIERS: list[dict[str, Any]] = [
     {"name": "free", "weight": 0.5, "allowed_service_tiers": ["auto", "default", "flex"],
@@ -18,17 +18,17 @@ DEFAULT_TIERS: list[dict[str, Any]] = [
      "quotas": {"requests_per_minute": 20, "tokens_per_minute": 20_000,
                 "concurrent_requests": 2, "batch_enqueued_tokens": 200_000,
                 "monthly_tokens": 1_000_000, "monthly_alert_percent": 80}},
-    {"name": "standard", "weight": 1.0, "allowed_service_tiers": list(ALL_SERVICE_TIERS),
+    {"name": "standard", "weight": 1.0, "allowed_service_tiers": list(SERVICE_TIERS),
      "ttft_slo_ms": 1000, "tpot_slo_ms": 100,
      "quotas": {"requests_per_minute": 3_000, "tokens_per_minute": 2_000_000,
                 "concurrent_requests": 256, "batch_enqueued_tokens": 50_000_000,
                 "monthly_tokens": None, "monthly_alert_percent": 80}},
-    {"name": "premium", "weight": 2.0, "allowed_service_tiers": list(ALL_SERVICE_TIERS),
+    {"name": "premium", "weight": 2.0, "allowed_service_tiers": list(SERVICE_TIERS),
      "ttft_slo_ms": 500, "tpot_slo_ms": 50,
      "quotas": {"requests_per_minute": 6_000, "tokens_per_minute": 5_000_000,
                 "concurrent_requests": 512, "batch_enqueued_tokens": 200_000_000,
                 "monthly_tokens": None, "monthly_alert_percent": 80}},
-    {"name": "enterprise", "weight": 4.0, "allowed_service_tiers": list(ALL_SERVICE_TIERS),
+    {"name": "enterprise", "weight": 4.0, "allowed_service_tiers": list(SERVICE_TIERS),
      "ttft_slo_ms": 300, "tpot_slo_ms": 40,
      "quotas": {"requests_per_minute": None, "tokens_per_minute": None,
                 "concurrent_requests": 2_048, "batch_enqueued_tokens": None,

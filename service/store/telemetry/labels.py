@@ -16,11 +16,13 @@ import threading
 import time
 from collections.abc import Callable
 
+from scheduler.tiers import TIER_NAMES
+
 OTHER = "other"
 UNKNOWN = "unknown"
 JOB_CLASSES = frozenset({"realtime", "batch"})
 # service_tier as echoed to clients, plus "batch" for batch-file lines.
-TIERS = frozenset({"priority", "default", "flex", "batch"})
+TIERS = frozenset({*TIER_NAMES, "batch"})
 LOOKUP_RETRY_S = 30.0  # after a failed name lookup (database away), label new ids "other"
 
 NameLookup = Callable[[str], str | None]  # tenant id -> name, None if there is no such tenant

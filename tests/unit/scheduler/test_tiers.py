@@ -45,3 +45,11 @@ def test_policy_defaults_follow_the_table():
     assert set(config.default_ttft_slo_s) == {
         tier_rule(t).priority for t in ("priority", "default", "flex")
     }
+
+
+def test_the_names_are_the_rules_tiers():
+    # The Literals the API's schemas list are stated beside the rules: they must agree.
+    assert set(tiers.TIER_NAMES) == set(tiers._RULES)
+    assert set(tiers.SERVICE_TIERS) == {"auto", *tiers.TIER_NAMES}
+    assert [tier_rule(t).priority for t in tiers.TIER_NAMES] == sorted(
+        tier_rule(t).priority for t in tiers.TIER_NAMES)
