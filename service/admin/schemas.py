@@ -32,7 +32,6 @@ TIER_NAME_MAX = 32  # the tiers.name column
 SLO_MAX_MS = 24 * 3600 * 1000  # a day: well inside the int4 columns that hold the targets
 QUOTA_MAX = 2**53  # exact in every JSON reader (a browser's Number included)
 UNLIMITED = "unlimited"
-LIMIT_FIELDS = tuple(f for f in QUOTA_FIELDS if f != "monthly_alert_percent")
 
 
 def _quota_value(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:

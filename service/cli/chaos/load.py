@@ -108,9 +108,6 @@ class Load:
         for thread in self._threads:
             thread.join(max(0.1, deadline - time.monotonic()))
 
-    def in_flight_at(self, t: float) -> list[StreamRecord]:
-        return [s for s in self.streams if s.started <= t and (s.ended == 0.0 or s.ended > t)]
-
     # -- clients -------------------------------------------------------------------------------
     def _http(self) -> httpx.Client:
         return httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(

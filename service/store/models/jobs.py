@@ -31,9 +31,6 @@ class JobStatus(enum.StrEnum):
     CANCELLED = "cancelled"
 
 
-TERMINAL_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
-
-
 class JobKind(enum.StrEnum):
     REALTIME = "realtime"
     BATCH = "batch"

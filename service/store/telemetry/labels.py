@@ -75,10 +75,6 @@ class TenantLabels:
         with self._lock:
             self._labels = labels
 
-    def named(self) -> dict[str, str]:
-        with self._lock:
-            return dict(self._labels)
-
 
 tenant_label = TenantLabels()
 

@@ -30,7 +30,6 @@ BATCH_KINDS = ("deadline",)
 KINDS = REALTIME_KINDS + BATCH_KINDS
 # The kind that says whether a job met every target it carries (goodput counts these).
 COMBINED = {"realtime": "both", "batch": "deadline"}
-TARGET_KINDS = ("ttft", "tpot")  # the per-tier targets (fairway_slo_target_seconds{kind})
 
 
 @dataclass(frozen=True, slots=True)
