@@ -79,7 +79,7 @@ def queue_wait_s(o: RealtimeOutlook, *, ahead: float, extra_jobs: int) -> float:
     """The wait before a new job's own prefill: the prefill queued ahead of it, and, past
     the pool's slots, realtime ahead finishing. ``ahead`` of the outlook's ``rt_queued``
     jobs go first; ``extra_jobs`` admitted since the outlook too."""
-    # No count of queued jobs (an older dispatcher's outlook): all its queued prefill ahead.
+    # No jobs queued in the policy: all of its queued prefill counts as ahead.
     share = ahead / o.rt_queued if o.rt_queued else 1.0
     queued_prefill = o.rt_queued_prefill - o.rt_engine_prefill
     ahead_tokens = o.rt_engine_prefill + queued_prefill * share + extra_jobs * o.mean_prompt_tokens

@@ -5,7 +5,7 @@ its realtime outlook per model (scheduler.outlook)."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 
 from scheduler.outlook import RealtimeOutlook
 
@@ -56,17 +56,13 @@ def encode_outlook(outlook: RealtimeOutlook) -> str:
     return json.dumps(outlook.as_dict())
 
 
-_OUTLOOK_FIELDS = frozenset(f.name for f in fields(RealtimeOutlook))
-
-
 def decode_outlook(raw: bytes | str | None) -> RealtimeOutlook | None:
-    """The outlook back; None when absent or not one. Fields a newer writer added are
-    ignored, and those an older writer lacks take their defaults (or, with none, None)."""
+    """The outlook back; None when absent or not one."""
     try:
         body = json.loads(raw) if raw else None
         if not isinstance(body, dict):
             return None
-        outlook = RealtimeOutlook(**{k: v for k, v in body.items() if k in _OUTLOOK_FIELDS})
+        outlook = RealtimeOutlook(**body)
         # JSON brings the backlog back as lists; the outlook holds tuples.
         return replace(outlook, backlog=tuple((str(t), int(q), float(w))
                                               for t, q, w in outlook.backlog))

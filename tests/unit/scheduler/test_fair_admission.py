@@ -109,16 +109,6 @@ def test_an_outlook_lists_the_busiest_tenants_and_sums_the_rest() -> None:
     assert summary[3] == ("", sum(range(1, 98)), 97.0)
 
 
-def test_an_outlook_from_an_older_dispatcher_still_decodes() -> None:
-    policy = _flooded()
-    raw = policy.outlook(0.0)[0].as_dict()
-    for newer in ("rt_queued", "rt_engine_prefill", "backlog"):
-        raw.pop(newer)
-    import json
-    old = decode_outlook(json.dumps(raw))
-    assert old is not None and old.backlog == () and old.rt_queued == 0
-
-
 def test_in_the_simulator_a_flood_is_refused_and_its_quiet_neighbour_mostly_admitted() -> None:
     from pathlib import Path
 
@@ -136,20 +126,3 @@ def test_in_the_simulator_a_flood_is_refused_and_its_quiet_neighbour_mostly_admi
     share = {t: sum(r) / len(r) for t, r in refused.items()}
     # the pool-wide prediction refused the quiet tenant about as often as the flooder (~0.8)
     assert share["flood"] > 0.6 and share["quiet"] < 0.5, share
-
-
-def test_an_older_dispatchers_outlook_still_counts_its_queued_prefill() -> None:
-    """It has no count of queued jobs nor of the engines' part: all its queued prefill is
-    ahead, as that dispatcher's own prediction had it."""
-    import json
-
-    policy = _flooded()
-    raw = policy.outlook(0.0)[0].as_dict()
-    for newer in ("rt_queued", "rt_engine_prefill", "backlog"):
-        raw.pop(newer)
-    old = decode_outlook(json.dumps(raw))
-    assert old is not None
-    emptied = decode_outlook(json.dumps({**raw, "rt_queued_prefill": 0}))
-    assert emptied is not None
-    assert predict_new_ttft(old, prompt_tokens=100) > predict_new_ttft(emptied,
-                                                                       prompt_tokens=100)
