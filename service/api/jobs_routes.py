@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
+from scheduler.tiers import TierName
 from service.jobs.cancel import cancel_own_job
 from service.jobs.listing import JobFilters, UnknownCursor, list_jobs
 from service.jobs.service import get_job, job_public_view, parse_public_id
@@ -35,7 +36,7 @@ class JobListQuery(BaseModel):
     after: str | None = Field(None, description="The last id of the previous page.")
     status: JobStatusName | None = None
     job_class: Literal["realtime", "batch"] | None = Field(None, alias="class")
-    tier: Literal["priority", "default", "flex"] | None = None
+    tier: TierName | None = None
     model: str | None = Field(None, max_length=256)
     batch_id: str | None = None
     created_after: int | None = Field(None, ge=0, le=MAX_TIMESTAMP,
