@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from service.jobs.schemas import ServiceTier
+from scheduler.tiers import ServiceTier
 from service.store.storable import refuse_unstorable
 from service.web.errors import APIError
 
