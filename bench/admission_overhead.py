@@ -31,12 +31,12 @@ if str(ROOT) not in sys.path:
 from redis.asyncio import Redis  # noqa: E402
 
 from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
-from service.quotas.admission import admit_request  # noqa: E402
+from service.quotas.reservation import admit_request  # noqa: E402
 from service.store.db import async_engine, async_sessionmaker_for, sync_session  # noqa: E402
 from service.store.models.quotas import TenantQuota  # noqa: E402
 from service.store.quota_store import QuotaStore  # noqa: E402
 from service.store.settings import Settings  # noqa: E402
-from service.tenants.service import authenticate  # noqa: E402
+from service.tenants.accounts import authenticate  # noqa: E402
 
 UNLIMITED = {"requests_per_minute": None, "tokens_per_minute": None,
              "concurrent_requests": None, "monthly_tokens": 10**15}

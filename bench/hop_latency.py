@@ -70,7 +70,7 @@ HOPS = [  # (hop, the span whose end closes it)
     ("worker->engine 1st token", "fairway.worker.first_token"),
     ("stream relay->SSE 1st byte", "fairway.api.relay"),
 ]
-# A job placed at insert with an express ticket (service.jobs.express): the API hands it off
+# A job placed at insert with an express ticket (service.jobs.express_handoff): the API hands it off
 # alongside the insert, and the worker's claim waits for the insert's commit.
 EXPRESS_HOPS = [HOPS[0], ("API hand-off (express)", "fairway.api.handoff"), *HOPS[5:]]
 # Since 2026-12-02 an express job's first token leaves its worker before the claim

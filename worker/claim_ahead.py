@@ -1,5 +1,5 @@
 """The claim of a hand-off that was sent alongside its row's insert, not after its commit (the
-express path, service.jobs.express): the worker may read the entry before the row is there.
+express path, service.jobs.express_handoff): the worker may read the entry before the row is there.
 
 Such a claim starts with the job's first token, which may leave before it (its API relays
 the stream only after its commit; worker.claimed_job), or ``AHEAD_CLAIM_AFTER_S`` after the

@@ -17,7 +17,7 @@ from redis import Redis
 
 from scheduler.dispatcher import handout
 from scheduler.dispatcher import metrics as sched_obs
-from scheduler.dispatcher.express import ExpressLender
+from scheduler.dispatcher.express_lender import ExpressLender
 from scheduler.dispatcher.hops import HopTraces
 from scheduler.dispatcher.leader import acquire_leadership, connect, still_leader
 from scheduler.dispatcher.sends import Sender
@@ -168,7 +168,7 @@ class Dispatcher:
 
     def _lend_express(self) -> None:
         """After every pass: the room the policy would fill at once with new realtime, lent
-        to the API (scheduler.dispatcher.express)."""
+        to the API (scheduler.dispatcher.express_lender)."""
         if self.express.per_model < 1:
             return
         mono = time.monotonic()

@@ -31,7 +31,7 @@ from scheduler.interface import SchedulingPolicy
 from scheduler.outlook import RealtimeOutlook
 from scheduler.policies.admission import Admission
 from scheduler.policies.config import FairwayConfig
-from scheduler.policies.express import express_grants
+from scheduler.policies.express_grants import express_grants
 from scheduler.policies.fleet import Fleet
 from scheduler.policies.placement import Placer
 from scheduler.policies.victims import VictimChooser

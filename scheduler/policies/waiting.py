@@ -137,7 +137,7 @@ class WaitingJobs:
         self._refresh(level, job.tenant_id)
 
     def charge_placed(self, job: JobView, level: int) -> None:
-        """A job placed without ever waiting (the express path, express.py): its tenant's
+        """A job placed without ever waiting (the express path, express_grants.py): its tenant's
         weight and idle lift as an arrival's, then the charge of an assignment."""
         self._arrive(job, level)
         self.charge_assigned(job, level)

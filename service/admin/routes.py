@@ -25,7 +25,7 @@ from service.store.models.tiers import Tier
 from service.store.quota_limits import effective_limits
 from service.store.quota_store import QuotaStore
 from service.tenants.key_cache import key_cache
-from service.tiers import service as tiers
+from service.tiers import tier_records as tiers
 from service.web.deps import AdminDep, RedisDep, SessionDep, SettingsDep, require_admin
 from service.web.errors import APIError
 from service.web.responses import ADMIN_ROUTES, WITH_BODY, errors

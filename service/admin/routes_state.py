@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from service.admin import audit, live
-from service.usage.service import usage_rows
+from service.usage.reports import usage_rows
 from service.web.catalog import live_workers
 from service.web.deps import RedisDep, SessionDep, require_admin
 from service.web.errors import APIError

@@ -17,7 +17,7 @@ from service.admin import queues, slo_series
 from service.admin.audit import record
 from service.admin.tenant_search import search_tenants
 from service.batches.admin_view import batches_page
-from service.batches.service import batch_view, cancel_batch, live_counts
+from service.batches.batch_records import batch_view, cancel_batch, live_counts
 from service.store.models.batches import Batch, BatchStatus, parse_batch_id
 from service.store.models.tenants import Tenant
 from service.store.telemetry import refusals

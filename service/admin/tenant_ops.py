@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.admin import audit
-from service.batches.service import cancel_tenant_batches
+from service.batches.batch_records import cancel_tenant_batches
 from service.store import job_stream, lifecycle, wakeups
 from service.store.keys import stream_key
 from service.store.models.batches import BATCH_PREFIX

@@ -25,8 +25,8 @@ from service.api.warmup import warm_up
 from service.batches.router import router as batches_router
 from service.files.router import router as files_router
 from service.observability import http as obs_http
-from service.quotas.admission import RequestQuotas, install_redis_unavailable_handler
 from service.quotas.door_policy import DoorPolicies, PolicyCache
+from service.quotas.reservation import RequestQuotas, install_redis_unavailable_handler
 from service.store import tracing
 from service.store.db import async_engine, async_sessionmaker_for
 from service.store.quota_store import QuotaStore

@@ -9,7 +9,7 @@
    nothing: a request its quota then refuses must not make the pool look busier to others.
 5. The quota script takes the request's tokens and concurrency slot (or 429), and in the same
    Redis call places a realtime request on the worker of the model's next express ticket and
-   sends its hand-off (service.jobs.express; docs/architecture.md, "The express path").
+   sends its hand-off (service.jobs.express_handoff; docs/architecture.md, "The express path").
 6. The gate counts the admission: a placed job without a second look (the lender saw room),
    any other with a counted look that may still refuse it (its quota is given back).
 
@@ -29,11 +29,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.api.slo_gate import SloGate, check_deadline
 from service.jobs.door_request import Classification, DoorRequest, classify, classify_background
-from service.jobs.express import Ticket, decode_ticket, door_entry, express_for
-from service.jobs.service import create_job
+from service.jobs.express_handoff import Ticket, decode_ticket, door_entry, express_for
+from service.jobs.job_records import create_job
 from service.observability.requests import record_refusal
-from service.quotas.admission import Admission, QuotaAsk, StalePolicy
 from service.quotas.door_policy import DoorPolicy
+from service.quotas.reservation import Admission, QuotaAsk, StalePolicy
 from service.store import tracing
 from service.store.db import without_transaction
 from service.store.models.jobs import Job, JobKind
@@ -50,7 +50,7 @@ class Policies(Protocol):
 
 
 class Quotas(Protocol):
-    """service.quotas.admission.RequestQuotas."""
+    """service.quotas.reservation.RequestQuotas."""
 
     async def reserve(self, session: AsyncSession, ask: QuotaAsk, door: DoorPolicy,
                       prompt_estimate: int) -> Admission | StalePolicy: ...

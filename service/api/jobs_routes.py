@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field
 
 from scheduler.tiers import TierName
 from service.jobs.cancel import cancel_own_job
+from service.jobs.job_records import get_job, job_public_view, parse_public_id
 from service.jobs.listing import JobFilters, UnknownCursor, list_jobs
-from service.jobs.service import get_job, job_public_view, parse_public_id
 from service.store.models.batches import parse_batch_id
 from service.store.models.jobs import Job
 from service.web.deps import CurrentTenant, RedisDep, SessionDep, SettingsDep

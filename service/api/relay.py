@@ -18,7 +18,7 @@ from fastapi import Request
 from opentelemetry.trace import Span
 from redis.asyncio import Redis
 
-from service.jobs.service import cancel_job, job_outcome
+from service.jobs.job_records import cancel_job, job_outcome
 from service.store import tracing
 from service.store.job_stream import Delta, Entry, Failure, Final, parse
 from service.store.keys import stream_key
@@ -64,7 +64,7 @@ def relay_span(event: NewText) -> Span | None:
     return tracing.start_span(RELAY_SPAN, parent=tracing.extract_traceparent(event.traceparent))
 
 # A final job as its row in Postgres says: its whole text, and its end as the stream's last
-# entry would have said it (service.jobs.service.job_outcome).
+# entry would have said it (service.jobs.job_records.job_outcome).
 Settled = tuple[str, Final | Failure]
 
 OUTAGE_PATIENCE_S = 30.0  # how long the relay waits for Redis to come back

@@ -21,9 +21,9 @@ from service.api.openai_routes import SSE_EVENT
 from service.api.responses_relay import stream_response, wait_response
 from service.jobs.cancel import cancel_own_job
 from service.jobs.door_request import DoorRequest
+from service.jobs.job_records import get_job, parse_public_id
 from service.jobs.response_schemas import ResponseCreate
 from service.jobs.response_view import EventStream, ResponseShape, render
-from service.jobs.service import get_job, parse_public_id
 from service.observability.requests import NULL_OBSERVER, observe_request
 from service.store.models.jobs import Job
 from service.store.response_status import RESPONSES_ENDPOINT

@@ -48,6 +48,6 @@ async def _one_connection(engine: AsyncEngine, compile_lookups: bool) -> None:
     # ``connections`` of them, not one reused.
     async with engine.connect() as conn:
         await conn.execute(text("SELECT 1"))
-        if compile_lookups:  # the per-request key lookup (service.tenants.service), no match
+        if compile_lookups:  # the per-request key lookup (service.tenants.accounts), no match
             await conn.execute(select(ApiKey, Tenant).join(Tenant, Tenant.id == ApiKey.tenant_id)
                                .where(ApiKey.key_hash == ""))

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.batches.service import batch_view, live_counts
+from service.batches.batch_records import batch_view, live_counts
 from service.store.models.batches import OPEN_STATUSES, Batch
 from service.store.models.tenants import Tenant
 

@@ -20,8 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from redis import Redis
 
+from service.batches.completion import Due, find_due, run_step
 from service.batches.ingest import give_up_validation
-from service.batches.lifecycle import Due, find_due, run_step
 from service.files.expiry import expire_files
 from service.files.storage import storage_for
 from service.store.db import sync_session

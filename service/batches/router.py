@@ -1,4 +1,4 @@
-"""OpenAI Batches API routes: thin wrappers over service/batches/service.py."""
+"""OpenAI Batches API routes: thin wrappers over service/batches/batch_records.py."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from redis import Redis
 
-from service.batches.ingest import validate_batch
-from service.batches.schemas import BatchCreate, allowed_windows
-from service.batches.service import (
+from service.batches.batch_records import (
     batch_view,
     cancel_batch,
     create_batch,
@@ -20,10 +18,12 @@ from service.batches.service import (
     list_batches,
     live_counts,
 )
+from service.batches.ingest import validate_batch
+from service.batches.schemas import BatchCreate, allowed_windows
 from service.files.storage import storage_for
 from service.observability.requests import record_refusal
-from service.quotas.admission import quota_store
 from service.quotas.batch import check_batch_create
+from service.quotas.reservation import quota_store
 from service.store.db import sync_session
 from service.store.models.batches import Batch, parse_batch_id
 from service.store.settings import Settings

@@ -17,8 +17,8 @@ from service.store.db import sync_session
 from service.store.models.tenants import ApiKey, Tenant
 from service.store.models.tiers import Tier
 from service.store.settings import Settings
+from service.tenants.accounts import create_tenant, get_tenant_by_name, issue_key
 from service.tenants.keys import hash_key
-from service.tenants.service import create_tenant, get_tenant_by_name, issue_key
 
 DEMO_TENANT = "demo"
 UP_ACTOR = "fairway-up"

@@ -1,6 +1,6 @@
 """Files past their ``expires_at`` (``expires_after`` at upload) are deleted.
 
-The API already treats an expired file as gone (``service.files.service.live``); this sweep,
+The API already treats an expired file as gone (``service.files.file_records.live``); this sweep,
 run from the dispatcher's batch maintenance tick, frees the rows and the bytes. A file that
 is the input of a batch still validating is kept until validation is done (its lines are
 copied into jobs then), so an expiry can never break a batch mid-ingest. Batches keep their

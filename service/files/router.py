@@ -1,4 +1,4 @@
-"""OpenAI Files API routes: thin wrappers over service/files/service.py."""
+"""OpenAI Files API routes: thin wrappers over service/files/file_records.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
-from service.files.service import (
+from service.files.file_records import (
     add_file,
     delete_file,
     file_view,

@@ -18,7 +18,7 @@ from redis.exceptions import RedisError
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.jobs.service import get_job
+from service.jobs.job_records import get_job
 from service.store import job_stream, lifecycle, nul_codec, wakeups
 from service.store.job_queries import prompt_estimate
 from service.store.keys import control_channel, stream_key

@@ -1,5 +1,5 @@
 """One request at the door (``DoorRequest``), carried whole through its steps
-(service.api.door) and into its job's insert (service.jobs.service.create_job), and its class,
+(service.api.door) and into its job's insert (service.jobs.job_records.create_job), and its class,
 priority and deadline from its ``service_tier`` and ``deadline_ms`` (``classify``).
 
 The tier table itself (class, priority, echoed tier) is ``scheduler.tiers``, shared with the

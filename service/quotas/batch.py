@@ -3,7 +3,7 @@
 A batch reserves its whole estimate (sum of prompt estimates + max_tokens over its valid
 lines) against the enqueued-tokens limit and the monthly budget when its validation has
 counted its lines (service/batches/ingest.py), and settles to the real total when it reaches a
-final status (service/batches/lifecycle.py). Its jobs hold no per-job reservations, so the
+final status (service/batches/completion.py). Its jobs hold no per-job reservations, so the
 worker's per-job settle is a no-op for them; Postgres usage is still recorded per job.
 
 Ingest and maintenance run in threads with synchronous sessions and a synchronous Redis
@@ -24,9 +24,9 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
-from service.quotas.admission import QuotaAsk, reserve, unavailable
 from service.quotas.policy import TenantPolicy, load_policy, load_policy_sync
 from service.quotas.refusal import refusal
+from service.quotas.reservation import QuotaAsk, reserve, unavailable
 from service.store.models.usage import UsageDaily
 from service.store.quota_limits import QuotaLimits
 from service.store.quota_store import (
@@ -36,7 +36,7 @@ from service.store.quota_store import (
     SyncQuotaStore,
     seconds_to_next_month,
 )
-from service.usage.service import month_tokens_used
+from service.usage.reports import month_tokens_used
 
 log = logging.getLogger("fairway.quotas")
 

@@ -72,7 +72,7 @@ def encode(message: Handoff) -> dict[str, str]:
 class ExpressEntry:
     """A realtime job's hand-off entry (``encode``'s fields) for whichever worker lent
     ``model``'s next express ticket: the door's quota script pops that ticket and adds the
-    entry on admission (``quota_scripts.ADMIT_AND_HAND_OFF``, service.jobs.express)."""
+    entry on admission (``quota_scripts.ADMIT_AND_HAND_OFF``, service.jobs.express_handoff)."""
 
     model: str
     fields: dict[str, str]

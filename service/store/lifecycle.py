@@ -297,7 +297,7 @@ def _start_params(job_id: uuid.UUID, *, attempt: int, worker_id: str, lease_s: f
 # assigned -> running, for the delivery of the current attempt to the worker named in the row
 # only (``params``: the job, attempt, worker, lease and now). A parked job's time in the queue
 # is added to ``parked_seconds``. Never started before the row's creation: an express job's
-# worker starts it from a hand-off sent alongside the insert (service.jobs.express), so its
+# worker starts it from a hand-off sent alongside the insert (service.jobs.express_handoff), so its
 # start may precede the row's clock.
 START = Prepared(guarded(
     JobEvent.START, *owned_by(P_JOB_ID, P_ATTEMPT, P_WORKER_ID), now=P_NOW, values={

@@ -13,8 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.store.models.tenants import Tenant
 from service.store.settings import Settings
 from service.store.storable import first_unstorable
+from service.tenants.accounts import TenantSuspended, authenticate_key
 from service.tenants.key_cache import key_cache
-from service.tenants.service import TenantSuspended, authenticate_key
 from service.web.errors import APIError
 
 

@@ -20,7 +20,7 @@ import pytest
 from redis import Redis
 from sqlalchemy import func, select
 
-from service.batches.lifecycle import Due, run_step
+from service.batches.completion import Due, run_step
 from service.files.storage import storage_for
 from service.quotas.batch import settle_batch_sync
 from service.store.db import sync_session

@@ -17,8 +17,8 @@ from service.api.door import Admitted, Door
 from service.api.slo_gate import SloGate
 from service.cli.bootstrap import create_tenant_with_key
 from service.jobs.door_request import DoorRequest
-from service.quotas.admission import RequestQuotas
 from service.quotas.door_policy import DoorPolicies, PolicyCache
+from service.quotas.reservation import RequestQuotas
 from service.store import handoff
 from service.store.db import async_sessionmaker_for, sync_session
 from service.store.keys import encode_ticket, express_key, handoff_stream

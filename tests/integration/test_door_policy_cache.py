@@ -17,13 +17,13 @@ from sqlalchemy import event
 from service.api import door
 from service.cli.bootstrap import create_tenant_with_key
 from service.jobs.door_request import DoorRequest
-from service.quotas.admission import RequestQuotas
 from service.quotas.door_policy import (
     POLICY_CACHE_TTL_S,
     DoorPolicies,
     PolicyCache,
     bump_policy_generation,
 )
+from service.quotas.reservation import RequestQuotas
 from service.store.db import async_sessionmaker_for, sync_session
 from service.store.models.quotas import TenantQuota
 from service.store.models.tenants import Tenant

@@ -16,7 +16,7 @@ from sqlalchemy import event, text
 
 from service.cli.bootstrap import create_tenant_with_key
 from service.jobs.door_request import Classification, DoorRequest
-from service.jobs.service import create_job
+from service.jobs.job_records import create_job
 from service.quotas.policy import load_policy
 from service.store import wakeups
 from service.store.db import async_sessionmaker_for, sync_session, without_transaction

@@ -1,5 +1,5 @@
-"""The dispatcher's express lender (scheduler.dispatcher.express) against real Redis: it lends
-what the policy grants, reads back what the API took in the same transaction as its rewrite,
+"""The dispatcher's express lender (scheduler.dispatcher.express_lender) against real Redis: it
+lends what the policy grants, reads back what the API took in the same transaction as its rewrite,
 holds the taken tickets' room until their jobs are heard of (or forgotten), and its lists
 expire by themselves."""
 
@@ -10,9 +10,9 @@ import uuid
 import pytest
 from redis import Redis
 
-from scheduler.dispatcher.express import TAKEN_FORGET_S, ExpressLender
+from scheduler.dispatcher.express_lender import TAKEN_FORGET_S, ExpressLender
 from scheduler.types import ExpressGrant
-from service.jobs.express import decode_ticket
+from service.jobs.express_handoff import decode_ticket
 from service.store.keys import EXPRESS_LIST_TTL_MS, express_key
 
 

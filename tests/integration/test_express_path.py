@@ -1,7 +1,7 @@
-"""The express path (service.jobs.express, scheduler.dispatcher.express) on a real stack: the
-dispatcher lends tickets, the API places a realtime job on its worker at insert and hands it
-off itself, so it runs while the dispatcher is frozen; lent tickets expire with a dispatcher
-that stopped; a job placed on a worker the policy does not have is queued again and runs
+"""The express path (service.jobs.express_handoff, scheduler.dispatcher.express_lender) on a real
+stack: the dispatcher lends tickets, the API places a realtime job on its worker at insert and
+hands it off itself, so it runs while the dispatcher is frozen; lent tickets expire with a
+dispatcher that stopped; a job placed on a worker the policy does not have is queued again and runs
 elsewhere. (A hand-off Redis refuses places nothing: tests/integration/test_door_hand_off.py.)"""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from redis import Redis
 from sqlalchemy import select
 
 from service.cli.bootstrap import create_tenant_with_key
-from service.jobs.express import decode_ticket
+from service.jobs.express_handoff import decode_ticket
 from service.store import handoff
 from service.store.db import sync_session
 from service.store.keys import express_key, handoff_stream

@@ -1,4 +1,4 @@
-"""The API's insert of a job (service/jobs/service.py ``create_job``): the row and its NOTIFY
+"""The API's insert of a job (service/jobs/job_records.py ``create_job``): the row and its NOTIFY
 in one statement, committed, and the dispatcher's channel hears the new job only then (issue
 #16: an ORM flush, a separate NOTIFY and the commit cost the realtime path a round trip and
 the ORM's unit of work)."""
@@ -16,7 +16,7 @@ from sqlalchemy import event
 
 from service.cli.bootstrap import create_tenant_with_key
 from service.jobs.door_request import Classification, DoorRequest
-from service.jobs.service import create_job
+from service.jobs.job_records import create_job
 from service.store import wakeups
 from service.store.db import async_sessionmaker_for, sync_session
 from service.store.models.jobs import Job, JobKind

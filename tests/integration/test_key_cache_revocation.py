@@ -14,8 +14,8 @@ from sqlalchemy import event, update
 
 from service.store.db import async_sessionmaker_for, sync_session
 from service.store.models.tenants import ApiKey, Tenant
+from service.tenants.accounts import TenantSuspended, authenticate_key
 from service.tenants.key_cache import KeyCache
-from service.tenants.service import TenantSuspended, authenticate_key
 
 
 class Clock:

@@ -15,8 +15,8 @@ from sqlalchemy import update
 from scheduler.dispatcher.views import job_view
 from service.cli.bootstrap import create_tenant_with_key
 from service.jobs.door_request import Classification, DoorRequest
-from service.jobs.express import Express, Ticket
-from service.jobs.service import create_job
+from service.jobs.express_handoff import Express, Ticket
+from service.jobs.job_records import create_job
 from service.store import job_queries, wakeups
 from service.store.db import async_sessionmaker_for, sync_session
 from service.store.models.jobs import Job, JobKind

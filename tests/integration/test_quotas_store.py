@@ -13,8 +13,8 @@ import pytest
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.quotas.admission import admit_request
 from service.quotas.batch import admit_batch, settle_batch
+from service.quotas.reservation import admit_request
 from service.store.db import async_sessionmaker_for
 from service.store.quota_limits import QuotaLimits
 from service.store.quota_store import QuotaStore, TenantKeys, month_tag

@@ -1,5 +1,6 @@
-"""The express path's tickets (scheduler.policies.express): lent only where a pass would place
-a new realtime job at once, and a job placed with one is charged as the pass would charge it."""
+"""The express path's tickets (scheduler.policies.express_grants): lent only where a pass would
+place a new realtime job at once, and a job placed with one is charged as the pass would charge
+it."""
 
 from __future__ import annotations
 

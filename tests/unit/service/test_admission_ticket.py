@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from service.quotas.admission import Admission
+from service.quotas.reservation import Admission
 
 
 @dataclass

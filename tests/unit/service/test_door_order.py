@@ -17,9 +17,9 @@ import pytest
 
 from service.api import door
 from service.jobs.door_request import DoorRequest
-from service.quotas.admission import QuotaAsk
 from service.quotas.door_policy import DoorPolicy
 from service.quotas.policy import TenantPolicy
+from service.quotas.reservation import QuotaAsk
 from service.store.quota_limits import QuotaLimits
 from service.store.settings import Settings
 from service.web.errors import APIError

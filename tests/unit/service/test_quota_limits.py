@@ -7,8 +7,8 @@ import datetime as dt
 import pytest
 from pydantic import ValidationError
 
-from service.quotas.admission import estimate_prompt_tokens, refusal
 from service.quotas.policy import resolve_service_tier
+from service.quotas.reservation import estimate_prompt_tokens, refusal
 from service.store.quota_limits import QuotaLimits, effective_limits, validate_quota_doc
 from service.store.quota_store import Decision, seconds_to_next_month
 from service.tiers.defaults import DEFAULT_TIERS

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from service.quotas import admission
-from service.quotas.admission import Admission
+from service.quotas import reservation as admission
+from service.quotas.reservation import Admission
 
 
 class FlakyStore:

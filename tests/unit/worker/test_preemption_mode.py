@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from sqlalchemy import update
 from sqlalchemy.dialects import postgresql
 
-from service.jobs.service import job_public_view
+from service.jobs.job_records import job_public_view
 from service.store.lifecycle import append_events, job_event
 from service.store.models.jobs import Job
 from service.store.settings import Settings

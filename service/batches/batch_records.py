@@ -1,5 +1,5 @@
 """Batch operations for the API (async). Validation and finalization run elsewhere
-(ingest.py in a thread, lifecycle.py from the dispatcher's maintenance)."""
+(ingest.py in a thread, completion.py from the dispatcher's maintenance)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.batches.results import CANCELLED
 from service.batches.schemas import BatchCreate
-from service.files.service import get_file
+from service.files.file_records import get_file
 from service.store import batch_lifecycle as batches
 from service.store import lifecycle
 from service.store.batch_lifecycle import BatchEvent

@@ -13,7 +13,7 @@ from sqlalchemy import Float, bindparam, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.jobs.door_request import Classification, DoorRequest
-from service.jobs.express import Express, placed_wakeup
+from service.jobs.express_handoff import Express, placed_wakeup
 from service.store import lifecycle, nul_codec, tracing, wakeups
 from service.store.job_stream import Failure, Final
 from service.store.keys import control_channel
@@ -34,8 +34,8 @@ _CREATED = insert(Job).values({key: lifecycle.column_param(key) for key in _CREA
                                ).returning(Job.created_at, Job.seq).cte("created")
 _CREATE_AND_NOTIFY = select(_CREATED.c.created_at, _CREATED.c.seq, wakeups.NOTIFY
                             ).select_from(_CREATED)
-# The same for a job placed at insert with an express ticket (service.jobs.express): assigned
-# and leased by the database's clock, as its ``created_at`` is.
+# The same for a job placed at insert with an express ticket (service.jobs.express_handoff):
+# assigned and leased by the database's clock, as its ``created_at`` is.
 _PLACE_COLUMNS: tuple[str, ...] = (*_CREATE_COLUMNS, "worker_id")
 _PLACED = insert(Job).values({
     **{key: lifecycle.column_param(key) for key in _PLACE_COLUMNS},
@@ -57,7 +57,7 @@ async def create_job(session: AsyncSession, req: DoorRequest, *, job_id: uuid.UU
     returned job is not attached to ``session``; its ``created_at`` and ``seq`` are the
     database's. ``job_id``: the door's admission ticket, so the quota reservation is keyed by
     the job from the start. ``express``: the realtime job was placed on a worker by the door,
-    its hand-off already sent (service.jobs.express): inserted assigned to that worker and
+    its hand-off already sent (service.jobs.express_handoff): inserted assigned to that worker and
     leased.
     """
     tenant_id = req.tenant.id

@@ -3,7 +3,7 @@ through Redis, and counting the ones taken until their jobs' NOTIFYs arrive.
 
 Each model's tickets are one Redis list (``service.store.keys.express_key``) of
 ``<worker>|<ticket>`` entries; the API pops one per realtime job it places at insert
-(service.jobs.express), and the job's NOTIFY names the ticket. A rewrite of the list reads
+(service.jobs.express_handoff), and the job's NOTIFY names the ticket. A rewrite of the list reads
 what was left in the same transaction, so the dispatcher knows which tickets were taken: those
 hold room on their worker (``held``) until their job's NOTIFY is heard or, for a taker that
 died before its insert, ``TAKEN_FORGET_S`` has passed. The lists expire on their own a few

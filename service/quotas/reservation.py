@@ -33,7 +33,7 @@ from service.store.handoff import ExpressEntry
 from service.store.job_queries import prompt_estimate
 from service.store.outages import is_outage
 from service.store.quota_store import Decision, QuotaStore
-from service.usage.service import month_tokens_used
+from service.usage.reports import month_tokens_used
 from service.web.errors import APIError
 
 log = logging.getLogger("fairway.quotas")

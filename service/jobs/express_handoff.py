@@ -1,5 +1,5 @@
 """The express path at the API: a realtime job placed on its worker with a ticket the
-dispatcher lent (scheduler.policies.express), and handed to that worker's stream by the API
+dispatcher lent (scheduler.policies.express_grants), and handed to that worker's stream by the API
 itself, so its first token does not wait for the NOTIFY, the dispatcher's read, its pass and
 its claim (docs/architecture.md, "The express path").
 
