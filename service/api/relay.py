@@ -220,7 +220,7 @@ class _Splice:
             return None  # a stale attempt (a worker taken for dead, still talking)
         # Workers send the delta's character offset in the whole output; a resumed attempt
         # starts after its checkpoint, a re-run from zero.
-        start = delta.offset if delta.offset is not None else self.produced.get(delta.attempt, 0)
+        start = delta.offset
         if delta.attempt in self.produced and start > self.produced[delta.attempt]:
             # One attempt's offsets are contiguous: entries between were lost (a Redis restart
             # without its data), and the text cannot be made whole.

@@ -22,8 +22,8 @@ from redis.typing import EncodableT, FieldT
 class Delta:
     attempt: int
     text: str
-    tokens: int = 0
-    offset: int | None = None  # None: an older writer that sent no offset
+    tokens: int
+    offset: int  # the text's first character within the attempt's whole output
     # The worker's first delta carries its span's W3C traceparent when tracing is on, so the
     # API's relay hop continues the job's trace (service.store.tracing).
     traceparent: str | None = None
@@ -58,9 +58,8 @@ def fields(entry: Entry) -> Fields:
     """The entry as stream fields (Redis takes str and int values, never None)."""
     match entry:
         case Delta(attempt, text, tokens, offset, traceparent):
-            out: Fields = {"type": "delta", "attempt": attempt, "text": text, "tokens": tokens}
-            if offset is not None:
-                out["offset"] = offset
+            out: Fields = {"type": "delta", "attempt": attempt, "text": text, "tokens": tokens,
+                           "offset": offset}
             if traceparent is not None:
                 out["traceparent"] = traceparent
             return out
@@ -88,8 +87,7 @@ def parse(raw: Mapping[bytes, bytes] | Mapping[str, str]) -> Entry | None:
         attempt = int(f.get("attempt", 0))
         kind = f.get("type")
         if kind == "delta":
-            offset = int(f["offset"]) if "offset" in f else None
-            return Delta(attempt, f.get("text", ""), int(f.get("tokens", 0)), offset,
+            return Delta(attempt, f.get("text", ""), int(f.get("tokens", 0)), int(f["offset"]),
                          f.get("traceparent"))
         if kind == "final":
             return Final(attempt, f.get("finish_reason") or None, int(f.get("prompt_tokens", 0)),
@@ -99,7 +97,7 @@ def parse(raw: Mapping[bytes, bytes] | Mapping[str, str]) -> Entry | None:
             return Failure(attempt, int(f.get("status", 500)), f.get("code") or None,
                            f.get("message", "The job failed."), int(retry) if retry else None,
                            f.get("param") or None)
-    except ValueError:
+    except (ValueError, KeyError):
         return None
     return None
 

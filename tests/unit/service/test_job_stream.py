@@ -11,7 +11,7 @@ text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30
 ints = st.integers(min_value=0, max_value=10**6)
 reasons = st.sampled_from([None, "stop", "length"])
 entries = st.one_of(
-    st.builds(js.Delta, ints, text, ints, st.none() | ints,
+    st.builds(js.Delta, ints, text, ints, ints,
               st.none() | st.just("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")),
     st.builds(js.Final, ints, reasons, ints, ints, st.booleans()),
     st.builds(js.Failure, ints, st.integers(400, 599), st.none() | st.just("slo_unattainable"),
@@ -31,11 +31,12 @@ def test_every_entry_round_trips(entry: js.Entry) -> None:
 def test_unknown_or_malformed_entries_parse_to_none() -> None:
     assert js.parse({b"type": b"mystery"}) is None
     assert js.parse({b"type": b"delta", b"attempt": b"one"}) is None
+    assert js.parse({b"type": b"delta", b"attempt": b"1", b"text": b"x"}) is None  # no offset
     assert js.parse({}) is None
 
 
 def test_a_final_entry_names_a_settled_quota_only_when_it_was():
     assert "settled" not in js.fields(js.Final(1, "stop", 3, 4))
     assert js.fields(js.Final(1, "stop", 3, 4, settled=True))["settled"] == 1
-    # An entry from a worker older than the mark: not settled, the API releases as before.
+    # A final entry without the mark: the worker settled nothing, the API releases the quota.
     assert js.parse({b"type": b"final", b"attempt": b"1"}) == js.Final(1, None, 0, 0, False)

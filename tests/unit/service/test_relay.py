@@ -52,18 +52,18 @@ def _collect(entries: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 
 def test_deltas_then_final():
-    out = _collect([{"type": "delta", "attempt": 1, "text": "Hel"},
-                    {"type": "delta", "attempt": 1, "text": "lo"},
+    out = _collect([{"type": "delta", "attempt": 1, "text": "Hel", "offset": 0},
+                    {"type": "delta", "attempt": 1, "text": "lo", "offset": 3},
                     {"type": "final", "attempt": 1, "finish_reason": "stop"},
-                    {"type": "delta", "attempt": 1, "text": "never"}])
+                    {"type": "delta", "attempt": 1, "text": "never", "offset": 5}])
     assert out == [("delta", "Hel"), ("delta", "lo"), ("final", "")]
 
 
 def test_retried_attempt_does_not_repeat_text():
-    out = _collect([{"type": "delta", "attempt": 1, "text": "The cap"},
-                    {"type": "delta", "attempt": 2, "text": "The"},
-                    {"type": "delta", "attempt": 2, "text": " capital"},
-                    {"type": "delta", "attempt": 2, "text": " is"},
+    out = _collect([{"type": "delta", "attempt": 1, "text": "The cap", "offset": 0},
+                    {"type": "delta", "attempt": 2, "text": "The", "offset": 0},
+                    {"type": "delta", "attempt": 2, "text": " capital", "offset": 3},
+                    {"type": "delta", "attempt": 2, "text": " is", "offset": 11},
                     {"type": "final", "attempt": 2}])
     assert "".join(t for k, t in out if k == "delta") == "The capital is"
 
@@ -73,11 +73,13 @@ def test_times_out_when_nothing_arrives():
 
 
 def test_an_error_ends_the_relay_and_junk_entries_are_skipped():
-    out = _collect([{"type": "delta", "attempt": 1, "text": "a"},
+    # Junk: an unknown type, an attempt that is no number, a delta without its offset.
+    out = _collect([{"type": "delta", "attempt": 1, "text": "a", "offset": 0},
                     {"type": "mystery", "attempt": 1},
-                    {"type": "delta", "attempt": "x", "text": "b"},
+                    {"type": "delta", "attempt": 1, "text": "no offset"},
+                    {"type": "delta", "attempt": "x", "text": "b", "offset": 1},
                     {"type": "error", "attempt": 1, "status": 429, "message": "busy"},
-                    {"type": "delta", "attempt": 1, "text": "never"}])
+                    {"type": "delta", "attempt": 1, "text": "never", "offset": 1}])
     assert out == [("delta", "a"), ("error", "busy")]
 
 
@@ -153,7 +155,7 @@ def test_a_final_row_ends_the_stream_while_redis_is_away():
 def test_a_final_whose_worker_settled_the_quota_is_told_before_it_is_yielded():
     async def run(final: dict[str, Any]) -> list[str]:
         told: list[str] = []
-        redis = FakeStreamRedis([{"type": "delta", "attempt": 1, "text": "hi"}, final])
+        redis = FakeStreamRedis([{"type": "delta", "attempt": 1, "text": "hi", "offset": 0}, final])
         async for ev in follow_job(redis, uuid.uuid4(), timeout_s=0.05,  # type: ignore[arg-type]
                                    on_quota_settled=lambda: told.append("settled"),
                                    pace=RelayPace(block_ms=1)):
