@@ -92,29 +92,53 @@ def queue_wait_s(o: RealtimeOutlook, *, ahead: float, extra_jobs: int) -> float:
     return queue_s + slot_wait_s
 
 
-def predict_new_ttft(o: RealtimeOutlook, *, prompt_tokens: int, extra_jobs: int = 0,
-                     tenant: str | None = None, weight: float = 1.0, own_extra: int = 0
-                     ) -> float:
-    """Predicted TTFT of a new realtime job of ``prompt_tokens``, with ``extra_jobs`` admitted
-    since the outlook was computed queued ahead of it (``own_extra`` of them its tenant's).
-    With ``tenant``, only the queue fair share puts ahead of it counts; without, all of it."""
+def predict_new_wait(o: RealtimeOutlook, *, extra_jobs: int = 0, tenant: str | None = None,
+                     weight: float = 1.0, own_extra: int = 0) -> float:
+    """Predicted wait of a new realtime job before its own prefill starts, with
+    ``extra_jobs`` admitted since the outlook was computed queued ahead of it (``own_extra``
+    of them its tenant's). With ``tenant``, only the queue fair share puts ahead of it
+    counts; without, all of it."""
     ahead = float(o.rt_queued)
     if tenant is not None:
         ahead = min(ahead, fair_ahead(o.backlog, tenant=tenant, weight=weight,
                                       own_extra=own_extra))
-    wait = queue_wait_s(o, ahead=ahead, extra_jobs=extra_jobs)
-    return wait + _prefill_s(o, prompt_tokens) + o.step_s
+    return queue_wait_s(o, ahead=ahead, extra_jobs=extra_jobs)
+
+
+def predict_new_ttft(o: RealtimeOutlook, *, prompt_tokens: int, extra_jobs: int = 0,
+                     tenant: str | None = None, weight: float = 1.0, own_extra: int = 0
+                     ) -> float:
+    """Predicted TTFT of a new realtime job of ``prompt_tokens``: its wait
+    (``predict_new_wait``), its own prefill and one step."""
+    wait = predict_new_wait(o, extra_jobs=extra_jobs, tenant=tenant, weight=weight,
+                            own_extra=own_extra)
+    return wait + own_start_s(o, prompt_tokens)
+
+
+def own_start_s(o: RealtimeOutlook, prompt_tokens: int) -> float:
+    """From a job's start to its first token: its own prefill and one step of the batch."""
+    return _prefill_s(o, prompt_tokens) + o.step_s
 
 
 def door_refusal(
     o: RealtimeOutlook, *, prompt_tokens: int, target_s: float, extra_jobs: int = 0,
     admit_below: float = ADMIT_BELOW, tenant: str | None = None, weight: float = 1.0,
-    own_extra: int = 0,
+    own_extra: int = 0, max_wait_s: float | None = None,
 ) -> int | None:
-    """The door's rule: None to admit, else the Retry-After seconds of a refusal. A request
-    that would miss even on an idle pool is admitted: refusing it would relieve nothing."""
+    """The door's rule: None to admit, else the Retry-After seconds of a refusal.
+
+    Without ``max_wait_s`` (a plan's ``shed`` mode), ``target_s`` is the request's TTFT
+    target (or its deadline if sooner) and a request predicted to miss it is refused. With it
+    (``queue`` mode), the target is only a goal: the request is refused when its predicted wait
+    before its own prefill starts is past ``max_wait_s``, or when it would miss ``target_s``,
+    then its deadline. Either way a request that would miss even on an idle pool is admitted:
+    refusing it would relieve nothing."""
     predicted = predict_new_ttft(o, prompt_tokens=prompt_tokens, extra_jobs=extra_jobs,
                                  tenant=tenant, weight=weight, own_extra=own_extra)
+    if max_wait_s is not None:
+        wait = predicted - own_start_s(o, prompt_tokens)
+        if wait > max_wait_s:
+            return max(1, math.ceil(wait - max_wait_s))
     bar = target_s * admit_below
     if predicted > bar and alone_ttft(o, prompt_tokens=prompt_tokens) <= bar:
         return max(1, math.ceil(predicted - bar))

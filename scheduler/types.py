@@ -35,6 +35,10 @@ class JobView:
     prefix_tokens: int = 0  # that prefix's length (estimate): what a cache hit saves
     # Realtime TTFT target in seconds; None = the policy's default for the job's priority.
     ttft_slo_s: float | None = None
+    # Its plan's ``queue`` admission mode: the longest predicted wait before its prefill
+    # starts that it is admitted with (the target then only orders work). None: ``shed``
+    # mode, refused when its predicted TTFT misses the target.
+    max_wait_s: float | None = None
     # Output tokens already produced before a preemption (the checkpoint); the resumed job's
     # prompt_tokens include them, so they count as work lost if it is preempted again.
     generated_tokens: int = 0

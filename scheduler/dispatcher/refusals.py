@@ -7,6 +7,10 @@ from __future__ import annotations
 _SENTENCES = {
     "ttft_slo_unreachable": "The service is too busy to start this request within its "
                             "time-to-first-token target.",
+    "queue_wait_exceeded": "The service is too busy to start this request within its plan's "
+                           "longest queue wait.",
+    "deadline_unreachable": "The service is too busy to start this request before its "
+                            "deadline.",
     "flex_overload": "The service is busy with realtime traffic and is not taking flex "
                      "requests right now.",
     "flex_shed": "This flex request was set aside to make room for realtime traffic.",

@@ -38,7 +38,15 @@ import math
 from dataclasses import dataclass, replace
 
 from scheduler.cost_model import CostModel
-from scheduler.outlook import Backlog, RealtimeOutlook, predict_new_ttft, summarize_backlog
+from scheduler.outlook import (
+    Backlog,
+    RealtimeOutlook,
+    alone_ttft,
+    own_start_s,
+    predict_new_ttft,
+    predict_new_wait,
+    summarize_backlog,
+)
 from scheduler.policies.config import FairwayConfig
 from scheduler.policies.fleet import Fleet
 from scheduler.policies.pool import Pool
@@ -201,11 +209,14 @@ class Admission:
             self._reject(job.job_id, "no_capacity_for_model", 30.0, out)
             return
         cost = pool.cost or cfg.default_cost
+        outlook = outlook_without(job, pool, now, cost, self.realtime_size)
+        if job.max_wait_s is not None:
+            self._admit_queued(job, job.max_wait_s, now, outlook, out)
+            return
         slo = cfg.ttft_slo(job.priority, job.ttft_slo_s)
         bar = slo * (1 + cfg.admission_tolerance)
         # Fair share can only shorten the wait: the whole queue ahead first (O(1)), and the
         # tenant's share of it (O(tenants queued)) only when that would refuse.
-        outlook = outlook_without(job, pool, now, cost, self.realtime_size)
         predicted = _predict_from(outlook, job, now, None)
         if predicted <= bar:
             return
@@ -214,11 +225,38 @@ class Admission:
             return
         if cost.prefill_s(job.prompt_tokens) + cost.step_s(1, job.prompt_tokens, 0) > slo:
             return  # it misses even on an idle pool: refusing it would relieve nothing
+        self._refuse_realtime(job, "ttft_slo_unreachable",
+                              retry_after_s(predicted, slo, cfg.min_retry_after_s), now, out)
+
+    def _admit_queued(self, job: JobView, max_wait_s: float, now: float,
+                      outlook: RealtimeOutlook, out: list[Decision]) -> None:
+        """A plan's ``queue`` mode: the job waits (its TTFT target only orders work) unless
+        its predicted wait before its prefill starts, what it waited included, is past the
+        plan's budget, or its first token would come past its deadline."""
+        o = replace(outlook, backlog=_without(tuple(self._waiting.backlog(job.model)),
+                                              job.tenant_id))
+        waited = max(0.0, now - job.arrival)
+        wait = waited + predict_new_wait(o, tenant=job.tenant_id, weight=job.tenant_weight)
+        if wait > max_wait_s:
+            retry = retry_after_s(wait, max_wait_s, self.config.min_retry_after_s)
+            self._refuse_realtime(job, "queue_wait_exceeded", retry, now, out)
+            return
+        first_token = job.arrival + wait + own_start_s(o, job.prompt_tokens)
+        if (job.deadline is not None and first_token > job.deadline
+                and job.arrival + alone_ttft(o, prompt_tokens=job.prompt_tokens)
+                <= job.deadline):
+            retry = retry_after_s(first_token, job.deadline, self.config.min_retry_after_s)
+            self._refuse_realtime(job, "deadline_unreachable", retry, now, out)
+
+    def _refuse_realtime(self, job: JobView, reason: str, retry: float, now: float,
+                         out: list[Decision]) -> None:
+        """Refuse a realtime job the pool cannot take, shedding the model's queued flex work
+        first and new flex work for ``overload_hold_s``."""
+        hold = self.config.overload_hold_s
         for flex_id in self._waiting.flex_ids(job.model):
-            self._reject(flex_id, "flex_shed", cfg.overload_hold_s, out)
-        self._overloaded_until[job.model] = now + cfg.overload_hold_s
-        retry = retry_after_s(predicted, slo, cfg.min_retry_after_s)
-        self._reject(job.job_id, "ttft_slo_unreachable", retry, out)
+            self._reject(flex_id, "flex_shed", hold, out)
+        self._overloaded_until[job.model] = now + hold
+        self._reject(job.job_id, reason, retry, out)
 
     def _reject(self, job_id: str, reason: str, retry_after: float, out: list[Decision]) -> None:
         if self._waiting.withdraw(job_id) is not None:

@@ -9,6 +9,7 @@ comes back through ``on_job_arrived`` with its output as part of the prompt (the
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass
@@ -236,11 +237,15 @@ class Simulation:
         admitted = self._door_admitted[job.model]
         while admitted and admitted[0][0] <= outlook.at:  # the outlook has seen those
             admitted.popleft()
-        target = self.config.ttft_slo(job.priority, job.ttft_slo_s)
+        max_wait_s = self._max_wait_s(job)
+        if max_wait_s is None:
+            target = self.config.ttft_slo(job.priority, job.ttft_slo_s)
+        else:  # queue mode: the target only orders work; the deadline still bounds it
+            target = math.inf if job.deadline is None else job.deadline - self.now
         own = sum(1 for _, tenant in admitted if tenant == job.tenant)
         retry = door_refusal(outlook, prompt_tokens=job.prompt_tokens, target_s=target,
                              extra_jobs=len(admitted), tenant=job.tenant, weight=job.weight,
-                             own_extra=own)
+                             own_extra=own, max_wait_s=max_wait_s)
         if retry is not None:
             return False
         admitted.append((self.now, job.tenant))
@@ -369,8 +374,15 @@ class Simulation:
             prefix_key=job.prefix_key,
             prefix_tokens=job.prefix_tokens,
             ttft_slo_s=job.ttft_slo_s,
+            max_wait_s=self._max_wait_s(job),
             generated_tokens=done,
         )
+
+    def _max_wait_s(self, job: SimJob) -> float | None:
+        """The wait budget of a realtime job whose plan queues (``Scenario.door_mode``)."""
+        if self.scenario.door_mode != "queue" or job.job_class is not JobClass.REALTIME:
+            return None
+        return self.scenario.max_queue_wait_s
 
     def _view(self, worker_id: str) -> WorkerView:
         engine = self.engines[worker_id]

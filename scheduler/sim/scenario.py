@@ -76,6 +76,12 @@ class Scenario:
     # The API's admission at the door (service.api.slo_gate): a realtime arrival is refused
     # before the policy sees it when the last published outlook predicts it would miss.
     door_admission: bool = False
+    # Realtime's admission mode, as a plan sets it (docs/tenancy.md): "shed" refuses a job
+    # predicted to miss its TTFT target; "queue" admits it while its predicted wait before
+    # its prefill starts is within ``max_queue_wait_s`` (and its deadline can be met), the
+    # target then only ordering work. Applies at the door and in the policy's own check.
+    door_mode: str = "shed"
+    max_queue_wait_s: float = 30.0
     outlook_every_s: float = 0.1  # how often the dispatcher publishes the outlook
     # Prefill/decode disaggregation (scheduler.sim.disagg): {"prefill_workers": P,
     # "decode_workers": D, "link_gbps": ..., "transfer_latency_ms": ...}; None: mixed workers.
@@ -88,6 +94,10 @@ class Scenario:
             )
         if not 0.0 <= self.prefix_hit_fraction < 1.0:
             raise ValueError("prefix_hit_fraction must be in [0, 1)")
+        if self.door_mode not in ("shed", "queue"):
+            raise ValueError(f"door_mode must be 'shed' or 'queue', not {self.door_mode!r}")
+        if self.max_queue_wait_s <= 0:
+            raise ValueError("max_queue_wait_s must be > 0")
         if self.disaggregation is not None:
             split = self.split()
             assert split is not None

@@ -4,6 +4,7 @@ policy's own check and in the outlook the API's door admits with."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from scheduler.outlook import door_refusal, predict_new_ttft
@@ -94,3 +95,21 @@ def test_a_job_that_failed_before_its_engine_ran_teaches_no_sizes() -> None:
     assert before[2] == 10
     policy.on_job_finished("b0", policy.worker_of("b0") or "", 0, 0)
     assert (sizes.prompt_tokens, sizes.output_tokens, lengths.predict("a", PROMPT, 64)) == before
+
+
+def _queued_rejection(policy: FairwayPolicy, job_id: str, *, max_wait_s: float,
+                      deadline: float | None = None) -> Reject | None:
+    """A plan in ``queue`` mode: the job's target (0.3 s) only orders work."""
+    job = replace(rt(job_id, prompt=100, slo=0.3), max_wait_s=max_wait_s, deadline=deadline)
+    policy.on_job_arrived(job)
+    return next((d for d in policy.schedule(0.0)
+                 if isinstance(d, Reject) and d.job_id == job_id), None)
+
+
+def test_queue_mode_waits_within_its_budget_and_refuses_past_it() -> None:
+    policy = _burst_placed()  # ~0.5 s of prefill ahead: shed mode refuses a 0.3 s target
+    assert _queued_rejection(policy, "patient", max_wait_s=5.0) is None
+    refused = _queued_rejection(_burst_placed(), "hurried", max_wait_s=0.1)
+    assert refused is not None and refused.reason == "queue_wait_exceeded"
+    late = _queued_rejection(_burst_placed(), "due", max_wait_s=5.0, deadline=0.35)
+    assert late is not None and late.reason == "deadline_unreachable"

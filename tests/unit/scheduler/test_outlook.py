@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.outlook import alone_ttft, door_refusal, predict_new_ttft
+from scheduler.outlook import alone_ttft, door_refusal, predict_new_ttft, queue_wait_s
 from scheduler.policies import FairwayConfig, make_policy
 from scheduler.policies.admission import predict_ttft
 from scheduler.policies.fairway import FairwayPolicy
@@ -70,3 +70,26 @@ def test_the_door_refuses_above_its_share_of_the_target_unless_alone_misses_too(
     # a target the request misses even on an idle pool: refusing relieves nothing
     tiny = alone_ttft(outlook, prompt_tokens=200) / 2
     assert door_refusal(outlook, prompt_tokens=200, target_s=tiny, extra_jobs=2) is None
+
+
+def test_queue_mode_refuses_only_past_the_wait_budget_or_the_deadline() -> None:
+    policy = make_policy("fairway", FairwayConfig())
+    for wid in ("w1", "w2"):
+        policy.on_worker_heartbeat(_worker(wid))
+    for i in range(40):
+        policy.on_job_arrived(_job(i))
+    (outlook,) = policy.outlook(100.0)
+    predicted = predict_new_ttft(outlook, prompt_tokens=200)
+    wait = queue_wait_s(outlook, ahead=float(outlook.rt_queued), extra_jobs=0)
+    assert wait > 1.0  # a busy pool: a TTFT target of a second is missed
+    # shed: the TTFT target refuses it
+    assert door_refusal(outlook, prompt_tokens=200, target_s=1.0) is not None
+    # queue: the same request waits, within its budget and its (60 s) deadline
+    assert door_refusal(outlook, prompt_tokens=200, target_s=60.0,
+                        max_wait_s=wait + 0.5) is None
+    # past the budget: refused, told to retry once the overshoot has drained
+    retry = door_refusal(outlook, prompt_tokens=200, target_s=60.0, max_wait_s=wait - 2.5)
+    assert retry == 3
+    # within the budget but past its own deadline: refused as in shed mode
+    assert door_refusal(outlook, prompt_tokens=200, target_s=predicted / 0.71,
+                        max_wait_s=wait + 0.5) is not None

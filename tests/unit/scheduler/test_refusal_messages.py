@@ -16,7 +16,8 @@ def test_every_reason_the_policies_give_has_a_sentence() -> None:
         text = source.read_text()
         given |= set(re.findall(r'Reject\([^,]+,\s*"(\w+)"', text))
         given |= set(re.findall(r'self\._reject\([^,]+,\s*"(\w+)"', text))
-    assert "ttft_slo_unreachable" in given and given <= REASONS, given - REASONS
+        given |= set(re.findall(r'self\._refuse_realtime\([^,]+,\s*"(\w+)"', text))
+    assert {"ttft_slo_unreachable", "queue_wait_exceeded"} <= given <= REASONS, given - REASONS
 
 
 def test_messages_are_sentences_without_codes() -> None:
