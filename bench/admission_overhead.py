@@ -7,7 +7,7 @@ Postgres (FAIRWAY_TEST_PG_URL) and uses Redis db 12. It runs the same functions 
 runs, in one process with the API's async engine (pool of 20), with N concurrent clients:
 
 - auth:        authenticate(key) -> tenant (one indexed SELECT; last-used stamp at most 1/min)
-- auth+quota:  the above, then admit_request (tier+override SELECT, one Lua call) and the
+- auth+quota:  the above, then admit_request (plan+override SELECT, one Lua call) and the
                release at request end (two Redis calls), as _submit does.
 
 It prints p50/p99 per request for both and the difference, i.e. what quotas add.
@@ -127,7 +127,7 @@ def main() -> None:
     settings = Settings(database_url=db_url, redis_url=redis_url or "redis://127.0.0.1:6379/12")
     try:
         tenant_id, key = create_tenant_with_key(settings, f"bench-{os.getpid()}-{time.time_ns()}",
-                                                tier="enterprise")
+                                                plan="enterprise")
         with sync_session(settings.database_url) as session:
             session.add(TenantQuota(tenant_id=tenant_id, overrides=UNLIMITED))
             session.commit()

@@ -9,7 +9,7 @@ tenants: premium
 (500 ms TTFT target) and standard (1 s). First the sustainable rate is measured: a saturating
 burst with admission off, completions per second. Then Poisson arrivals at ``factor`` times
 that rate, streamed, half from each tenant, once with admission on and once off. Printed per
-run: accepted and refused, accepted TTFT p50/p99 and p99 / target per tier, refusal latency
+run: accepted and refused, accepted TTFT p50/p99 and p99 / target per plan, refusal latency
 p50/p99, and accepted requests that did not finish (lost).
 """
 
@@ -50,7 +50,7 @@ BODY = {"model": MODEL, "stream": True, "max_tokens": 48, "temperature": 0,
 
 @dataclass
 class Outcome:
-    tier: str
+    plan: str
     status: int = 0
     ttft_s: float | None = None
     latency_s: float = 0.0  # to the response's status line
@@ -60,8 +60,8 @@ class Outcome:
     sent_at: float = 0.0  # when sent: time.monotonic(), then seconds into the run (drive)
 
 
-async def one(client: httpx.AsyncClient, base: str, key: str, tier: str) -> Outcome:
-    out = Outcome(tier, sent_at=time.monotonic())
+async def one(client: httpx.AsyncClient, base: str, key: str, plan: str) -> Outcome:
+    out = Outcome(plan, sent_at=time.monotonic())
     t0 = time.perf_counter()
     try:
         async with client.stream("POST", base + "/v1/chat/completions", json=BODY,
@@ -105,9 +105,9 @@ async def drive(bases: list[str], keys: dict[str, str], rate: float, seconds: fl
         while t < seconds:
             t += rng.expovariate(rate)
             await asyncio.sleep(max(0.0, start + t - time.monotonic()))
-            tier = rng.choice(list(keys))
+            plan = rng.choice(list(keys))
             base = bases[len(tasks) % len(bases)]
-            tasks.append(asyncio.create_task(one(client, base, keys[tier], tier)))
+            tasks.append(asyncio.create_task(one(client, base, keys[plan], plan)))
         outs = list(await asyncio.gather(*tasks))
         await watch
         for out in outs:
@@ -141,7 +141,7 @@ async def capacity(base: str, key: str, burst: int) -> float:
 
 
 def capacity_tenant(base: str, settings: Settings) -> str:
-    """A tenant whose tier has no latency target to speak of and no quota: the capacity
+    """A tenant whose plan has no latency target to speak of and no quota: the capacity
     burst must be served whole, however long it queues."""
     admin = {"authorization": f"Bearer {settings.admin_token}"}
     httpx.put(base + "/admin/tiers/bench-capacity", headers=admin, timeout=30, json={
@@ -151,7 +151,7 @@ def capacity_tenant(base: str, settings: Settings) -> str:
                                  "concurrent_requests", "batch_enqueued_tokens",
                                  "monthly_tokens"), "unlimited")}).raise_for_status()
     return create_tenant_with_key(settings, f"capacity-{uuid.uuid4().hex[:6]}",
-                                  tier="bench-capacity")[1]
+                                  plan="bench-capacity")[1]
 
 
 def report(name: str, outs: list[Outcome]) -> None:
@@ -164,11 +164,11 @@ def report(name: str, outs: list[Outcome]) -> None:
           f"at the door (429), {len(later)} accepted then refused or failed, "
           f"{len(outs) - len(accepted) - len(refused)} other, {len(lost)} lost; codes "
           f"{dict(codes)}")
-    for tier, target in TARGETS.items():
-        ttfts = [o.ttft_s for o in accepted if o.tier == tier and o.ttft_s is not None]
+    for plan, target in TARGETS.items():
+        ttfts = [o.ttft_s for o in accepted if o.plan == plan and o.ttft_s is not None]
         if ttfts:
             p99 = pct(ttfts, 99)
-            print(f"  {tier:<9} target {target:.2f} s: TTFT p50 {pct(ttfts, 50):.3f} s, "
+            print(f"  {plan:<9} target {target:.2f} s: TTFT p50 {pct(ttfts, 50):.3f} s, "
                   f"p99 {p99:.3f} s = {p99 / target:.2f}x target ({len(ttfts)} accepted)")
     if refused:
         lat = [o.latency_s * 1000 for o in refused]
@@ -188,7 +188,7 @@ def report(name: str, outs: list[Outcome]) -> None:
 
 
 def explain(database_url: str, tenants: dict[str, uuid.UUID], since: float) -> None:
-    """Where accepted realtime jobs' first tokens waited, per tier, from the jobs table:
+    """Where accepted realtime jobs' first tokens waited, per plan, from the jobs table:
     the dispatcher's queue (created -> assigned), the hand-off (assigned -> started) and the
     engine (started -> first token); p50/p99 in ms, and the slowest job's split."""
     from sqlalchemy import text
@@ -217,7 +217,7 @@ def explain(database_url: str, tenants: dict[str, uuid.UUID], since: float) -> N
                 ORDER BY p.assigned_at - p.created_at DESC LIMIT 3""")
     print("\nwhere first tokens waited (admission on; ms: queue / hand-off / engine):")
     with sync_session(database_url) as session:
-        for tier, tenant_id in tenants.items():
+        for plan, tenant_id in tenants.items():
             rows = [tuple(float(v or 0) * 1000 for v in r)
                     for r in session.execute(query, {"t": tenant_id, "since": since})]
             if not rows:
@@ -225,7 +225,7 @@ def explain(database_url: str, tenants: dict[str, uuid.UUID], since: float) -> N
             parts = [" / ".join(f"{pct([r[i] for r in rows], q):.0f}" for i in range(3))
                      for q in (50, 99)]
             slow = max(rows, key=lambda r: r[3])
-            print(f"  {tier:<9} p50 {parts[0]}; p99 {parts[1]}; slowest {slow[3]:.0f} ms = "
+            print(f"  {plan:<9} p50 {parts[0]}; p99 {parts[1]}; slowest {slow[3]:.0f} ms = "
                   f"{slow[0]:.0f} / {slow[1]:.0f} / {slow[2]:.0f}")
         # A stall shows as a gap in which nothing was assigned and nothing finished.
         for column in ("assigned_at", "finished_at"):
@@ -238,9 +238,9 @@ def explain(database_url: str, tenants: dict[str, uuid.UUID], since: float) -> N
                 f"{float(g) * 1000:.0f} ms (ending at +{float(at) - since:.1f} s)"
                 for g, at in gaps))
         # Were the slowest overtaken (created later, assigned sooner), or was no slot free?
-        for tier, tenant_id in tenants.items():
+        for plan, tenant_id in tenants.items():
             for row in session.execute(overtaken, {"t": tenant_id, "since": since}):
-                print(f"  slow {tier}: queued {row[0] * 1000:.0f} ms, overtaken by "
+                print(f"  slow {plan}: queued {row[0] * 1000:.0f} ms, overtaken by "
                       f"{row[1]} later jobs of other tenants, {row[2]} of its own; "
                       f"meanwhile {row[3]} assigned, {row[4]} finished; {row[5]} running "
                       f"when it came")
@@ -272,9 +272,9 @@ def main() -> None:
            "FAIRWAY_SIM_SPEED": str(args.sim_speed)}
     stack = Stack(servers.database_url, servers.redis_url, env_overrides=env)
     settings = Settings(database_url=servers.database_url)
-    made = {tier: create_tenant_with_key(settings, f"{tier}-{uuid.uuid4().hex[:6]}",
-                                         tier=tier) for tier in TARGETS}
-    keys = {tier: key for tier, (_, key) in made.items()}
+    made = {plan: create_tenant_with_key(settings, f"{plan}-{uuid.uuid4().hex[:6]}",
+                                         plan=plan) for plan in TARGETS}
+    keys = {plan: key for plan, (_, key) in made.items()}
     try:
         stack.start_dispatcher()
         for i in range(args.workers):

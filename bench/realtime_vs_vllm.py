@@ -15,7 +15,7 @@ What it measures, in one run and one process tree:
 (b) Fairway as separate processes (API, dispatcher, Celery worker hosting vLLM's AsyncLLM with
     the same settings) on a throwaway Postgres database and a leased, flushed Redis db. The
     dispatcher runs --policy priority by default: the "fairway" policy refuses (429) realtime
-    jobs whose predicted TTFT misses the tier's SLO, which a burst on a small CPU can trigger,
+    jobs whose predicted TTFT misses the plan's SLO, which a burst on a small CPU can trigger,
     and bare vLLM refuses nothing, so only a non-shedding policy compares like with like.
 
 Each gets one short warm-up request, then --idle-probes (10) sequential streaming requests on the
@@ -394,7 +394,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=None, help="raw results JSON (default: temp)")
     p.add_argument("--policy", default="priority", choices=["priority", "fcfs", "fairway"],
                    help="Fairway dispatcher policy (default priority: it never refuses work; "
-                        "'fairway' sheds realtime jobs whose predicted TTFT misses the tier SLO "
+                        "'fairway' sheds realtime jobs whose predicted TTFT misses the plan's SLO "
                         "with 429, which bare vLLM would queue)")
     p.add_argument("--redis-db", type=int, default=None,
                    help="Redis db number for Fairway (default: lease a free one the way the "

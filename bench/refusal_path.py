@@ -111,7 +111,7 @@ def main() -> None:
     settings = Settings(database_url=db_url, redis_url=redis_url(12))
     try:
         _, key = create_tenant_with_key(settings, f"refusal-{uuid.uuid4().hex[:6]}",
-                                        tier="premium")
+                                        plan="premium")
         asyncio.run(bench(settings, key, [int(c) for c in args.clients.split(",")],
                           args.requests))
     finally:

@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
 from redis import Redis  # noqa: E402
 
 from bench.harness import START_TIMEOUT_S, raise_interrupt  # noqa: E402
-from service.cli.replay.cli import TARGETS, read_mix, tenant_keys, tier_targets  # noqa: E402
+from service.cli.replay.cli import TARGETS, plan_targets, read_mix, tenant_keys  # noqa: E402
 from service.cli.replay.load import Outcomes, Target, replay, warm_up  # noqa: E402
 from service.cli.replay.plan import Plan, build_plan  # noqa: E402
 from service.cli.replay.report import batch_rows, markdown, realtime_rows  # noqa: E402
@@ -104,7 +104,7 @@ def run_fairway(plan: Plan, opts: argparse.Namespace, model_dir: Path, db: str, 
                                   data_dir=None, api_key=None)
         admin = AdminClient(args)
         target = Target("fairway", stack.base_url, SERVED, tenant_keys(admin, plan))
-        slo = tier_targets(admin)
+        slo = plan_targets(admin)
         warm_up(target)
         since = dt.datetime.now(dt.UTC)
         out = asyncio.run(replay(plan, target, drain_s=opts.drain))
@@ -211,7 +211,7 @@ def main() -> int:
           f"logs in {work}", flush=True)
     db = create_database("fairway_replay")
     redis = claim_redis_db()
-    slo = tier_targets(None)
+    slo = plan_targets(None)
     rounds: list[dict[str, Any]] = []
     try:
         for n in range(opts.repeat):

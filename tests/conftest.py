@@ -16,7 +16,7 @@ from service.cli.bootstrap import create_tenant_with_key
 from service.store.db import sync_engine
 from service.store.settings import EngineSettings, Settings
 from tests.support.services import (
-    PATIENT_TIER,
+    PATIENT_PLAN,
     claim_redis_db,
     create_database,
     drop_database,
@@ -87,9 +87,9 @@ def make_tenant(settings: Settings):  # type: ignore[no-untyped-def]
     """Create a committed tenant (other processes must see it); returns (tenant_id, api_key)."""
 
     def _make(prefix: str = "t", weight: float = 1.0,
-              tier: str = PATIENT_TIER) -> tuple[uuid.UUID, str]:
+              plan: str = PATIENT_PLAN) -> tuple[uuid.UUID, str]:
         return create_tenant_with_key(settings, f"{prefix}-{uuid.uuid4().hex[:8]}",
-                                      tier=tier, weight=weight)
+                                      plan=plan, weight=weight)
 
     return _make
 

@@ -1,6 +1,6 @@
 // Fairway admin dashboard: talks only to the admin API (/admin/...) with the pasted token.
 // Preact + htm, no build step; pages by hash route (#/overview, #/tenants, #/tenants/<id>,
-// #/batches, #/tiers, #/audit).
+// #/batches, #/plans, #/audit; #/tiers, the plans page's first route, still leads there).
 import { html, render, useEffect, useState } from "./js/lib.js";
 import { api, getToken, onHealth, setAuthLostHandler, setToken } from "./js/api.js";
 import { useRoute } from "./js/hooks.js";
@@ -9,11 +9,11 @@ import { Overview } from "./js/pages/overview.js";
 import { Tenants } from "./js/pages/tenants.js";
 import { Tenant } from "./js/pages/tenant.js";
 import { Batches } from "./js/pages/batches.js";
-import { Tiers } from "./js/pages/tiers.js";
+import { Plans } from "./js/pages/plans.js";
 import { Audit } from "./js/pages/audit.js";
 
 const PAGES = [["overview", "Overview"], ["tenants", "Tenants"], ["batches", "Batches"],
-  ["tiers", "Tiers"], ["audit", "Audit"]];
+  ["plans", "Plans"], ["audit", "Audit"]];
 
 function Login({ message, onLogin }) {
   const [token, setDraft] = useState("");
@@ -24,8 +24,8 @@ function Login({ message, onLogin }) {
     setBusy(true);
     setToken(token);
     try {
-      const tiers = (await api("GET", "/admin/tiers")).data;
-      onLogin(tiers);
+      const plans = (await api("GET", "/admin/tiers")).data;
+      onLogin(plans);
     } catch (err) {
       setToken(null);
       setError(`Login failed: ${err.message}`);
@@ -52,35 +52,35 @@ function Banner() {
     ${" "}What you see is from ${clock(health.lastOk)} and is not live. Retrying…</div>`;
 }
 
-function Page({ route, tiers, reloadTiers }) {
+function Page({ route, plans, reloadPlans }) {
   const [name, id] = route.path;
-  if (name === "tenants" && id) return html`<${Tenant} key=${id} id=${id} tiers=${tiers} />`;
-  if (name === "tenants") return html`<${Tenants} params=${route.params} tiers=${tiers} />`;
+  if (name === "tenants" && id) return html`<${Tenant} key=${id} id=${id} plans=${plans} />`;
+  if (name === "tenants") return html`<${Tenants} params=${route.params} plans=${plans} />`;
   if (name === "batches") return html`<${Batches} params=${route.params} />`;
-  if (name === "tiers") return html`<${Tiers} onChanged=${reloadTiers} />`;
+  if (name === "plans") return html`<${Plans} onChanged=${reloadPlans} />`;
   if (name === "audit") return html`<${Audit} params=${route.params} />`;
   if (name === "overview") return html`<${Overview} />`;
   return html`<div class="page"><p class="state empty">No page here. <a href="#/overview">Overview</a></p></div>`;
 }
 
 function App() {
-  const [tiers, setTiers] = useState(null);
+  const [plans, setPlans] = useState(null);
   const [authMessage, setAuthMessage] = useState("");
   const route = useRoute();
-  const reloadTiers = () => api("GET", "/admin/tiers").then((r) => setTiers(r.data), () => {});
+  const reloadPlans = () => api("GET", "/admin/tiers").then((r) => setPlans(r.data), () => {});
   useEffect(() => {
     setAuthLostHandler(() => {
       setToken(null);
-      setTiers(null);
+      setPlans(null);
       setAuthMessage("The admin token was refused: log in again.");
     });
     if (getToken()) {
-      api("GET", "/admin/tiers").then((r) => setTiers(r.data), () => setTiers([]));
+      api("GET", "/admin/tiers").then((r) => setPlans(r.data), () => setPlans([]));
     }
   }, []);
-  if (!getToken() || tiers === null) {
+  if (!getToken() || plans === null) {
     if (getToken()) return html`<${Banner} /><p class="state loading">Loading…</p>`;
-    return html`<${Banner} /><${Login} message=${authMessage} onLogin=${(t) => { setAuthMessage(""); setTiers(t); }} />`;
+    return html`<${Banner} /><${Login} message=${authMessage} onLogin=${(p) => { setAuthMessage(""); setPlans(p); }} />`;
   }
   const current = route.path[0];
   return html`
@@ -88,11 +88,11 @@ function App() {
       <a class="brand" href="#/overview"><img src="/favicon.ico" alt="" width="20" height="20" /> Fairway admin</a>
       <nav aria-label="pages">${PAGES.map(([p, label]) => html`<a href=${`#/${p}`}
         class=${current === p ? "active" : ""} aria-current=${current === p ? "page" : undefined}>${label}</a>`)}</nav>
-      <button type="button" id="logout" onClick=${() => { setToken(null); setTiers(null); }}>Log out</button>
+      <button type="button" id="logout" onClick=${() => { setToken(null); setPlans(null); }}>Log out</button>
     </header>
     <${Banner} />
     <${Notices} />
-    <main id="app"><${Page} route=${route} tiers=${tiers} reloadTiers=${reloadTiers} /></main>
+    <main id="app"><${Page} route=${route} plans=${plans} reloadPlans=${reloadPlans} /></main>
     <${ConfirmHost} />`;
 }
 

@@ -27,7 +27,7 @@ RT = 'class="realtime"'
 @dataclass
 class P:
     """One panel: (legend, PromQL) targets; ``objective`` draws SLO_OBJECTIVE as a line;
-    targets whose legend starts with "target" (the tiers' SLO targets) are drawn dashed."""
+    targets whose legend starts with "target" (the plans' SLO targets) are drawn dashed."""
 
     title: str
     unit: str
@@ -64,13 +64,13 @@ FLEET = [
     *HEADLINE,
     P("Requests/s by class", "reqps",
       [("{{class}}", f"sum by (class) (rate(vllm:e2e_request_latency_seconds_count[{W}]))")]),
-    P("TTFT (realtime) and the tiers' TTFT targets", "s",
+    P("TTFT (realtime) and the plans' TTFT targets", "s",
       [*((f"p{int(p * 100)}", q(p, "vllm:time_to_first_token_seconds", "", RT))
          for p in (0.5, 0.95, 0.99)),
        ("target {{tenant_tier}}", target("ttft"))]),
     P("E2E latency p95 by class", "s",
       [("{{class}}", q(0.95, "vllm:e2e_request_latency_seconds", "class"))]),
-    P("TPOT p95 (realtime) and the tiers' TPOT targets", "s",
+    P("TPOT p95 (realtime) and the plans' TPOT targets", "s",
       [("p95", q(0.95, "vllm:time_per_output_token_seconds", "", RT)),
        ("target {{tenant_tier}}", target("tpot"))]),
     P("SLO attainment (realtime, 5m): TTFT, TPOT, both", "percentunit",
@@ -114,10 +114,10 @@ TENANTS = [
     P("SLO attainment, in-process windows (API)", "percentunit",
       [("{{class}} {{kind}} {{window}}",
         "avg by (class, kind, window) (fairway_slo_attainment_ratio)")], objective=True),
-    P("TTFT p95 by tenant (realtime) and the tiers' targets", "s",
+    P("TTFT p95 by tenant (realtime) and the plans' targets", "s",
       [("{{tenant}}", q(0.95, "vllm:time_to_first_token_seconds", "tenant", f"{RT},{TENANT}")),
        ("target {{tenant_tier}}", target("ttft"))]),
-    P("TPOT p95 by tenant (realtime) and the tiers' targets", "s",
+    P("TPOT p95 by tenant (realtime) and the plans' targets", "s",
       [("{{tenant}}", q(0.95, "vllm:time_per_output_token_seconds", "tenant",
                         f"{RT},{TENANT}")),
        ("target {{tenant_tier}}", target("tpot"))]),

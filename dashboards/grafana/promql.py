@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-# Each target of a tier (slo_rules kinds ttft, tpot; deadline for batch class) should be met
+# Each target of a plan (slo_rules kinds ttft, tpot; deadline for batch class) should be met
 # by this share of requests. The attainment panels draw it; the burn-rate alerts spend the
 # rest (1 - objective) as the error budget.
 SLO_OBJECTIVE = 0.99
@@ -45,5 +45,5 @@ def on_leader(expr: str) -> str:
 
 
 def target(kind: str) -> str:
-    """The tiers' targets (from the tiers table, exported by the dispatcher), one line each."""
+    """The plans' targets (from the plans table, exported by the dispatcher), one line each."""
     return f'max by (tenant_tier) (fairway_slo_target_seconds{{kind="{kind}"}})'

@@ -1,7 +1,7 @@
 """What the dispatcher exports: decision latency and counts per pass, and, refreshed from its
 maintenance every few seconds, its queue/placement/worker gauges, the policy's fair-share
 counters, jobs and batches by status and queued jobs by tenant and tier from Postgres
-(indexed queries on open rows only), and the tiers' SLO targets."""
+(indexed queries on open rows only), and the plans' SLO targets."""
 
 from __future__ import annotations
 
@@ -116,12 +116,12 @@ def set_queued(rows: list[Any]) -> None:
 
 
 def set_slo_targets(rows: list[Any]) -> None:
-    """fairway_slo_target_seconds from (tier, ttft_slo_ms, tpot_slo_ms) rows, for panels and
-    alerts to draw and compare against; a deleted tier's series go away."""
+    """fairway_slo_target_seconds from (plan, ttft_slo_ms, tpot_slo_ms) rows, for panels and
+    alerts to draw and compare against; a deleted plan's series go away (label tenant_tier)."""
     m.SLO_TARGET.clear()
-    for tier, ttft_ms, tpot_ms in rows:
-        m.SLO_TARGET.labels(str(tier), "ttft").set(ttft_ms / 1000)
-        m.SLO_TARGET.labels(str(tier), "tpot").set(tpot_ms / 1000)
+    for plan, ttft_ms, tpot_ms in rows:
+        m.SLO_TARGET.labels(str(plan), "ttft").set(ttft_ms / 1000)
+        m.SLO_TARGET.labels(str(plan), "tpot").set(tpot_ms / 1000)
 
 
 def _set_batch_lines(rows: list[Any]) -> None:

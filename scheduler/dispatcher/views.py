@@ -13,7 +13,7 @@ from service.store.job_queries import QueuedJob
 def job_view(job: QueuedJob) -> JobView:
     arrival = job.created_at.timestamp()
     deadline = job.deadline_at.timestamp() if job.deadline_at else None
-    # A realtime job's TTFT target: its tenant's tier's, or sooner if its deadline is.
+    # A realtime job's TTFT target: its tenant's plan's, or sooner if its deadline is.
     ttft_slo = None
     if job.kind == JobClass.REALTIME:
         limits = [s for s in (job.ttft_target_s, deadline - arrival if deadline else None)

@@ -63,7 +63,7 @@ async def count(session: AsyncSession, *, target_id: str | None = None,
 
 
 def _uuids(ids: set[str]) -> list[uuid.UUID]:
-    """The ids that are UUIDs (audit targets also name tiers, which are not)."""
+    """The ids that are UUIDs (audit targets also name plans, which are not)."""
     out = []
     for raw in ids:
         try:

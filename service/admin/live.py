@@ -1,7 +1,7 @@
 """Live state for the admin view: queues from the jobs table, SLO attainment of the realtime
 jobs that finished in a window, judged by the one definition the metrics use
 (service.store.telemetry.slo_rules: TTFT and TPOT separately, and both together), with the
-tiers' targets beside it."""
+plans' targets beside it (a plan is a "tier" in this API's JSON, and in the tenants table)."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ async def slo_targets(session: AsyncSession) -> list[dict[str, Any]]:
 
 async def slo_attainment(session: AsyncSession, *, window_s: float) -> dict[str, Any]:
     targets = await slo_targets(session)
-    by_tier = {t["tier"]: SloTargets.from_ms(t["ttft_slo_ms"], t["tpot_slo_ms"])
+    by_plan = {t["tier"]: SloTargets.from_ms(t["ttft_slo_ms"], t["tpot_slo_ms"])
                for t in targets}
     fleet = SloTally()
     tenants: dict[tuple[str, str, str], SloTally] = defaultdict(SloTally)
@@ -113,18 +113,18 @@ async def slo_attainment(session: AsyncSession, *, window_s: float) -> dict[str,
         e2e_s = None if r["e2e_s"] is None else float(r["e2e_s"])
         verdict = judge("realtime", succeeded=bool(r["succeeded"]), ttft_s=ttft_s, e2e_s=e2e_s,
                         completion_tokens=r["completion_tokens"],
-                        targets=by_tier.get(r["tier"], SloTargets(None, None)))
+                        targets=by_plan.get(r["tier"], SloTargets(None, None)))
         tpot_s = tpot_seconds(e2e_s=e2e_s, ttft_s=ttft_s,
                               completion_tokens=r["completion_tokens"])
         for tally in (fleet, tenants[(str(r["tenant_id"]), r["tenant"], r["tier"])]):
             tally.add(verdict, ttft_s, tpot_s, bool(r["succeeded"]))
     by_tenant = []
-    for (tenant_id, name, tier), tally in sorted(tenants.items(), key=lambda kv: kv[0][1]):
-        tier_targets = next((t for t in targets if t["tier"] == tier), None)
+    for (tenant_id, name, plan), tally in sorted(tenants.items(), key=lambda kv: kv[0][1]):
+        plan_targets = next((t for t in targets if t["tier"] == plan), None)
         by_tenant.append({
-            "tenant_id": tenant_id, "tenant": name, "tier": tier, **tally.view(),
-            "ttft_slo_ms": tier_targets and tier_targets["ttft_slo_ms"],
-            "tpot_slo_ms": tier_targets and tier_targets["tpot_slo_ms"],
+            "tenant_id": tenant_id, "tenant": name, "tier": plan, **tally.view(),
+            "ttft_slo_ms": plan_targets and plan_targets["ttft_slo_ms"],
+            "tpot_slo_ms": plan_targets and plan_targets["tpot_slo_ms"],
             "ttft_p50_ms": ms(percentile(tally.ttft_s, 0.5)),
             "ttft_p99_ms": ms(percentile(tally.ttft_s, 0.99)),
             "tpot_p50_ms": ms(percentile(tally.tpot_s, 0.5)),

@@ -1,5 +1,6 @@
-"""Queue depth for the admin overview: active jobs by tier, by tenant and by job class, from
-the jobs table (the system of record), with the status split (queued, assigned, running)."""
+"""Queue depth for the admin overview: active jobs by plan, by tenant and by job class, from
+the jobs table (the system of record), with the status split (queued, assigned, running). A
+plan is a "tier" in the JSON (``by_tier``, ``tier``), as everywhere in the admin API."""
 
 from __future__ import annotations
 
@@ -28,13 +29,13 @@ def _zero() -> dict[str, int]:
 async def queue_breakdown(session: AsyncSession) -> dict[str, Any]:
     """{by_tier: [{tier, queued, assigned, running}], by_tenant: [{tenant_id, tenant, tier,
     realtime_queued, batch_queued, queued, assigned, running}], by_class: {...}}, largest
-    queued first."""
+    queued first; ``tier`` is the plan."""
     rows = (await session.execute(_ACTIVE)).mappings().all()
-    tiers: dict[str, dict[str, int]] = {}
+    plans: dict[str, dict[str, int]] = {}
     classes: dict[str, dict[str, int]] = {}
     tenants: dict[str, dict[str, Any]] = {}
     for r in rows:
-        tiers.setdefault(r["tier"], _zero())[r["status"]] += r["n"]
+        plans.setdefault(r["tier"], _zero())[r["status"]] += r["n"]
         classes.setdefault(r["kind"], _zero())[r["status"]] += r["n"]
         tid = str(r["tenant_id"])
         entry = tenants.setdefault(tid, {"tenant_id": tid, "tenant": r["tenant"],
@@ -43,6 +44,6 @@ async def queue_breakdown(session: AsyncSession) -> dict[str, Any]:
         entry[r["status"]] += r["n"]
         if r["status"] == "queued":
             entry[f"{r['kind']}_queued"] = entry.get(f"{r['kind']}_queued", 0) + r["n"]
-    by_tier = [{"tier": name, **counts} for name, counts in sorted(tiers.items())]
+    by_plan = [{"tier": name, **counts} for name, counts in sorted(plans.items())]
     by_tenant = sorted(tenants.values(), key=lambda t: (-t["queued"], t["tenant"]))
-    return {"by_tier": by_tier, "by_tenant": by_tenant, "by_class": classes}
+    return {"by_tier": by_plan, "by_tenant": by_tenant, "by_class": classes}

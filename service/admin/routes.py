@@ -1,5 +1,9 @@
-"""Admin API: tenants, keys, tiers, quotas. Thin routes over service functions; every change
-commits together with its audit entry. Everything here needs the admin credential."""
+"""Admin API: tenants, keys, plans, quotas. Thin routes over service functions; every change
+commits together with its audit entry. Everything here needs the admin credential.
+
+The tenant's plan is a "tier" on the wire: the routes (/admin/tiers), the JSON fields and the
+audit actions keep that name, and so do the route functions (FastAPI makes the operationIds
+from them), so clients written against the API keep working."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from redis.exceptions import RedisError
 from service.admin import tenant_ops as ops
 from service.admin.audit import record
 from service.admin.schemas import (
-    TIER_NAME_MAX,
+    PLAN_NAME_MAX,
     KeyCreate,
     QuotaUpdate,
     TenantCreate,
@@ -20,12 +24,12 @@ from service.admin.schemas import (
     TierUpsert,
     quota_view,
 )
+from service.plans import plan_records
 from service.quotas.door_policy import bump_policy_generation
-from service.store.models.tiers import Tier
+from service.store.models.plans import Plan
 from service.store.quota_limits import effective_limits
 from service.store.quota_store import QuotaStore
 from service.tenants.key_cache import key_cache
-from service.tiers import tier_records as tiers
 from service.web.deps import AdminDep, RedisDep, SessionDep, SettingsDep, require_admin
 from service.web.errors import APIError
 from service.web.responses import ADMIN_ROUTES, WITH_BODY, errors
@@ -43,7 +47,7 @@ async def list_tenants(session: SessionDep) -> dict[str, Any]:
 @router.post("/tenants", status_code=201, responses={**errors(409), **WITH_BODY})
 async def create_tenant(body: TenantCreate, actor: AdminDep, session: SessionDep,
                         settings: SettingsDep) -> dict[str, Any]:
-    tenant = await ops.create_tenant(session, actor=actor, name=body.name, tier=body.tier)
+    tenant = await ops.create_tenant(session, actor=actor, name=body.name, plan=body.tier)
     out = ops.tenant_view(tenant)
     if body.issue_key:
         key, clear = await ops.issue_key(session, actor=actor, tenant=tenant,
@@ -65,7 +69,7 @@ async def update_tenant(tenant_id: str, body: TenantUpdate, actor: AdminDep,
                         settings: SettingsDep, request: Request) -> dict[str, Any]:
     tenant, cancelled = await ops.update_tenant(
         session, actor=actor, tenant=await ops.require_tenant(session, tenant_id),
-        tier=body.tier, suspended=body.suspended)
+        plan=body.tier, suspended=body.suspended)
     await session.commit()
     key_cache(request.app.state).clear()  # here at once; other API processes within its TTL
     await bump_policy_generation(redis, [tenant.id])
@@ -117,11 +121,11 @@ async def revoke_key(tenant_id: str, key_id: str, actor: AdminDep,
 @router.get("/tenants/{tenant_id}/quotas", responses=errors(404))
 async def read_quotas(tenant_id: str, session: SessionDep, redis: RedisDep) -> dict[str, Any]:
     tenant = await ops.require_tenant(session, tenant_id)
-    tier = await tiers.get_tier(session, name=tenant.tier)
-    defaults = dict(tier.quotas) if tier else {}
+    plan = await plan_records.get_plan(session, name=tenant.plan)
+    defaults = dict(plan.quotas) if plan else {}
     overrides = await ops.get_overrides(session, tenant_id=tenant.id)
     limits = effective_limits(defaults, overrides)
-    return {"tenant_id": tenant_id, "tier": tenant.tier, "tier_defaults": quota_view(defaults),
+    return {"tenant_id": tenant_id, "tier": tenant.plan, "tier_defaults": quota_view(defaults),
             "overrides": quota_view(overrides), "effective": quota_view(limits.as_dict()),
             "live": await QuotaStore(redis).state(tenant_id=tenant.id, limits=limits)}
 
@@ -136,36 +140,39 @@ async def write_quotas(tenant_id: str, body: QuotaUpdate, actor: AdminDep,
     return await read_quotas(tenant_id, session, redis)
 
 
-@router.get("/tiers")
+@router.get("/tiers", description="The plans tenants can be on.")
 async def list_tiers(session: SessionDep) -> dict[str, Any]:
-    return {"object": "list", "data": [_tier_view(t) for t in await tiers.list_tiers(session)]}
+    plans = await plan_records.list_plans(session)
+    return {"object": "list", "data": [_plan_view(p) for p in plans]}
 
 
-@router.put("/tiers/{name}", responses=WITH_BODY)
-async def upsert_tier(name: Annotated[str, Path(max_length=TIER_NAME_MAX)], body: TierUpsert,
+@router.put("/tiers/{name}", responses=WITH_BODY,
+            description="Create or replace a plan; its tenants' weight follows.")
+async def upsert_tier(name: Annotated[str, Path(max_length=PLAN_NAME_MAX)], body: TierUpsert,
                       actor: AdminDep, session: SessionDep, redis: RedisDep) -> dict[str, Any]:
     quotas = body.quotas.stored()
-    before, tier = await tiers.upsert_tier(
+    before, plan = await plan_records.upsert_plan(
         session, name=name, weight=body.weight, allowed_service_tiers=body.allowed_service_tiers,
         ttft_slo_ms=body.ttft_slo_ms, tpot_slo_ms=body.tpot_slo_ms, quotas=quotas)
     record(session, actor=actor, action="tier.create" if before is None else "tier.update",
            target_type="tier", target_id=name,
-           details={"from": before, "to": tiers.tier_view(tier)})
+           details={"from": before, "to": plan_records.plan_view(plan)})
     await session.commit()
-    await bump_policy_generation(redis, await tiers.tenants_on(session, name=name))
-    return _tier_view(tier)
+    await bump_policy_generation(redis, await plan_records.tenants_on(session, name=name))
+    return _plan_view(plan)
 
 
-@router.delete("/tiers/{name}", responses=errors(409))
+@router.delete("/tiers/{name}", responses=errors(409),
+               description="Delete a plan no tenant is on.")
 async def delete_tier(name: str, actor: AdminDep, session: SessionDep) -> dict[str, Any]:
-    if not await tiers.delete_tier(session, name=name):
-        raise APIError(409, f"Tier '{name}' does not exist or still has tenants.",
+    if not await plan_records.delete_plan(session, name=name):
+        raise APIError(409, f"Plan '{name}' does not exist or still has tenants.",
                        code="conflict")
     record(session, actor=actor, action="tier.delete", target_type="tier", target_id=name)
     await session.commit()
     return {"name": name, "deleted": True}
 
 
-def _tier_view(tier: Tier) -> dict[str, Any]:
-    view = tiers.tier_view(tier)
+def _plan_view(plan: Plan) -> dict[str, Any]:
+    view = plan_records.plan_view(plan)
     return {**view, "quotas": quota_view(view["quotas"])}

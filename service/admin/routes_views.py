@@ -1,4 +1,4 @@
-"""Admin API reads (and one action) the dashboard's pages need: queues by tier and tenant,
+"""Admin API reads (and one action) the dashboard's pages need: queues by plan and tenant,
 SLO attainment over time, preemptions, recent refusals, usage over time, batches across
 tenants (and their cancel), and a searchable, paged tenant list."""
 
@@ -134,10 +134,11 @@ async def cancel_any_batch(batch_id: str, actor: AdminDep, session: SessionDep
 @router.get("/search/tenants")
 async def find_tenants(session: SessionDep, q: str | None = Query(default=None, max_length=128),
                        status: Literal["active", "suspended"] | None = None,
-                       tier: str | None = Query(default=None, max_length=32),
+                       tier: str | None = Query(default=None, max_length=32,
+                                                description="only tenants on this plan"),
                        limit: int = Query(default=25, ge=1, le=200),
                        offset: int = Query(default=0, ge=0, le=1_000_000)) -> dict[str, Any]:
-    return await search_tenants(session, q=q, status=status, tier=tier, limit=limit,
+    return await search_tenants(session, q=q, status=status, plan=tier, limit=limit,
                                 offset=offset)
 
 

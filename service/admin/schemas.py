@@ -28,7 +28,7 @@ from scheduler.tiers import SERVICE_TIERS
 from service.store.quota_limits import QUOTA_FIELDS
 from service.store.storable import StorableModel
 
-TIER_NAME_MAX = 32  # the tiers.name column
+PLAN_NAME_MAX = 32  # the tiers.name column (the plans table keeps its first name)
 SLO_MAX_MS = 24 * 3600 * 1000  # a day: well inside the int4 columns that hold the targets
 QUOTA_MAX = 2**53  # exact in every JSON reader (a browser's Number included)
 UNLIMITED = "unlimited"
@@ -73,9 +73,11 @@ class QuotaDoc(BaseModel):
         return _stored({k: getattr(self, k) for k in self.model_fields_set})
 
 
+# TierQuotas and TierUpsert keep the names their OpenAPI schemas had before plans were named
+# plans (a class's name is its schema's, which generated clients use).
 class TierQuotas(BaseModel):
-    """A tier's quotas: every limit named, a number or "unlimited" (no limit is unlimited by
-    being left out); the monthly alert level defaults to 80 %."""
+    """A plan's default quotas: every limit named, a number or "unlimited" (no limit is
+    unlimited by being left out); the monthly alert level defaults to 80 %."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -104,13 +106,15 @@ def quota_view(doc: dict[str, Any]) -> dict[str, Any]:
 class TenantCreate(StorableModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")
-    tier: str = Field(default="standard", min_length=1, max_length=TIER_NAME_MAX)
+    tier: str = Field(default="standard", min_length=1, max_length=PLAN_NAME_MAX,
+                      description="the tenant's plan (see /admin/tiers)")
     issue_key: StrictBool = True  # convenient default: a new tenant usually needs a key at once
 
 
 class TenantUpdate(StorableModel):
     model_config = ConfigDict(extra="forbid")
-    tier: str | None = Field(default=None, min_length=1, max_length=TIER_NAME_MAX)
+    tier: str | None = Field(default=None, min_length=1, max_length=PLAN_NAME_MAX,
+                             description="move the tenant to this plan")
     suspended: StrictBool | None = None
 
 
@@ -150,7 +154,7 @@ class KeyCreate(StorableModel):
 
 
 class QuotaUpdate(StorableModel):
-    """A tenant's overrides, replacing the ones it had: a quota left out inherits the tier's,
+    """A tenant's overrides, replacing the ones it had: a quota left out inherits the plan's,
     a number replaces it, "unlimited" lifts it."""
 
     model_config = ConfigDict(extra="forbid")
@@ -158,6 +162,9 @@ class QuotaUpdate(StorableModel):
 
 
 class TierUpsert(StorableModel):
+    """A tenant plan: its fair-share weight, allowed service tiers, SLO targets and default
+    quotas."""
+
     model_config = ConfigDict(extra="forbid")
     weight: float = Field(gt=0, le=1000, strict=True, allow_inf_nan=False,
                           description="fair-share weight, more than 0")

@@ -1,7 +1,7 @@
 """SLO attainment over time for the admin overview: the realtime jobs that finished in a
 window, in time buckets, each judged by the one definition the metrics and /admin/live use
 (service.store.telemetry.slo_rules: TTFT and TPOT separately, and both), with per-bucket
-p50/p99 and the targets of the tiers that had traffic (the lines worth drawing)."""
+p50/p99 and the targets of the plans that had traffic (the lines worth drawing)."""
 
 from __future__ import annotations
 
@@ -54,28 +54,28 @@ def _float(value: Any) -> float | None:
 async def slo_series(session: AsyncSession, *, window_s: float, bucket_s: float
                      ) -> dict[str, Any]:
     targets = await slo_targets(session)
-    by_tier = {t["tier"]: SloTargets.from_ms(t["ttft_slo_ms"], t["tpot_slo_ms"])
+    by_plan = {t["tier"]: SloTargets.from_ms(t["ttft_slo_ms"], t["tpot_slo_ms"])
                for t in targets}
     buckets: dict[int, SloTally] = defaultdict(SloTally)
-    seen_tiers: set[str] = set()
+    seen_plans: set[str] = set()
     rows = await session.execute(_FINISHED, {"window": window_s, "bucket": bucket_s})
     for r in rows.mappings():
         ttft_s, e2e_s = _float(r["ttft_s"]), _float(r["e2e_s"])
         succeeded = bool(r["succeeded"])
         verdict = judge("realtime", succeeded=succeeded, ttft_s=ttft_s, e2e_s=e2e_s,
                         completion_tokens=r["completion_tokens"],
-                        targets=by_tier.get(r["tier"], SloTargets(None, None)))
+                        targets=by_plan.get(r["tier"], SloTargets(None, None)))
         b = buckets[int(r["bucket"])]
         b.add(verdict, ttft_s, tpot_seconds(e2e_s=e2e_s, ttft_s=ttft_s,
                                             completion_tokens=r["completion_tokens"]), succeeded)
-        seen_tiers.add(r["tier"])
+        seen_plans.add(r["tier"])
     views = [_bucket_view(t, buckets[t]) for t in sorted(buckets)]
     total = sum(b.requests for b in buckets.values())
     return {"window_s": window_s, "bucket_s": bucket_s, "requests": total,
             **{f"{k}_attainment": _ratio(sum(b.met[k] for b in buckets.values()), total)
                for k in REALTIME_KINDS},
             "combined_kind": "both", "buckets": views,
-            "targets": [t for t in targets if t["tier"] in seen_tiers]}
+            "targets": [t for t in targets if t["tier"] in seen_plans]}
 
 
 async def preemptions(session: AsyncSession, *, window_s: float) -> dict[str, Any]:

@@ -17,9 +17,9 @@ from service.store import job_stream, lifecycle, wakeups
 from service.store.keys import stream_key
 from service.store.models.batches import BATCH_PREFIX
 from service.store.models.jobs import Job
+from service.store.models.plans import Plan
 from service.store.models.quotas import TenantQuota
 from service.store.models.tenants import ApiKey, Tenant
-from service.store.models.tiers import Tier
 from service.store.response_events import record_response_end_async
 from service.tenants.keys import display_prefix, generate_key, hash_key
 from service.web.errors import APIError
@@ -30,7 +30,7 @@ def _ts(value: dt.datetime | None) -> str | None:
 
 
 def tenant_view(t: Tenant, *, active_keys: int | None = None) -> dict[str, Any]:
-    return {"id": str(t.id), "name": t.name, "tier": t.tier, "weight": t.weight,
+    return {"id": str(t.id), "name": t.name, "tier": t.plan, "weight": t.weight,
             "suspended": t.suspended_at is not None, "suspended_at": _ts(t.suspended_at),
             "created_at": _ts(t.created_at), "active_keys": active_keys}
 
@@ -41,11 +41,11 @@ def key_view(k: ApiKey) -> dict[str, Any]:
             "revoked_at": _ts(k.revoked_at)}
 
 
-async def _tier(session: AsyncSession, name: str) -> Tier:
-    tier = await session.get(Tier, name)
-    if tier is None:
-        raise APIError(400, f"No tier named '{name}'.", code="invalid_value", param="tier")
-    return tier
+async def _plan(session: AsyncSession, name: str) -> Plan:
+    plan = await session.get(Plan, name)
+    if plan is None:  # param: the API's field, still named tier
+        raise APIError(400, f"No plan named '{name}'.", code="invalid_value", param="tier")
+    return plan
 
 
 async def require_tenant(session: AsyncSession, tenant_id: str) -> Tenant:
@@ -67,15 +67,15 @@ async def list_tenants(session: AsyncSession) -> list[dict[str, Any]]:
     return [tenant_view(t, active_keys=counts.get(t.id, 0)) for t in tenants]
 
 
-async def create_tenant(session: AsyncSession, *, actor: str, name: str, tier: str) -> Tenant:
-    tier_row = await _tier(session, tier)
+async def create_tenant(session: AsyncSession, *, actor: str, name: str, plan: str) -> Tenant:
+    plan_row = await _plan(session, plan)
     if await session.scalar(select(Tenant.id).where(Tenant.name == name)) is not None:
         raise APIError(409, f"A tenant named '{name}' exists.", code="conflict", param="name")
-    tenant = Tenant(name=name, tier=tier, weight=tier_row.weight)
+    tenant = Tenant(name=name, plan=plan, weight=plan_row.weight)
     session.add(tenant)
     await session.flush()
     audit.record(session, actor=actor, action="tenant.create", target_type="tenant",
-                 target_id=str(tenant.id), details={"name": name, "tier": tier})
+                 target_id=str(tenant.id), details={"name": name, "tier": plan})
     return tenant
 
 
@@ -87,16 +87,17 @@ SUSPENDED_ERROR = {"code": SUSPENDED.code, "status": SUSPENDED.status,
 
 
 async def update_tenant(session: AsyncSession, *, actor: str, tenant: Tenant,
-                        tier: str | None, suspended: bool | None
+                        plan: str | None, suspended: bool | None
                         ) -> tuple[Tenant, list[uuid.UUID]]:
     """Returns the tenant and the realtime jobs a suspension cancelled (the route tells their
     waiting requests after the commit, see `tell_cancelled`)."""
     cancelled_jobs: list[uuid.UUID] = []
-    if tier is not None and tier != tenant.tier:
-        tier_row = await _tier(session, tier)
+    if plan is not None and plan != tenant.plan:
+        plan_row = await _plan(session, plan)
+        # The audit log keeps the action's first name, which older entries carry.
         audit.record(session, actor=actor, action="tenant.tier_change", target_type="tenant",
-                     target_id=str(tenant.id), details={"from": tenant.tier, "to": tier})
-        tenant.tier, tenant.weight = tier, tier_row.weight
+                     target_id=str(tenant.id), details={"from": tenant.plan, "to": plan})
+        tenant.plan, tenant.weight = plan, plan_row.weight
     if suspended is not None and suspended != (tenant.suspended_at is not None):
         # Takes effect on the next request: authentication reads suspended_at every time.
         tenant.suspended_at = dt.datetime.now(dt.UTC) if suspended else None
@@ -196,7 +197,7 @@ async def get_overrides(session: AsyncSession, *, tenant_id: uuid.UUID) -> dict[
 
 async def set_overrides(session: AsyncSession, *, actor: str, tenant: Tenant,
                         overrides: dict[str, Any]) -> dict[str, Any]:
-    """Replace the tenant's overrides (validated by the caller). {} means "tier defaults"."""
+    """Replace the tenant's overrides (validated by the caller). {} means "the plan's defaults"."""
     row = await session.get(TenantQuota, tenant.id)
     before = dict(row.overrides) if row else {}
     if row is None:

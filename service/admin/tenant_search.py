@@ -1,4 +1,4 @@
-"""The tenant list for the admin dashboard: a name search, a status filter and pages."""
+"""The tenant list for the admin dashboard: a name search, status and plan filters, and pages."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ Status = Literal["active", "suspended"]
 
 
 async def search_tenants(session: AsyncSession, *, q: str | None, status: Status | None,
-                         tier: str | None, limit: int, offset: int) -> dict[str, Any]:
+                         plan: str | None, limit: int, offset: int) -> dict[str, Any]:
     where = []
     if q:
         where.append(Tenant.name.icontains(q, autoescape=True))
@@ -22,8 +22,8 @@ async def search_tenants(session: AsyncSession, *, q: str | None, status: Status
         where.append(Tenant.suspended_at.is_(None))
     elif status == "suspended":
         where.append(Tenant.suspended_at.is_not(None))
-    if tier:
-        where.append(Tenant.tier == tier)
+    if plan:
+        where.append(Tenant.plan == plan)
     total = await session.scalar(select(func.count()).select_from(Tenant).where(*where))
     tenants = (await session.scalars(select(Tenant).where(*where).order_by(Tenant.name)
                                      .limit(limit).offset(offset))).all()

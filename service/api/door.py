@@ -227,7 +227,7 @@ def door_of(state: Any) -> Door:
 
 
 def _target_s(classification: Classification, ttft_target_s: float, now: dt.datetime) -> float:
-    """What the request is judged by: realtime, its time to first token against its tier's
+    """What the request is judged by: realtime, its time to first token against its plan's
     target (or its deadline if sooner); flex, the whole answer against its deadline."""
     deadline_s = (classification.deadline_at - now).total_seconds()
     if classification.kind == JobKind.REALTIME:

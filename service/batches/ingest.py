@@ -193,9 +193,9 @@ class _Run:
 def _admit(session: Session, quotas: SyncQuotaStore, batch: Batch,
            tokens: int) -> tuple[str, str] | None:
     """Reserve the batch's estimate; (code, message) for the batch's errors when refused."""
-    tier = session.scalar(select(Tenant.tier).where(Tenant.id == batch.tenant_id))
+    plan = session.scalar(select(Tenant.plan).where(Tenant.id == batch.tenant_id))
     decision, limits = admit_batch_sync(session, quotas, tenant_id=batch.tenant_id,
-                                        tier=tier or "", batch_id=batch.id, tokens=tokens)
+                                        plan=plan or "", batch_id=batch.id, tokens=tokens)
     if decision.admitted:
         return None
     log.info("batch refused by quota", extra={"batch_id": str(batch.id),

@@ -15,7 +15,9 @@ def add_parser(sub: Any) -> None:
         dest="sub", required=True, metavar="{create,list}")
     tc = tenant.add_parser("create", help="create a tenant and print its first API key")
     tc.add_argument("name", help="the tenant's name: letters, digits, '.', '_' and '-'")
-    tc.add_argument("--tier", default="standard", help="its tier (see /admin/tiers)")
+    # --tier: the first spelling, kept working (the API's field is still named tier).
+    tc.add_argument("--plan", "--tier", dest="plan", default="standard",
+                    help="its plan (see /admin/tiers)")
     tc.set_defaults(func=cmd_tenant_create)
     tenant.add_parser("list", help="list tenants").set_defaults(func=cmd_tenant_list)
 
@@ -41,15 +43,15 @@ def _positive_days(text: str) -> float:
 
 def cmd_tenant_create(args: argparse.Namespace) -> int:
     out = AdminClient(args).call("POST", "/admin/tenants",
-                                 json={"name": args.name, "tier": args.tier})
-    print(f"tenant {out['name']} ({out['id']}), tier {out['tier']}")
+                                 json={"name": args.name, "tier": args.plan})
+    print(f"tenant {out['name']} ({out['id']}), plan {out['tier']}")
     print(f"api key (shown once): {out['key']['key']}")
     return 0
 
 
 def cmd_tenant_list(args: argparse.Namespace) -> int:
     rows = AdminClient(args).call("GET", "/admin/tenants")["data"]
-    print(f"{'NAME':<24} {'TIER':<12} {'KEYS':>4}  {'SUSPENDED':<9}  ID")
+    print(f"{'NAME':<24} {'PLAN':<12} {'KEYS':>4}  {'SUSPENDED':<9}  ID")
     for t in rows:
         print(f"{t['name']:<24} {t['tier']:<12} {t['active_keys'] or 0:>4}  "
               f"{'yes' if t['suspended'] else 'no':<9}  {t['id']}")

@@ -14,8 +14,8 @@ import service.store.models  # noqa: F401  # all tables, so foreign keys resolve
 from service.admin import audit
 from service.cli.state import read_text, write_private
 from service.store.db import sync_session
+from service.store.models.plans import Plan
 from service.store.models.tenants import ApiKey, Tenant
-from service.store.models.tiers import Tier
 from service.store.settings import Settings
 from service.tenants.accounts import create_tenant, get_tenant_by_name, issue_key
 from service.tenants.keys import hash_key
@@ -24,15 +24,15 @@ DEMO_TENANT = "demo"
 UP_ACTOR = "fairway-up"
 
 
-def create_tenant_with_key(settings: Settings, name: str, *, tier: str = "standard",
+def create_tenant_with_key(settings: Settings, name: str, *, plan: str = "standard",
                            weight: float | None = None, actor: str = "cli"
                            ) -> tuple[uuid.UUID, str]:
-    """A tenant and its key. Its fair-share weight is its tier's (as the admin API gives it)
-    unless ``weight`` says otherwise; 1.0 for a tier not in the table."""
+    """A tenant and its key. Its fair-share weight is its plan's (as the admin API gives it)
+    unless ``weight`` says otherwise; 1.0 for a plan not in the table."""
     with sync_session(settings.database_url) as session:
         if weight is None:
-            weight = session.scalar(select(Tier.weight).where(Tier.name == tier)) or 1.0
-        tenant = _new_tenant(session, name=name, tier=tier, weight=weight, actor=actor)
+            weight = session.scalar(select(Plan.weight).where(Plan.name == plan)) or 1.0
+        tenant = _new_tenant(session, name=name, plan=plan, weight=weight, actor=actor)
         key = _issue_audited(session, tenant, settings.secret_key, name="default", actor=actor)
         session.commit()
         return tenant.id, key
@@ -46,7 +46,7 @@ def demo_key(settings: Settings, key_file: Path) -> str:
         if kept is not None and _works(session, kept, settings.secret_key):
             return kept
         tenant = get_tenant_by_name(session, name=DEMO_TENANT) or _new_tenant(
-            session, name=DEMO_TENANT, tier="standard", weight=1.0, actor=UP_ACTOR)
+            session, name=DEMO_TENANT, plan="standard", weight=1.0, actor=UP_ACTOR)
         key = _issue_audited(session, tenant, settings.secret_key, name=UP_ACTOR,
                              actor=UP_ACTOR)
         session.commit()
@@ -65,10 +65,11 @@ def _works(session: Session, clear: str, secret: str) -> bool:
     return key.revoked_at is None and tenant.suspended_at is None and not expired
 
 
-def _new_tenant(session: Session, *, name: str, tier: str, weight: float, actor: str) -> Tenant:
-    tenant = create_tenant(session, name=name, tier=tier, weight=weight)
+def _new_tenant(session: Session, *, name: str, plan: str, weight: float, actor: str) -> Tenant:
+    tenant = create_tenant(session, name=name, plan=plan, weight=weight)
+    # Audited as the admin API audits it (the plan under its API name, tier).
     audit.record(session, actor=actor, action="tenant.create", target_type="tenant",
-                 target_id=str(tenant.id), details={"name": name, "tier": tier})
+                 target_id=str(tenant.id), details={"name": name, "tier": plan})
     return tenant
 
 

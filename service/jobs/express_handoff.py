@@ -42,7 +42,7 @@ def decode_ticket(raw: bytes | str | None) -> Ticket | None:
 class Express:
     """What the insert of a job the door placed needs: the ticket it was placed with, the
     claim's lease, and what the dispatcher's view of the job needs that the row holds only
-    through joins (the tenant's weight, its tier's TTFT target; carried in the NOTIFY,
+    through joins (the tenant's weight, its plan's TTFT target; carried in the NOTIFY,
     wakeups.PlacedView)."""
 
     ticket: Ticket
@@ -54,7 +54,7 @@ class Express:
 def express_for(ticket: Ticket | None, settings: Settings, *, tenant_weight: float,
                 ttft_target_s: float) -> Express | None:
     """None when the door placed nothing (no ticket lent, or the deployment lends none:
-    ``FAIRWAY_EXPRESS_TICKETS=0``). ``ttft_target_s``: the tier's, 0 for none (as the tier
+    ``FAIRWAY_EXPRESS_TICKETS=0``). ``ttft_target_s``: the plan's, 0 for none (as the plan
     row says)."""
     if ticket is None:
         return None

@@ -25,7 +25,7 @@ class RequestObserver:
                  started: float | None = None) -> None:
         self.job_class = class_label(job_class)
         self.labels = (model, tenant_label(tenant), self.job_class, tier_label(tier, job_class))
-        # Realtime is judged on its tier's targets; flex (batch class) on its deadline.
+        # Realtime is judged on its plan's targets; flex (batch class) on its deadline.
         self.targets = targets
         self.deadline_s = deadline_s
         self.t0 = started if started is not None else time.perf_counter()
@@ -96,7 +96,7 @@ def observe_request(*, model: str, tenant: object, job_class: object, tier: obje
                     targets: SloTargets | None, deadline_s: float | None,
                     started: float | None = None) -> RequestObserver | _NullObserver:
     """``started``: time.perf_counter() when the request arrived (default: now);
-    ``targets``: the tenant tier's; ``deadline_s``: arrival -> the request's deadline."""
+    ``targets``: the tenant plan's; ``deadline_s``: arrival -> the request's deadline."""
     if not enabled():
         return NULL_OBSERVER
     return RequestObserver(model=model, tenant=tenant, job_class=job_class, tier=tier,

@@ -47,7 +47,7 @@ def _batch_policy(policy: TenantPolicy) -> TenantPolicy:
     limits = QuotaLimits(batch_enqueued_tokens=policy.limits.batch_enqueued_tokens,
                          monthly_tokens=policy.limits.monthly_tokens,
                          monthly_alert_percent=policy.limits.monthly_alert_percent)
-    return TenantPolicy(policy.tier, limits, policy.allowed_service_tiers,
+    return TenantPolicy(policy.plan, limits, policy.allowed_service_tiers,
                         policy.ttft_slo_ms, policy.tpot_slo_ms)
 
 
@@ -55,7 +55,7 @@ async def admit_batch(session: AsyncSession, store: QuotaStore, *, tenant: Any,
                       batch_id: uuid.UUID, tokens: int) -> None:
     """Reserve a batch's tokens or raise the 429/503 APIError to return to the client."""
     try:
-        policy = await load_policy(session, tenant_id=tenant.id, tier=tenant.tier)
+        policy = await load_policy(session, tenant_id=tenant.id, plan=tenant.plan)
         decision = await reserve(store, session, QuotaAsk(
             tenant.id, _batch_policy(policy), tokens, batch_id, batch=True, hold_slot=False,
             slot_ttl_s=BATCH_RESERVATION_TTL_S))
@@ -74,7 +74,7 @@ async def check_batch_create(session: AsyncSession, store: QuotaStore, *, tenant
     """POST /v1/batches: refuse at once (429 insufficient_quota) when the tenant's monthly
     budget is already spent. The batch's own size is checked when its lines are counted."""
     try:
-        policy = await load_policy(session, tenant_id=tenant.id, tier=tenant.tier)
+        policy = await load_policy(session, tenant_id=tenant.id, plan=tenant.plan)
         budget = policy.limits.monthly_tokens
         if budget is None:
             return
@@ -101,10 +101,10 @@ def _month_used_sync(session: Session, tenant_id: uuid.UUID) -> int:
 
 
 def admit_batch_sync(session: Session, store: SyncQuotaStore, *, tenant_id: uuid.UUID,
-                     tier: str, batch_id: uuid.UUID, tokens: int) -> tuple[Decision, QuotaLimits]:
+                     plan: str, batch_id: uuid.UUID, tokens: int) -> tuple[Decision, QuotaLimits]:
     """Reserve a batch's tokens; returns the decision (refusals are not raised: the caller
     fails the batch) and the limits it was judged against. RedisError propagates."""
-    policy = _batch_policy(load_policy_sync(session, tenant_id=tenant_id, tier=tier))
+    policy = _batch_policy(load_policy_sync(session, tenant_id=tenant_id, plan=plan))
     for _ in range(2):
         decision = store.admit(tenant_id=tenant_id, limits=policy.limits, tokens=tokens,
                                ticket=batch_id, batch=True)

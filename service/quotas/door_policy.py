@@ -6,7 +6,7 @@ serial round trips); or a read of Postgres.
 
 An admin's change must still bind the tenant's very next call on every API process. So every
 admin write that changes a policy bumps the tenant's policy generation in Redis after its
-commit (``bump_policy_generation``; a tier's change bumps every tenant on it), and the quota
+commit (``bump_policy_generation``; a plan's change bumps every tenant on it), and the quota
 script of every admission checks it (``QuotaStore.admit(expect_generation=...)``, a key in the
 tenant's own slot): limits read under another generation take nothing, and the door reads the
 policy again. A policy read from Postgres is stamped with the tenant's generation this process
@@ -68,26 +68,26 @@ class PolicyCache:
         # simply not cached until it is seen again).
         self._seen: LRUCache[uuid.UUID, int] = LRUCache(maxsize)
 
-    def get(self, tenant_id: uuid.UUID, tier: str) -> CachedPolicy | None:
-        return self._entries.get((tenant_id, tier))
+    def get(self, tenant_id: uuid.UUID, plan: str) -> CachedPolicy | None:
+        return self._entries.get((tenant_id, plan))
 
     def stamp(self, tenant_id: uuid.UUID) -> int | None:
         """The generation to stamp on a policy of ``tenant_id`` read from now: None before any
         is known (such a read is not cached)."""
         return self._seen.get(tenant_id)
 
-    def store(self, tenant_id: uuid.UUID, tier: str, policy: TenantPolicy,
+    def store(self, tenant_id: uuid.UUID, plan: str, policy: TenantPolicy,
               stamp: int | None) -> None:
         if stamp is not None:
-            self._entries[(tenant_id, tier)] = CachedPolicy(policy, stamp, self.clock())
+            self._entries[(tenant_id, plan)] = CachedPolicy(policy, stamp, self.clock())
 
-    def renew_ahead(self, tenant_id: uuid.UUID, tier: str,
+    def renew_ahead(self, tenant_id: uuid.UUID, plan: str,
                     read: Callable[[], Awaitable[TenantPolicy]]) -> None:
         """Past half its TTL, start one background ``read()`` of the entry (stamped before
         it, as any read), ``RENEW_AFTER_S`` later (after the request's own critical path):
         the entry answers meanwhile, and what is kept is never older than the TTL. A failed
         renewal is dropped: the entry expires, and the next miss reads."""
-        key = (tenant_id, tier)
+        key = (tenant_id, plan)
         entry = self._entries.get(key)
         if (entry is None or self._renewals.running(key)
                 or self.clock() - entry.read_at < self.ttl_s / 2):
@@ -95,7 +95,7 @@ class PolicyCache:
 
         async def renew() -> None:
             stamp = self.stamp(tenant_id)
-            self.store(tenant_id, tier, await read(), stamp)
+            self.store(tenant_id, plan, await read(), stamp)
 
         self._renewals.run(key, renew, after_s=self.renew_after_s)
 
@@ -103,8 +103,8 @@ class PolicyCache:
         seen = self._seen.get(tenant_id)
         self._seen[tenant_id] = generation if seen is None else max(seen, generation)
 
-    def drop(self, tenant_id: uuid.UUID, tier: str) -> None:
-        self._entries.pop((tenant_id, tier), None)
+    def drop(self, tenant_id: uuid.UUID, plan: str) -> None:
+        self._entries.pop((tenant_id, plan), None)
 
 
 async def bump_policy_generation(redis: Redis, tenant_ids: Iterable[uuid.UUID]) -> None:
@@ -122,7 +122,7 @@ async def bump_policy_generation(redis: Redis, tenant_ids: Iterable[uuid.UUID]) 
 
 
 # How long a tenant's policy read at the door may refuse (never admit) later requests: an
-# admin's change to a tier's TTFT target reaches refusals within this long.
+# admin's change to a plan's TTFT target reaches refusals within this long.
 HINT_TTL_S = 2.0
 HINT_MAX = 10_000
 
@@ -147,15 +147,16 @@ class DoorPolicy:
 
 def not_allowed(requested: object, policy: TenantPolicy) -> APIError:
     return APIError(403, f"service_tier '{requested}' is not available on the "
-                         f"'{policy.tier}' tier.", code="service_tier_not_allowed",
+                         f"'{policy.plan}' plan.", code="service_tier_not_allowed",
                     param="service_tier", reason="service_tier_not_allowed")
 
 
 async def read_door_policy(session: AsyncSession, req: DoorRequest) -> DoorPolicy:
     """The tenant's policy read from Postgres, and the request's service tier, or the 403 for
-    a tier it may not use. A request refused after this (by its SLO) cost no quota."""
+    a service tier its plan does not allow. A request refused after this (by its SLO) cost no
+    quota."""
     tenant = req.tenant
-    policy = await load_policy(session, tenant_id=tenant.id, tier=tenant.tier)
+    policy = await load_policy(session, tenant_id=tenant.id, plan=tenant.plan)
     service_tier = resolve_service_tier(req.requested_service_tier,
                                         policy.allowed_service_tiers)
     if service_tier is None:
@@ -187,11 +188,11 @@ class DoorPolicies:
         is none, or when the request's service tier is one it refuses (its 403 is judged
         from a fresh read)."""
         tenant = req.tenant
-        entry = self.cache.get(tenant.id, tenant.tier)
+        entry = self.cache.get(tenant.id, tenant.plan)
         if entry is None:
             return None
-        self.cache.renew_ahead(tenant.id, tenant.tier,
-                               lambda: self._read_apart(tenant.id, tenant.tier))
+        self.cache.renew_ahead(tenant.id, tenant.plan,
+                               lambda: self._read_apart(tenant.id, tenant.plan))
         service_tier = resolve_service_tier(req.requested_service_tier,
                                             entry.policy.allowed_service_tiers)
         if service_tier is None:
@@ -202,10 +203,10 @@ class DoorPolicies:
         """A fresh read, cached under the generation this process saw before it (a change
         that commits during the read leaves it stale, never trusted); or the 403."""
         tenant = req.tenant
-        self.cache.drop(tenant.id, tenant.tier)
+        self.cache.drop(tenant.id, tenant.plan)
         stamp = self.cache.stamp(tenant.id)
         door = await read_door_policy(session, req)
-        self.cache.store(tenant.id, tenant.tier, door.policy, stamp)
+        self.cache.store(tenant.id, tenant.plan, door.policy, stamp)
         return self._hinted(req, door)
 
     def observe(self, tenant_id: uuid.UUID, generation: int) -> None:
@@ -216,11 +217,11 @@ class DoorPolicies:
         self._hints[_hint_key(req)] = door
         return door
 
-    async def _read_apart(self, tenant_id: uuid.UUID, tier: str) -> TenantPolicy:
+    async def _read_apart(self, tenant_id: uuid.UUID, plan: str) -> TenantPolicy:
         """A background renewal's read, in a session of its own."""
         async with self._sessions() as session:
-            return await load_policy(session, tenant_id=tenant_id, tier=tier)
+            return await load_policy(session, tenant_id=tenant_id, plan=plan)
 
 
 def _hint_key(req: DoorRequest) -> HintKey:
-    return req.tenant.id, req.tenant.tier, req.requested_service_tier
+    return req.tenant.id, req.tenant.plan, req.requested_service_tier

@@ -94,11 +94,11 @@ class Admission:
     ticket: uuid.UUID
     prompt_estimate: int
     service_tier: str
-    ttft_target_s: float  # the tenant's tier's time-to-first-token target
+    ttft_target_s: float  # the tenant's plan's time-to-first-token target
     headers: dict[str, str] = field(default_factory=dict)  # x-ratelimit-* for the response
     job_id: uuid.UUID | None = None
     slot_ttl_s: float = 660.0  # how long the slot lives if never released
-    tpot_target_s: float | None = None  # the tenant's tier's time-per-output-token target
+    tpot_target_s: float | None = None  # the tenant's plan's time-per-output-token target
     # The express ticket the admission placed the job with, its hand-off already sent
     # (``reserve_request(express=...)``); None: the job goes the dispatcher's way.
     express_ticket: str | None = None

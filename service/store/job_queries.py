@@ -16,8 +16,8 @@ from sqlalchemy.orm import Session
 
 from service.store import lifecycle
 from service.store.models.jobs import Job, JobKind, JobStatus
+from service.store.models.plans import Plan
 from service.store.models.tenants import Tenant
-from service.store.models.tiers import Tier
 from service.store.response_events import record_response_end
 from service.store.wakeups import PlacedView
 
@@ -40,7 +40,7 @@ class QueuedJob:
     prefix_key: str | None
     generated_tokens: int  # checkpointed output of a preempted job
     prefix_tokens: int = 0  # the shared prefix's length (estimate), what a cache hit saves
-    ttft_target_s: float | None = None  # the tenant's tier's TTFT target (realtime)
+    ttft_target_s: float | None = None  # the tenant's plan's TTFT target (realtime)
     attempt: int = 0  # > 0: it was placed before (a lost worker, an unclaim, a preemption)
     endpoint: str = ""
     request: dict[str, Any] | None = None  # as stored: what a realtime hand-off may carry
@@ -49,7 +49,7 @@ class QueuedJob:
 _QUEUED_COLUMNS = (Job.id, Job.seq, Job.tenant_id, Tenant.weight, Job.kind, Job.priority,
                    Job.model, Job.created_at, Job.deadline_at, Job.max_tokens, Job.request,
                    func.coalesce(func.jsonb_array_length(Job.checkpoint_token_ids), 0)
-                   .label("generated"), Tier.ttft_slo_ms, Job.attempt, Job.endpoint)
+                   .label("generated"), Plan.ttft_slo_ms, Job.attempt, Job.endpoint)
 
 
 def prompt_estimate(request: dict[str, Any]) -> int:
@@ -96,7 +96,7 @@ def placed_queued(job_id: uuid.UUID, view: PlacedView) -> QueuedJob:
 
 
 _JOBS = (select(*_QUEUED_COLUMNS).join(Tenant, Tenant.id == Job.tenant_id)
-         .outerjoin(Tier, Tier.name == Tenant.tier).order_by(Job.seq))
+         .outerjoin(Plan, Plan.name == Tenant.plan).order_by(Job.seq))
 _QUEUED = _JOBS.where(Job.status == JobStatus.QUEUED)
 _BY_ID = Job.id == any_(bindparam("p_job_ids", type_=ARRAY(Uuid())))
 # The read of every new job's NOTIFY, built once (service.store.lifecycle, "built once").

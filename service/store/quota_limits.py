@@ -1,7 +1,7 @@
-"""Quota limits: the tier's defaults merged with a tenant's overrides.
+"""Quota limits: the plan's defaults merged with a tenant's overrides.
 
 A limit of None means "no limit". Overrides are sparse: a key present with a value replaces
-the tier default; a key present with None lifts the limit; a missing key inherits.
+the plan default; a key present with None lifts the limit; a missing key inherits.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class QuotaLimits:
 
 
 class QuotaSpec(BaseModel):
-    """Validates a quota document from the admin API or the tiers table."""
+    """Validates a quota document from the admin API or the plans (``tiers``) table."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -54,9 +54,9 @@ def validate_quota_doc(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: getattr(spec, k) for k in doc}
 
 
-def effective_limits(tier_defaults: dict[str, Any], overrides: dict[str, Any] | None
+def effective_limits(plan_defaults: dict[str, Any], overrides: dict[str, Any] | None
                      ) -> QuotaLimits:
-    merged = {k: v for k, v in tier_defaults.items() if k in QUOTA_FIELDS}
+    merged = {k: v for k, v in plan_defaults.items() if k in QUOTA_FIELDS}
     merged.update({k: v for k, v in (overrides or {}).items() if k in QUOTA_FIELDS})
     if merged.get("monthly_alert_percent") is None:
         merged.pop("monthly_alert_percent", None)

@@ -41,10 +41,10 @@ class ApiSettings(SettingsGroup):
     slo_admission: bool = Field(
         default=True,
         description="refuse (429 + Retry-After) a realtime request whose predicted time to "
-                    "first token exceeds its tier's target, before it is queued")
+                    "first token exceeds its plan's target, before it is queued")
     key_cache_seconds: float = Field(
         default=5.0, ge=0,
-        description="how long an API process reuses a key's lookup (its tenant, tier, "
+        description="how long an API process reuses a key's lookup (its tenant, plan, "
                     "revocation, expiry, suspension): a revoked key or a suspended tenant is "
                     "refused within this time on every API process; 0: look up every request")
 

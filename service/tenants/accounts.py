@@ -14,9 +14,9 @@ from service.tenants.key_cache import KeyCache, KeyLookup
 from service.tenants.keys import display_prefix, generate_key, hash_key
 
 
-def create_tenant(session: Session, *, name: str, tier: str = "standard",
+def create_tenant(session: Session, *, name: str, plan: str = "standard",
                   weight: float = 1.0) -> Tenant:
-    tenant = Tenant(name=name, tier=tier, weight=weight)
+    tenant = Tenant(name=name, plan=plan, weight=weight)
     session.add(tenant)
     session.flush()
     return tenant

@@ -1,10 +1,10 @@
 """An API process's short-lived memory of API-key lookups, so a busy key costs no query per
 request.
 
-What is kept is the row as read (key id, revocation, expiry, the tenant's id, name, tier,
+What is kept is the row as read (key id, revocation, expiry, the tenant's id, name, plan,
 weight and suspension), keyed by the key's HMAC (never the clear key), for ``ttl_s`` seconds.
 The checks run on every request against that copy: an expiry time takes effect exactly; a
-revocation, a suspension or a tier change made elsewhere takes effect within ``ttl_s``
+revocation, a suspension or a change of plan made elsewhere takes effect within ``ttl_s``
 (`FAIRWAY_KEY_CACHE_SECONDS`) on every API process. The admin routes of this process clear it
 at once. Unknown keys are never kept: a key issued a moment ago works on its first request,
 and guessing cannot fill the cache.
@@ -36,7 +36,7 @@ class KeyLookup:
     last_used_at: dt.datetime | None
     tenant_id: uuid.UUID
     tenant_name: str
-    tier: str
+    plan: str
     weight: float
     suspended_at: dt.datetime | None
     tenant_created_at: dt.datetime
@@ -44,12 +44,12 @@ class KeyLookup:
     @classmethod
     def of(cls, key: ApiKey, tenant: Tenant) -> KeyLookup:
         return cls(key.id, key.revoked_at, key.expires_at, key.last_used_at, tenant.id,
-                   tenant.name, tenant.tier, tenant.weight, tenant.suspended_at,
+                   tenant.name, tenant.plan, tenant.weight, tenant.suspended_at,
                    tenant.created_at)
 
     def tenant(self) -> Tenant:
         """A fresh, detached Tenant per request: no session holds it, nothing shares it."""
-        return Tenant(id=self.tenant_id, name=self.tenant_name, tier=self.tier,
+        return Tenant(id=self.tenant_id, name=self.tenant_name, plan=self.plan,
                       weight=self.weight, suspended_at=self.suspended_at,
                       created_at=self.tenant_created_at)
 

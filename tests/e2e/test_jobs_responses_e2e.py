@@ -15,7 +15,7 @@ from service.cli.bootstrap import create_tenant_with_key
 from service.store.db import sync_session
 from service.store.models.jobs import Job
 from service.store.settings import Settings
-from tests.support.services import PATIENT_TIER
+from tests.support.services import PATIENT_PLAN
 from tests.support.stack import Stack, wait_until
 
 MODEL = "SmolLM2-135M-Instruct"
@@ -26,7 +26,7 @@ QUESTION = "What is the capital of France?"
 def api_key(vllm_stack: Stack) -> str:
     settings = Settings(database_url=vllm_stack.database_url, redis_url=vllm_stack.redis_url)
     return create_tenant_with_key(settings, f"e2e-jobs-{uuid.uuid4().hex[:6]}",
-                                  tier=PATIENT_TIER)[1]
+                                  plan=PATIENT_PLAN)[1]
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from service.store.heartbeats import decode_step_clock
 from service.store.keys import step_clock_key
 from service.store.models.jobs import Job
 from service.store.settings import Settings
-from tests.support.services import PATIENT_TIER
+from tests.support.services import PATIENT_PLAN
 from tests.support.stack import Stack, wait_until
 from worker.model_prep import ensure_default_model
 
@@ -30,7 +30,7 @@ QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 def api_key(vllm_stack: Stack) -> str:
     settings = Settings(database_url=vllm_stack.database_url, redis_url=vllm_stack.redis_url)
     return create_tenant_with_key(settings, f"e2e-{uuid.uuid4().hex[:6]}",
-                                  tier=PATIENT_TIER)[1]
+                                  plan=PATIENT_PLAN)[1]
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +150,7 @@ def test_prefix_cache_is_per_tenant(vllm_stack: Stack, client: openai.OpenAI):
     tenant, and the same prompt from another tenant does not."""
     settings = Settings(database_url=vllm_stack.database_url, redis_url=vllm_stack.redis_url)
     other_key = create_tenant_with_key(settings, f"e2e-{uuid.uuid4().hex[:6]}",
-                                  tier=PATIENT_TIER)[1]
+                                  plan=PATIENT_PLAN)[1]
     other = openai.OpenAI(base_url=vllm_stack.base_url + "/v1", timeout=300, max_retries=0,
                           api_key=other_key)
     system = "You are a careful assistant. " * 40  # ~240 tokens: many full KV blocks

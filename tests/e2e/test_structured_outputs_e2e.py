@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from service.cli.bootstrap import create_tenant_with_key
 from service.store.heartbeats import STRUCTURED_OUTPUTS
 from service.store.settings import Settings
-from tests.support.services import PATIENT_TIER
+from tests.support.services import PATIENT_PLAN
 from tests.support.stack import Stack
 
 MODEL = "SmolLM2-135M-Instruct"
@@ -30,7 +30,7 @@ ASK_CITY = [{"role": "user", "content": "What is the capital of France? Answer i
 def client(vllm_stack: Stack) -> openai.OpenAI:
     settings = Settings(database_url=vllm_stack.database_url, redis_url=vllm_stack.redis_url)
     key = create_tenant_with_key(settings, f"e2e-so-{uuid.uuid4().hex[:6]}",
-                                 tier=PATIENT_TIER)[1]
+                                 plan=PATIENT_PLAN)[1]
     return openai.OpenAI(base_url=vllm_stack.base_url + "/v1", api_key=key, timeout=300,
                          max_retries=0)
 

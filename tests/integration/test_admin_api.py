@@ -1,4 +1,5 @@
-"""The admin API: credential, tenants, keys, tiers, usage, live state, audit; isolation."""
+"""The admin API: credential, tenants, keys, plans (/admin/tiers), usage, live state, audit;
+isolation."""
 
 from __future__ import annotations
 
@@ -86,10 +87,10 @@ def test_tenant_lifecycle_suspend_revoke_delete(sim_stack: Stack, admin: Admin):
     assert entry["actor"] == "admin:pytest" and entry["at"]
 
 
-def test_tiers_are_editable_and_audited(admin: Admin):
-    tiers = {t["name"]: t for t in admin.ok("GET", "/admin/tiers")["data"]}
-    assert {"free", "standard", "premium", "enterprise"} <= tiers.keys()
-    assert "priority" not in tiers["free"]["allowed_service_tiers"]
+def test_plans_are_editable_and_audited(admin: Admin):
+    plans = {p["name"]: p for p in admin.ok("GET", "/admin/tiers")["data"]}
+    assert {"free", "standard", "premium", "enterprise"} <= plans.keys()
+    assert "priority" not in plans["free"]["allowed_service_tiers"]
     name = f"gold{uuid.uuid4().hex[:6]}"
     body = {"weight": 3, "allowed_service_tiers": ["default", "priority"], "ttft_slo_ms": 400,
             "tpot_slo_ms": 60, "quotas": {**NO_LIMITS, "requests_per_minute": 100}}
@@ -105,7 +106,7 @@ def test_tiers_are_editable_and_audited(admin: Admin):
     assert actions == ["tier.update", "tier.create"]
 
 
-def test_a_tier_name_longer_than_the_column_is_a_400(admin: Admin):
+def test_a_plan_name_longer_than_the_column_is_a_400(admin: Admin):
     body = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 400,
             "tpot_slo_ms": 60, "quotas": NO_LIMITS}
     resp = admin.http.put("/admin/tiers/" + "t" * 33, json=body)  # was a 500 (truncation)
@@ -115,7 +116,7 @@ def test_a_tier_name_longer_than_the_column_is_a_400(admin: Admin):
     assert admin.http.delete("/admin/tiers/" + "t" * 32).status_code == 200
 
 
-def test_a_tier_slo_past_its_column_is_a_400(admin: Admin):
+def test_a_plan_slo_past_its_column_is_a_400(admin: Admin):
     body = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 400,
             "tpot_slo_ms": 60, "quotas": NO_LIMITS}
     for field in ("ttft_slo_ms", "tpot_slo_ms"):
@@ -139,11 +140,11 @@ def test_a_key_expiry_outside_the_years_python_reads_is_a_400(sim_stack: Stack, 
                      headers={"Authorization": f"Bearer {key['key']}"}).status_code == 200
 
 
-def test_quota_overrides_merge_with_tier_defaults(admin: Admin):
+def test_quota_overrides_merge_with_plan_defaults(admin: Admin):
     tid, _ = admin.create_tenant(f"o-{uuid.uuid4().hex[:8]}", "free")
     q = admin.set_quotas(tid, requests_per_minute=5, monthly_tokens="unlimited")
     assert q["effective"]["requests_per_minute"] == 5
-    assert q["effective"]["monthly_tokens"] == "unlimited"  # lifts the tier's limit
+    assert q["effective"]["monthly_tokens"] == "unlimited"  # lifts the plan's limit
     assert q["effective"]["tokens_per_minute"] == q["tier_defaults"]["tokens_per_minute"]
     bad = admin.http.put(f"/admin/tenants/{tid}/quotas",
                          json={"overrides": {"requests_per_minute": -1}})
@@ -212,18 +213,18 @@ def test_admin_writes_refuse_what_no_admin_means(sim_stack: Stack, admin: Admin)
     assert nan.status_code == 400 and nan.json()["error"]["param"] == "overrides.monthly_tokens"
     assert admin.quotas(tid) == {**before, "live": admin.quotas(tid)["live"]}
 
-    tier = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 400,
+    plan = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 400,
             "tpot_slo_ms": 60, "quotas": NO_LIMITS}
     name = f"v{uuid.uuid4().hex[:6]}"
     for field, value in (("weight", 0), ("weight", "2"), ("ttft_slo_ms", -1),
                          ("tpot_slo_ms", 0.5)):
-        resp = admin.http.put(f"/admin/tiers/{name}", json={**tier, field: value})
+        resp = admin.http.put(f"/admin/tiers/{name}", json={**plan, field: value})
         assert resp.status_code == 400 and resp.json()["error"]["param"] == field, resp.text
-    partial = {**tier, "quotas": {"requests_per_minute": 5}}
+    partial = {**plan, "quotas": {"requests_per_minute": 5}}
     resp = admin.http.put(f"/admin/tiers/{name}", json=partial)
     assert resp.status_code == 400, resp.text
     assert resp.json()["error"]["param"].startswith("quotas."), resp.text
-    assert admin.ok("PUT", f"/admin/tiers/{name}", json=tier)["quotas"]["monthly_tokens"] == (
+    assert admin.ok("PUT", f"/admin/tiers/{name}", json=plan)["quotas"]["monthly_tokens"] == (
         "unlimited")
     # What the API shows can be written back as it is.
     shown = next(t for t in admin.ok("GET", "/admin/tiers")["data"] if t["name"] == name)

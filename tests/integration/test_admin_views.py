@@ -1,5 +1,5 @@
 """The admin reads the dashboard uses: audit pages (offset, filters, names), usage by day and
-by key, queues by tier and tenant, SLO attainment over time, recent refusals, batches across
+by key, queues by plan and tenant, SLO attainment over time, recent refusals, batches across
 tenants and their cancel, tenant search; and the dashboard's files and /favicon.ico."""
 
 from __future__ import annotations

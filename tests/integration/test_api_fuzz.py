@@ -8,7 +8,7 @@ database), so a failure in CI reproduces locally with the same command.
 
 Generated values rarely name anything that exists, so hooks swap some of them (a fixed share,
 drawn by Hypothesis, hence reproducible) for real ones: the served model, an uploaded file, a
-batch, a job, a tenant, a key and a tier. That is what takes the fuzzer past the 404s into
+batch, a job, a tenant, a key and a plan. That is what takes the fuzzer past the 404s into
 the code that runs jobs, validates batches and writes admin changes.
 
 Run it alone: ``python -m pytest -q tests/integration/test_api_fuzz.py``; ``-k`` with a
@@ -117,7 +117,7 @@ def flatmap_path_parameters(ctx: schemathesis.HookContext,
 
 @pytest.fixture(scope="module")
 def fuzz_stack() -> Iterator[Stack]:
-    # Its own stack: fuzzing creates, changes and deletes tenants, tiers, files and batches,
+    # Its own stack: fuzzing creates, changes and deletes tenants, plans, files and batches,
     # which the shared stack's tests should not see.
     with own_stack("fuzz", FUZZ_ENV, workers=("fuzz-1",)) as stack:
         yield stack
@@ -161,10 +161,10 @@ def real(fuzz_stack: Stack, auth: dict[str, str]) -> None:
     # The admin operations change tenants of their own, never the fuzzing one.
     victim, key = tenant_with_key("fuzz-victim")
     doomed, doomed_key = tenant_with_key("fuzz-doomed")
-    tier = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 1000,
+    plan = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 1000,
             "tpot_slo_ms": 100, "quotas": NO_LIMITS}
     for name in ("fuzz-tier", "fuzz-doomed"):
-        admin.ok("PUT", f"/admin/tiers/{name}", json=tier)
+        admin.ok("PUT", f"/admin/tiers/{name}", json=plan)
     hook = {"url": "https://example.test/hook", "event_types": ["batch.completed"]}
     webhook = admin.ok("POST", f"/admin/tenants/{victim}/webhooks", json=hook)["id"]
     doomed_webhook = admin.ok("POST", f"/admin/tenants/{doomed}/webhooks", json=hook)["id"]

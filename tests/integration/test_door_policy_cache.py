@@ -132,7 +132,7 @@ def test_past_half_its_life_the_policy_is_renewed_off_the_requests_path(
         out.append(await door.admit(tenant))  # answered from the entry; the renewal starts
         cache: PolicyCache = door.door.policies.cache  # type: ignore[attr-defined]
         for _ in range(200):  # until the renewal is stored
-            entry = cache.get(tenant.id, tenant.tier)
+            entry = cache.get(tenant.id, tenant.plan)
             if entry is not None and entry.read_at == door.clock.now:
                 break
             await asyncio.sleep(0.01)

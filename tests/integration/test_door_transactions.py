@@ -50,8 +50,8 @@ def test_the_door_and_the_insert_each_commit_alone(database_url: str) -> None:
                 await session.execute(text("SELECT 1"))  # as the key lookup's read on a miss
                 assert session.in_transaction()
                 await without_transaction(session)
-                policy = await load_policy(session, tenant_id=tenant_id, tier="standard")
-                assert policy.tier == "standard"
+                policy = await load_policy(session, tenant_id=tenant_id, plan="standard")
+                assert policy.plan == "standard"
                 # Two reads now see two transactions: nothing holds one open between them.
                 xids = [(await session.execute(text("SELECT txid_current()"))).scalar_one()
                         for _ in range(2)]

@@ -29,7 +29,7 @@ from service.store.keys import express_key, handoff_stream
 from service.store.models.jobs import Job
 from service.store.settings import Settings
 from tests.conftest import SIM_ENV
-from tests.support.services import PATIENT_TIER
+from tests.support.services import PATIENT_PLAN
 from tests.support.spans import Span, by_trace, named, read_spans
 from tests.support.stack import Stack, own_stack, wait_until
 
@@ -51,7 +51,7 @@ def stack() -> Iterator[Stack]:
 
 def _api(stack: Stack) -> openai.OpenAI:
     _, key = create_tenant_with_key(Settings(database_url=stack.database_url),
-                                    f"ex-{uuid.uuid4().hex[:8]}", tier=PATIENT_TIER)
+                                    f"ex-{uuid.uuid4().hex[:8]}", plan=PATIENT_PLAN)
     return openai.OpenAI(base_url=stack.base_url + "/v1", api_key=key, max_retries=0,
                          timeout=60)
 

@@ -26,7 +26,7 @@ from service.cli.main import main as cli_main
 from service.store.db import sync_session
 from service.store.models.jobs import Job
 from tests.support.admin import Admin
-from tests.support.services import PATIENT_TIER
+from tests.support.services import PATIENT_PLAN
 from tests.support.stack import Stack, own_stack, wait_until
 
 MODEL = "sim-model"
@@ -74,8 +74,8 @@ def population(idle_stack: Stack) -> Iterator[dict[str, Any]]:
     """Tenant A: 3 background responses, then (a second later) a batch of 3 lines, 2 waiting
     realtime requests and a background response it cancels; tenant B: one response."""
     admin = Admin(idle_stack.base_url)
-    a = Api(idle_stack, admin.create_tenant(f"a-{uuid.uuid4().hex[:8]}", PATIENT_TIER)[1])
-    b = Api(idle_stack, admin.create_tenant(f"b-{uuid.uuid4().hex[:8]}", PATIENT_TIER)[1])
+    a = Api(idle_stack, admin.create_tenant(f"a-{uuid.uuid4().hex[:8]}", PATIENT_PLAN)[1])
+    b = Api(idle_stack, admin.create_tenant(f"b-{uuid.uuid4().hex[:8]}", PATIENT_PLAN)[1])
     early = [_job_id(a.sdk.responses.create(model=MODEL, input=f"r{i}", background=True).id)
              for i in range(3)]
     boundary = math.ceil(time.time()) + 0.01

@@ -14,7 +14,7 @@ import pytest
 
 from service.cli.bootstrap import create_tenant_with_key
 from service.store.settings import EngineSettings, Settings
-from tests.support.services import PATIENT_TIER
+from tests.support.services import PATIENT_PLAN
 from tests.support.stack import Stack, own_stack
 
 MODEL = "sim-redact"
@@ -41,7 +41,7 @@ def test_no_prompt_output_or_key_in_logs(debug_stack: Stack):
     settings = Settings(database_url=debug_stack.database_url, redis_url=debug_stack.redis_url,
                         engine=EngineSettings(kind="sim", served_model_name=MODEL))
     _, key = create_tenant_with_key(settings, f"redact-{uuid.uuid4().hex[:8]}",
-                                    tier=PATIENT_TIER)
+                                    plan=PATIENT_PLAN)
     secret = f"SECRET-{uuid.uuid4().hex}"
     prompt = f"my password is {secret} and my card is 4111 1111 1111 1111"
     api = openai.OpenAI(base_url=debug_stack.base_url + "/v1", api_key=key, max_retries=0,

@@ -110,7 +110,7 @@ def test_every_process_exports_metrics_that_move(sim_stack: Stack, make_tenant, 
             ) >= served
     assert total(s, "fairway_scheduler_leader") == 1
     assert total(s, "fairway_scheduler_workers") >= 1
-    # The tiers' targets (the test tenant's tier among them), for panels and alerts.
+    # The plans' targets (the test tenant's plan among them), for panels and alerts.
     assert total(s, "fairway_slo_target_seconds", tenant_tier="standard", kind="ttft") == 1.0
     assert has(s, "fairway_slo_target_seconds", kind="tpot")
     wait_until(lambda: total(scrape(urls["scheduler"]), "fairway_fair_share_counter",

@@ -16,7 +16,7 @@ from redis import Redis
 
 from service.store.keys import outlook_key
 from tests.support.admin import Admin
-from tests.support.services import PATIENT_TIER
+from tests.support.services import PATIENT_PLAN
 from tests.support.stack import Stack, wait_until
 
 MODEL = "sim-model"
@@ -33,10 +33,10 @@ def client(stack: Stack, key: str, **kw: object) -> openai.OpenAI:
     return openai.OpenAI(base_url=stack.base_url + "/v1", api_key=key, max_retries=0, **kw)  # type: ignore[arg-type]
 
 
-def new_key(admin: Admin, tier: str = PATIENT_TIER) -> tuple[str, str]:
+def new_key(admin: Admin, plan: str = PATIENT_PLAN) -> tuple[str, str]:
     # A 60 s time-to-first-token target: the door's load shedding (429) stays out of these
     # tests on a busy machine.
-    return admin.create_tenant(f"parity-{uuid.uuid4().hex[:8]}", tier)
+    return admin.create_tenant(f"parity-{uuid.uuid4().hex[:8]}", plan)
 
 
 def test_every_response_has_a_request_id_the_sdk_reads(sim_stack: Stack, admin: Admin):

@@ -20,8 +20,8 @@ from service.jobs.job_records import create_job
 from service.store import job_queries, wakeups
 from service.store.db import async_sessionmaker_for, sync_session
 from service.store.models.jobs import Job, JobKind
+from service.store.models.plans import Plan
 from service.store.models.tenants import Tenant
-from service.store.models.tiers import Tier
 from service.store.settings import Settings, to_libpq_url
 
 
@@ -31,8 +31,8 @@ def test_the_notify_of_a_placed_job_carries_what_the_dispatcher_would_read(
     tenant_id, _ = create_tenant_with_key(settings, "placed-view")
     with sync_session(private_database_url) as session:
         session.execute(update(Tenant).where(Tenant.id == tenant_id).values(weight=3.5))
-        tier = session.get(Tenant, tenant_id).tier  # type: ignore[union-attr]
-        ttft_ms = session.get(Tier, tier).ttft_slo_ms  # type: ignore[union-attr]
+        plan = session.get(Tenant, tenant_id).plan  # type: ignore[union-attr]
+        ttft_ms = session.get(Plan, plan).ttft_slo_ms  # type: ignore[union-attr]
         session.commit()
     listener = psycopg.connect(to_libpq_url(private_database_url), autocommit=True)
     listener.execute(f"LISTEN {wakeups.CHANNEL}")

@@ -19,8 +19,8 @@ def admin(sim_stack: Stack) -> Admin:
     return Admin(sim_stack.base_url)
 
 
-def new_tenant(admin: Admin, tier: str = "standard") -> tuple[str, str]:
-    return admin.create_tenant(f"q-{uuid.uuid4().hex[:8]}", tier)
+def new_tenant(admin: Admin, plan: str = "standard") -> tuple[str, str]:
+    return admin.create_tenant(f"q-{uuid.uuid4().hex[:8]}", plan)
 
 
 def chat(stack: Stack, key: str, max_tokens: int = 4, **extra: object) -> httpx.Response:

@@ -154,8 +154,8 @@ def test_batch_enqueued_tokens(test_redis_url: str):
 
 
 class _Tenant:
-    def __init__(self, tenant_id: uuid.UUID, tier: str = "standard") -> None:
-        self.id, self.tier = tenant_id, tier
+    def __init__(self, tenant_id: uuid.UUID, plan: str = "standard") -> None:
+        self.id, self.plan = tenant_id, plan
 
 
 def _with_session(database_url: str, fn: Callable[[AsyncSession], Awaitable[T]]) -> T:
@@ -192,7 +192,7 @@ def test_batch_admission_helpers(database_url: str, test_redis_url: str, make_te
         redis = Redis.from_url(test_redis_url)
         store = QuotaStore(redis)
         try:
-            # Standard tier: 50M enqueued tokens. 40M fits once, not twice.
+            # Standard plan: 50M enqueued tokens. 40M fits once, not twice.
             await admit_batch(session, store, tenant=_Tenant(tenant_id), batch_id=batch_id,
                               tokens=40_000_000)
             with pytest.raises(APIError) as err:

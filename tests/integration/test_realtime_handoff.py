@@ -61,10 +61,10 @@ def _entries(stack: Stack, worker_id: str) -> list[tuple[str, int] | None]:
 def _tenant(stack: Stack) -> str:
     from service.cli.bootstrap import create_tenant_with_key
     from service.store.settings import Settings
-    from tests.support.services import PATIENT_TIER
+    from tests.support.services import PATIENT_PLAN
 
     _, key = create_tenant_with_key(Settings(database_url=stack.database_url),
-                                    f"ho-{uuid.uuid4().hex[:8]}", tier=PATIENT_TIER)
+                                    f"ho-{uuid.uuid4().hex[:8]}", plan=PATIENT_PLAN)
     return key
 
 

@@ -1,4 +1,4 @@
-"""Overload is shed at the door: a burst far past what a small pool can start within the tier's
+"""Overload is shed at the door: a burst far past what a small pool can start within the plan's
 TTFT target gets 429 + Retry-After for the excess, before anything is stored, and every
 request that was accepted is served to its end."""
 
@@ -60,7 +60,7 @@ def _stream(stack: Stack, key: str, out: list[dict[str, object]]) -> None:
 def test_a_burst_past_the_target_is_shed_and_the_rest_served(small_pool: Stack) -> None:
     settings = Settings(database_url=small_pool.database_url, redis_url=small_pool.redis_url)
     tenant_id, key = create_tenant_with_key(settings, f"burst-{uuid.uuid4().hex[:6]}",
-                                            tier="premium")  # a 500 ms TTFT target
+                                            plan="premium")  # a 500 ms TTFT target
     results: list[dict[str, object]] = []
     threads = [threading.Thread(target=_stream, args=(small_pool, key, results))
                for _ in range(40)]

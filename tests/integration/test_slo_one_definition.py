@@ -1,5 +1,5 @@
 """/admin/live and /metrics judge SLO attainment by the one definition (slo_rules): TTFT and
-TPOT separately and both together, against the tenant's tier targets, which both show.
+TPOT separately and both together, against the tenant's plan targets, which both show.
 
 Before, the admin view judged TTFT and TPOT together while the metric judged TTFT alone, so
 the same traffic read 20% in one and 30 of 34 in the other."""
@@ -24,13 +24,13 @@ def admin(sim_stack: Stack) -> Admin:
 
 
 def test_live_view_and_metrics_agree_per_kind(sim_stack: Stack, admin: Admin):
-    # A tier any start meets (60 s to the first token) and no sim token meets (1 ms each).
-    tier = f"slo{uuid.uuid4().hex[:6]}"
-    admin.ok("PUT", f"/admin/tiers/{tier}", json={
+    # A plan any start meets (60 s to the first token) and no sim token meets (1 ms each).
+    plan = f"slo{uuid.uuid4().hex[:6]}"
+    admin.ok("PUT", f"/admin/tiers/{plan}", json={
         "weight": 1, "allowed_service_tiers": ["auto", "default"], "ttft_slo_ms": 60_000,
         "tpot_slo_ms": 1, "quotas": NO_LIMITS})
     name = f"slo-{uuid.uuid4().hex[:8]}"
-    tid, key = admin.create_tenant(name, tier)
+    tid, key = admin.create_tenant(name, plan)
     tokens = []
     for _ in range(3):
         r = httpx.post(sim_stack.base_url + "/v1/chat/completions", timeout=60,
@@ -46,7 +46,7 @@ def test_live_view_and_metrics_agree_per_kind(sim_stack: Stack, admin: Admin):
     mine = next(s for s in slo["by_tenant"] if s["tenant_id"] == tid)
     assert mine["requests"] == 3
     assert (mine["ttft_slo_ms"], mine["tpot_slo_ms"]) == (60_000, 1)
-    assert {"tier": tier, "ttft_slo_ms": 60_000, "tpot_slo_ms": 1} in slo["targets"]
+    assert {"tier": plan, "ttft_slo_ms": 60_000, "tpot_slo_ms": 1} in slo["targets"]
     assert mine["ttft_attainment"] == 1.0
     assert mine["combined_kind"] == "both"
     assert mine["attainment"] == mine["by_kind"]["both"]["attainment"]  # the old field
@@ -61,6 +61,6 @@ def test_live_view_and_metrics_agree_per_kind(sim_stack: Stack, admin: Admin):
         judged = total(api, "fairway_slo_requests_total", tenant=name, kind=kind)
         assert judged == 3, kind
         assert met == mine["by_kind"][kind]["met"], kind
-    # And the dispatcher exports the tier's targets for the panels to draw.
+    # And the dispatcher exports the plan's targets for the panels to draw.
     wait_until(lambda: total(scrape(scheduler_url(sim_stack)), "fairway_slo_target_seconds",
-                             tenant_tier=tier, kind="tpot") == 0.001, 15, "tier targets")
+                             tenant_tier=plan, kind="tpot") == 0.001, 15, "plan targets")

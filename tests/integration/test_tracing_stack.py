@@ -16,7 +16,7 @@ import pytest
 
 from service.cli.bootstrap import create_tenant_with_key
 from service.store.settings import Settings
-from tests.support.services import PATIENT_TIER
+from tests.support.services import PATIENT_PLAN
 from tests.support.spans import Span, by_trace, named, read_spans
 from tests.support.stack import Stack, own_stack, wait_until
 
@@ -68,7 +68,7 @@ def _ancestors(span: Span, by_id: dict[str, Span]) -> list[str]:
 def test_one_request_is_one_trace_across_every_process(traced: tuple[Stack, Path]) -> None:
     stack, directory = traced
     settings = Settings(database_url=stack.database_url, redis_url=stack.redis_url)
-    _, key = create_tenant_with_key(settings, f"trace-{uuid.uuid4().hex[:6]}", tier=PATIENT_TIER)
+    _, key = create_tenant_with_key(settings, f"trace-{uuid.uuid4().hex[:6]}", plan=PATIENT_PLAN)
     with httpx.stream("POST", stack.base_url + "/v1/chat/completions", timeout=60, json={
             "model": MODEL, "stream": True, "max_tokens": 6, "temperature": 0,
             "messages": [{"role": "user", "content": "trace me"}]},
@@ -111,7 +111,7 @@ def test_a_streamed_response_is_traced_to_its_relay(traced: tuple[Stack, Path]) 
     """The Responses API's stream has the same hops: its relay continues the worker's span."""
     stack, directory = traced
     settings = Settings(database_url=stack.database_url, redis_url=stack.redis_url)
-    _, key = create_tenant_with_key(settings, f"trace-{uuid.uuid4().hex[:6]}", tier=PATIENT_TIER)
+    _, key = create_tenant_with_key(settings, f"trace-{uuid.uuid4().hex[:6]}", plan=PATIENT_PLAN)
     with httpx.stream("POST", stack.base_url + "/v1/responses", timeout=60,
                       headers={"authorization": f"Bearer {key}"},
                       json={"model": MODEL, "input": "hi", "stream": True,

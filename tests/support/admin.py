@@ -8,7 +8,7 @@ import httpx
 
 from service.store.settings import DEV_ADMIN_TOKEN
 
-# A tier's quotas name every limit; these lift them all.
+# A plan's quotas name every limit; these lift them all.
 NO_LIMITS = {"requests_per_minute": "unlimited", "tokens_per_minute": "unlimited",
              "concurrent_requests": "unlimited", "batch_enqueued_tokens": "unlimited",
              "monthly_tokens": "unlimited"}
@@ -25,8 +25,8 @@ class Admin:
         assert resp.status_code < 300, (resp.status_code, resp.text)
         return resp.json()
 
-    def create_tenant(self, name: str, tier: str = "standard") -> tuple[str, str]:
-        out = self.ok("POST", "/admin/tenants", json={"name": name, "tier": tier})
+    def create_tenant(self, name: str, plan: str = "standard") -> tuple[str, str]:
+        out = self.ok("POST", "/admin/tenants", json={"name": name, "tier": plan})
         return out["id"], out["key"]["key"]
 
     def set_quotas(self, tenant_id: str, **overrides: Any) -> Any:

@@ -14,10 +14,10 @@ PG_ADMIN_URL = os.environ.get("FAIRWAY_TEST_PG_URL", "postgresql://postgres@127.
 REDIS_BASE_URL = os.environ.get("FAIRWAY_TEST_REDIS_URL", "redis://127.0.0.1:6379")
 
 
-# The tier tests' tenants are on by default: the standard tier's quotas, but a TTFT target so
+# The plan tests' tenants are on by default: the standard plan's quotas, but a TTFT target so
 # far away that the tiny simulated pools tests run on never shed their requests. Admission by
-# TTFT is tested on its own, with real tiers (tests/integration/test_slo_admission.py).
-PATIENT_TIER = "test-patient"
+# TTFT is tested on its own, with real plans (tests/integration/test_slo_admission.py).
+PATIENT_PLAN = "test-patient"
 
 
 def database_url(name: str, admin_url: str | None = None) -> str:
@@ -28,7 +28,7 @@ def database_url(name: str, admin_url: str | None = None) -> str:
 
 
 def create_database(prefix: str = "fairway_test") -> str:
-    """Create a fresh database migrated to head, with the patient tier; returns its URL."""
+    """Create a fresh database migrated to head, with the patient plan; returns its URL."""
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -37,7 +37,7 @@ def create_database(prefix: str = "fairway_test") -> str:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("INSERT INTO tiers (name, weight, allowed_service_tiers, ttft_slo_ms, "
                      "tpot_slo_ms, quotas) SELECT %s, weight, allowed_service_tiers, 3600000, "
-                     "60000, quotas FROM tiers WHERE name = 'standard'", (PATIENT_TIER,))
+                     "60000, quotas FROM tiers WHERE name = 'standard'", (PATIENT_PLAN,))
     return url
 
 

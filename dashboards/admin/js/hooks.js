@@ -44,19 +44,33 @@ export function useResource(load, deps, { pollMs = 0 } = {}) {
   return { ...state, reload: run };
 }
 
+// Pages' earlier routes, so bookmarks and links keep working: the plans page was "tiers".
+const RENAMED = { tiers: "plans" };
+
 // The hash route: "#/tenants/abc?q=x" -> { path: ["tenants", "abc"], params: {q: "x"} }.
 export function parseHash(hash) {
   const raw = (hash || "").replace(/^#\/?/, "");
   const [pathPart, query = ""] = raw.split("?");
   const path = pathPart.split("/").filter(Boolean).map(decodeURIComponent);
+  if (path.length && RENAMED[path[0]]) path[0] = RENAMED[path[0]];
   return { path: path.length ? path : ["overview"],
     params: Object.fromEntries(new URLSearchParams(query)) };
 }
 
+// The current route; an earlier route's hash is rewritten in place to the page's route now.
+function currentRoute() {
+  const route = parseHash(window.location.hash);
+  const first = (window.location.hash || "").replace(/^#\/?/, "").split(/[/?]/)[0];
+  if (RENAMED[first]) {
+    window.history.replaceState(null, "", href(route.path.map(encodeURIComponent).join("/"), route.params));
+  }
+  return route;
+}
+
 export function useRoute() {
-  const [route, setRoute] = useState(parseHash(window.location.hash));
+  const [route, setRoute] = useState(currentRoute());
   useEffect(() => {
-    const onChange = () => setRoute(parseHash(window.location.hash));
+    const onChange = () => setRoute(currentRoute());
     window.addEventListener("hashchange", onChange);
     return () => window.removeEventListener("hashchange", onChange);
   }, []);

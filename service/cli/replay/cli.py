@@ -100,33 +100,33 @@ def make_plan(args: argparse.Namespace) -> Plan:
 
 def tenant_keys(admin: AdminClient, plan: Plan) -> dict[str, str]:
     """A fresh key for each of the plan's tenants, creating those that do not exist (with
-    their mix tier) through the admin API."""
-    wanted = {r.entry.tenant: r.entry.tier for r in plan.realtime}
-    wanted.update({b.tenant: b.lines[0].entry.tier for b in plan.batches})
+    their mix's plan) through the admin API."""
+    wanted = {r.entry.tenant: r.entry.tenant_plan for r in plan.realtime}
+    wanted.update({b.tenant: b.lines[0].entry.tenant_plan for b in plan.batches})
     existing = {t["name"]: t for t in admin.call("GET", "/admin/tenants")["data"]}
     keys = {}
-    for name, tier in sorted(wanted.items()):
+    for name, tenant_plan in sorted(wanted.items()):
         if name in existing:
-            if existing[name]["tier"] != tier:
-                print(f"note: tenant {name} exists with tier {existing[name]['tier']}, "
-                      f"not {tier}; its own tier applies")
+            if existing[name]["tier"] != tenant_plan:
+                print(f"note: tenant {name} exists with plan {existing[name]['tier']}, "
+                      f"not {tenant_plan}; its own plan applies")
             got = admin.call("POST", f"/admin/tenants/{existing[name]['id']}/keys",
                              json={"name": "replay"})
             keys[name] = got["key"]
         else:
             keys[name] = admin.call("POST", "/admin/tenants",
-                                    json={"name": name, "tier": tier})["key"]["key"]
+                                    json={"name": name, "tier": tenant_plan})["key"]["key"]
     return keys
 
 
-def tier_targets(admin: AdminClient | None) -> dict[str, float]:
-    """Each tenant tier's TTFT target (s): the stack's, else the fresh-install defaults."""
+def plan_targets(admin: AdminClient | None) -> dict[str, float]:
+    """Each tenant plan's TTFT target (s): the stack's, else the fresh-install defaults."""
     if admin is not None:
         return {t["name"]: t["ttft_slo_ms"] / 1000
                 for t in admin.call("GET", "/admin/tiers")["data"]}
-    from service.tiers.defaults import DEFAULT_TIERS
+    from service.plans.defaults import DEFAULT_PLANS
 
-    return {t["name"]: t["ttft_slo_ms"] / 1000 for t in DEFAULT_TIERS}
+    return {t["name"]: t["ttft_slo_ms"] / 1000 for t in DEFAULT_PLANS}
 
 
 def run_target(name: str, plan: Plan, args: argparse.Namespace, model: str,
@@ -176,7 +176,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     admin = AdminClient(args) if "fairway" in targets else None
     keys = tenant_keys(admin, plan) if admin is not None else {}
     model = args.model or _default_model(args, keys)
-    slo = tier_targets(admin)
+    slo = plan_targets(admin)
     results = [(name, run_target(name, plan, args, model, keys)) for name in targets]
     print(markdown(results, slo))
     if args.json:

@@ -7,7 +7,8 @@ A mix entry (JSON), as the simulator's ``mix`` but with the API's words::
     {"share": 0.5, "tenant": "rt-a", "tier": "premium", "service_tier": "priority"}
     {"share": 0.2, "tenant": "bulk", "tier": "standard", "batch": true}
 
-``tier`` is the tenant's tier (its TTFT SLO, unless ``slo_ttft_s`` says otherwise);
+``tier`` is the tenant's plan, named as the admin API names it (its TTFT SLO, unless
+``slo_ttft_s`` says otherwise);
 ``service_tier`` the request's (priority, default or flex); ``batch`` sends the entry's
 requests as lines of batch files. One number per request from
 ``random.Random(f"{seed}:{index}")``: a replay maps the same requests the same way.
@@ -33,14 +34,14 @@ _KEYS = {"share", "tenant", "tier", "service_tier", "batch", "slo_ttft_s"}
 @dataclass(frozen=True, slots=True)
 class Entry:
     tenant: str
-    tier: str = "standard"
+    tenant_plan: str = "standard"  # the mix's "tier" (``Plan``, here, is the whole replay)
     service_tier: str = "default"
     batch: bool = False
-    slo_ttft_s: float | None = None  # None: the tenant tier's target
+    slo_ttft_s: float | None = None  # None: the tenant plan's target
 
     @property
     def priority(self) -> int:
-        """What bare vLLM gets (lower runs first): the tier's priority, batch lines last."""
+        """What bare vLLM gets (lower runs first): the service tier's priority, batch lines last."""
         return BATCH_LINE.priority if self.batch else tier_rule(self.service_tier).priority
 
 

@@ -1,7 +1,7 @@
 """The replay's figures from its outcomes (pure arithmetic) and the tables that print them.
 
-Per realtime group (tenant, tenant tier, service tier): TTFT and TPOT p50/p99 of the requests
-that finished; SLO attainment = requests whose first token came within the tier's TTFT target,
+Per realtime group (tenant, tenant plan, service tier): TTFT and TPOT p50/p99 of the requests
+that finished; SLO attainment = requests whose first token came within the plan's TTFT target,
 of all sent (a refusal, an error or a request unfinished when the run stopped is a miss);
 goodput = those requests per second of the replayed span. Per batch tenant: lines done of
 lines sent, output tokens per second of wall time (from the first file's submission to the
@@ -65,13 +65,14 @@ class BatchRow:
     completion_p50_s: float
 
 
-def slo_of(o: RealtimeOutcome, tier_slo_s: Mapping[str, float]) -> float:
+def slo_of(o: RealtimeOutcome, plan_slo_s: Mapping[str, float]) -> float:
     e = o.request.entry
     if e.slo_ttft_s is not None:
         return e.slo_ttft_s
-    if e.tier not in tier_slo_s:
-        raise ValueError(f"no TTFT target for tier {e.tier!r}; known: {sorted(tier_slo_s)}")
-    return tier_slo_s[e.tier]
+    if e.tenant_plan not in plan_slo_s:
+        raise ValueError(f"no TTFT target for plan {e.tenant_plan!r}; "
+                         f"known: {sorted(plan_slo_s)}")
+    return plan_slo_s[e.tenant_plan]
 
 
 def realtime_row(group: str, outs: Sequence[RealtimeOutcome], slo_s: float,
@@ -87,17 +88,17 @@ def realtime_row(group: str, outs: Sequence[RealtimeOutcome], slo_s: float,
         met / duration_s if duration_s > 0 else math.nan)
 
 
-def realtime_rows(out: Outcomes, tier_slo_s: Mapping[str, float]) -> list[RealtimeRow]:
-    """One row per (tenant, tier, service tier), then "all" (each request against its own
+def realtime_rows(out: Outcomes, plan_slo_s: Mapping[str, float]) -> list[RealtimeRow]:
+    """One row per (tenant, plan, service tier), then "all" (each request against its own
     target)."""
     groups: dict[str, list[RealtimeOutcome]] = {}
     for o in out.realtime:
         e = o.request.entry
-        groups.setdefault(f"{e.tenant} ({e.tier}, {e.service_tier})", []).append(o)
-    rows = [realtime_row(g, os_, slo_of(os_[0], tier_slo_s), out.duration_s)
+        groups.setdefault(f"{e.tenant} ({e.tenant_plan}, {e.service_tier})", []).append(o)
+    rows = [realtime_row(g, os_, slo_of(os_[0], plan_slo_s), out.duration_s)
             for g, os_ in sorted(groups.items())]
     if len(groups) > 1:
-        met = sum(met_slo(o, slo_of(o, tier_slo_s)) for o in out.realtime)
+        met = sum(met_slo(o, slo_of(o, plan_slo_s)) for o in out.realtime)
         whole = realtime_row("all realtime", out.realtime, math.nan, out.duration_s)
         n = len(out.realtime)
         rows.append(RealtimeRow(**{**whole.__dict__, "attainment": met / n,
@@ -133,13 +134,13 @@ def _pc(x: float) -> str:
     return "-" if math.isnan(x) else f"{x * 100:.1f}%"
 
 
-def markdown(results: Sequence[tuple[str, Outcomes]], tier_slo_s: Mapping[str, float]
+def markdown(results: Sequence[tuple[str, Outcomes]], plan_slo_s: Mapping[str, float]
              ) -> str:
     """The side-by-side tables (one row per group and target), as Markdown."""
     lines = ["| group | target | sent | ok | refused | TTFT p50 ms | TTFT p99 ms | "
              "TPOT p50 ms | TPOT p99 ms | SLO ms | attainment | goodput req/s |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    per = [(name, realtime_rows(o, tier_slo_s)) for name, o in results]
+    per = [(name, realtime_rows(o, plan_slo_s)) for name, o in results]
     groups = list(dict.fromkeys(r.group for _, rows in per for r in rows))
     for g in groups:
         for name, rows in per:

@@ -7,10 +7,10 @@ from service.store.models import (  # noqa: F401
     batches,
     files,
     jobs,
+    plans,
     quotas,
     served_models,
     tenants,
-    tiers,
     usage,
     webhooks,
 )

@@ -1,4 +1,4 @@
-"""Per-tenant quota overrides of the tier defaults (sparse; see limits.effective_limits)."""
+"""Per-tenant quota overrides of the plan defaults (sparse; see limits.effective_limits)."""
 
 from __future__ import annotations
 

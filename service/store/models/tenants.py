@@ -16,10 +16,11 @@ class Tenant(Base):
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
     name: Mapped[str] = mapped_column(String(128), unique=True)
-    tier: Mapped[str] = mapped_column(
-        String(32), ForeignKey("tiers.name", onupdate="CASCADE"), default="standard")
-    # Effective fair-share weight, read by the dispatcher. service.tiers keeps it equal to the
-    # tier's weight (set on tier change and when a tier's weight is edited).
+    # The tenant's plan; the column keeps its original name, ``tier`` (as does the API field).
+    plan: Mapped[str] = mapped_column(
+        "tier", String(32), ForeignKey("tiers.name", onupdate="CASCADE"), default="standard")
+    # Effective fair-share weight, read by the dispatcher. service.plans keeps it equal to the
+    # plan's weight (set on a change of plan and when a plan's weight is edited).
     weight: Mapped[float] = mapped_column(default=1.0)
     suspended_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[dt.datetime] = utcnow_column()

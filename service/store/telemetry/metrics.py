@@ -7,7 +7,7 @@ Names follow vLLM's where the meaning is the same (``vllm:*``), so existing vLLM
 and alerts keep working; everything else is ``fairway_*``. Labels are bounded: ``tenant`` is
 capped (service.store.telemetry.labels), ``class`` is realtime|batch, ``tier`` is the echoed
 service_tier (priority|default|flex) or ``batch`` for batch-file lines, ``tenant_tier`` a
-tenant's tier (free, standard, ...: its SLO targets).
+tenant's plan (free, standard, ...: its SLO targets; the label keeps its first name).
 
 Fairway uses its own ``CollectorRegistry``, not prometheus_client's global one: the real
 vLLM engine registers its own ``vllm:*`` collectors in the global registry, and serving
@@ -119,7 +119,7 @@ QUEUED_JOBS = _g("fairway_queued_jobs",
                  "Jobs waiting to be placed (status queued in Postgres), by tenant, class and "
                  "tier.", ("tenant", "class", "tier"))
 SLO_TARGET = _g("fairway_slo_target_seconds",
-                "Each tenant tier's realtime SLO target (kind ttft or tpot), from the tiers "
+                "Each tenant plan's realtime SLO target (kind ttft or tpot), from the plans "
                 "table.", ("tenant_tier", "kind"))
 BATCH_REQUESTS = _g("fairway_batch_requests",
                     "Lines of in-progress batches, by tenant and state "

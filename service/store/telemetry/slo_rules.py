@@ -4,11 +4,11 @@ The API's and the workers' metrics (``fairway_slo_requests_total{kind}``) and th
 view (service.admin.live) all judge through ``judge``, so they cannot disagree about what
 "met" means. Pure: numbers in, verdicts out.
 
-A realtime job is judged against its tenant tier's targets, on each count separately:
+A realtime job is judged against its tenant plan's targets, on each count separately:
 
 | kind       | met when                                                                  |
 |------------|---------------------------------------------------------------------------|
-| ``ttft``   | it succeeded and arrival -> first token <= the tier's TTFT target          |
+| ``ttft``   | it succeeded and arrival -> first token <= the plan's TTFT target          |
 | ``tpot``   | it succeeded and (E2E - TTFT) / (output tokens - 1) <= the TPOT target;    |
 |            | an answer of under two tokens has no time per output token: met            |
 | ``both``   | ``ttft`` and ``tpot``: the combined figure                                |
@@ -34,7 +34,7 @@ COMBINED = {"realtime": "both", "batch": "deadline"}
 
 @dataclass(frozen=True, slots=True)
 class SloTargets:
-    """A tenant tier's realtime targets, in seconds (the tiers table keeps milliseconds)."""
+    """A tenant plan's realtime targets, in seconds (the plans table keeps milliseconds)."""
 
     ttft_s: float | None
     tpot_s: float | None

@@ -1,5 +1,5 @@
 """The dashboard's actions in headless Chromium: every change to a tenant's service asks
-first (cancel, then accept), tier saves that reweight tenants, batch cancel, and webhook
+first (cancel, then accept), plan saves that reweight tenants, batch cancel, and webhook
 endpoints (secret shown once, confirmed disable/rotate/delete, delivery log)."""
 
 from __future__ import annotations
@@ -51,12 +51,12 @@ def test_confirmations_cancel_then_accept(session: Callable[..., Session],
     confirm(page, accept=True)
     expect(page.locator("#tenant-status")).to_have_text("active")
 
-    page.select_option("#tenant-tier", "premium")
-    page.click("#change-tier")
+    page.select_option("#tenant-plan", "premium")
+    page.click("#change-plan")
     confirm(page, accept=False)
     assert admin.ok("GET", f"/admin/tenants/{tid}")["tier"] == "standard"
-    page.select_option("#tenant-tier", "premium")
-    page.click("#change-tier")
+    page.select_option("#tenant-plan", "premium")
+    page.click("#change-plan")
     confirm(page, accept=True)
     expect(page.locator(".tenant-head .badge").first).to_have_text("premium")
 
@@ -88,20 +88,20 @@ def test_confirmations_cancel_then_accept(session: Callable[..., Session],
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_tier_save_confirms_reweighting(session: Callable[..., Session], world: dict[str, Any],
+def test_plan_save_confirms_reweighting(session: Callable[..., Session], world: dict[str, Any],
                                         width: int):
     admin = world["admin"]
-    tier = f"t{uuid.uuid4().hex[:6]}"
+    plan = f"t{uuid.uuid4().hex[:6]}"
     body = {"weight": 1.5, "allowed_service_tiers": ["auto", "default"], "ttft_slo_ms": 900,
             "tpot_slo_ms": 90,
             "quotas": {"requests_per_minute": 100, "tokens_per_minute": "unlimited",
                        "concurrent_requests": "unlimited", "batch_enqueued_tokens": "unlimited",
                        "monthly_tokens": "unlimited", "monthly_alert_percent": 80}}
-    admin.ok("PUT", f"/admin/tiers/{tier}", json=body)
-    tid, _ = admin.create_tenant(f"tier-{uuid.uuid4().hex[:6]}", tier)
+    admin.ok("PUT", f"/admin/tiers/{plan}", json=body)
+    tid, _ = admin.create_tenant(f"plan-{uuid.uuid4().hex[:6]}", plan)
     s = session(width)
-    page = s.go("tiers")
-    form = page.locator(f'form[data-tier="{tier}"]')
+    page = s.go("plans")
+    form = page.locator(f'form[data-plan="{plan}"]')
     form.locator('input[name="weight"]').fill("0")
     form.get_by_role("button", name="Save").click()
     expect(form.locator(".field-error")).to_contain_text("above 0")
@@ -112,10 +112,10 @@ def test_tier_save_confirms_reweighting(session: Callable[..., Session], world: 
     assert admin.ok("GET", f"/admin/tenants/{tid}")["weight"] == 1.5
     form.get_by_role("button", name="Save").click()
     confirm(page, accept=True)
-    expect(page.locator(".notice")).to_contain_text(f"Tier {tier} saved")
+    expect(page.locator(".notice")).to_contain_text(f"Plan {plan} saved")
     assert admin.ok("GET", f"/admin/tenants/{tid}")["weight"] == 3
     admin.ok("DELETE", f"/admin/tenants/{tid}")
-    admin.ok("DELETE", f"/admin/tiers/{tier}")
+    admin.ok("DELETE", f"/admin/tiers/{plan}")
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -63,6 +63,11 @@ def test_every_page_with_data(session: Callable[..., Session], world: dict[str, 
     row = page.locator(f'#tenants tr[data-tenant="{world["name"]}"]')
     expect(row).to_be_visible()
     expect(page.locator("#tenants tbody tr")).to_have_count(2)  # it and its idle sibling
+    expect(page.locator("#tenants thead th").nth(1)).to_have_text("Plan")
+    page.select_option('select[aria-label="Plan"]', "free")  # the idle sibling's plan
+    expect(page).to_have_url(re.compile(r"plan=free"))
+    expect(page.locator("#tenants tbody tr")).to_have_count(1)
+    page = s.go(f"tenants?q={world['name']}")
     s.fits()
     s.shot("tenants")
     row.get_by_role("link", name="Manage").click()
@@ -86,13 +91,16 @@ def test_every_page_with_data(session: Callable[..., Session], world: dict[str, 
     s.fits()
     s.shot("tenant")
 
-    page = s.go("tiers")
-    form = page.locator('form[data-tier="standard"]')
+    page = s.go("tiers")  # the plans page's first route still leads there
+    expect(page).to_have_url(re.compile(r"#/plans$"))
+    expect(page.locator("#page-plans h1")).to_have_text("Plans")
+    expect(page.locator('nav a[aria-current="page"]')).to_have_text("Plans")
+    form = page.locator('form[data-plan="standard"]')
     expect(form.locator('input[name="weight"]')).to_have_value("1")
     expect(form.locator('input[name="ttft_slo_ms"]')).to_have_value("1000")
     assert page.locator("textarea").count() == 0  # fields, not raw JSON
     s.fits()
-    s.shot("tiers")
+    s.shot("tiers")  # the file docs/ shows
 
     page = s.go(f"audit?target={world['id']}")
     audit = page.locator("#audit")

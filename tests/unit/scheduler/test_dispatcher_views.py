@@ -44,7 +44,7 @@ def test_a_system_prompt_becomes_prefix_key_and_its_length_estimate() -> None:
     assert view.prefix_key is not None
     assert 140 <= view.prefix_tokens <= 160  # ~4 characters a token of the 600-character prompt
     assert view.prompt_tokens > view.prefix_tokens
-    assert view.ttft_slo_s == 0.5  # the tenant's tier's target, not the request's deadline
+    assert view.ttft_slo_s == 0.5  # the tenant's plan's target, not the request's deadline
     row.request = {"messages": [{"role": "user", "content": "hi"}]}  # no shared prefix
     assert job_view(_to_queued(row)).prefix_tokens == 0  # type: ignore[arg-type]
 

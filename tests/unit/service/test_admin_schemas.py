@@ -1,6 +1,6 @@
 """The admin API's request bodies refuse what no admin means: a quota that is not a whole
 number at least 0 (a string, a float, a boolean, NaN), a null that would silently lift a
-limit, a tier weight or SLO that is not a positive number, a blank key name, a key that has
+limit, a plan weight or SLO that is not a positive number, a blank key name, a key that has
 already expired. Each refusal names the field (the API turns it into a 400 with `param`)."""
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ def test_the_alert_level_is_a_percentage(value: Any):
 
 
 @pytest.mark.parametrize("value", NOT_QUOTAS, ids=repr)
-def test_a_tier_quota_must_be_a_whole_number_or_unlimited(value: Any):
+def test_a_plan_quota_must_be_a_whole_number_or_unlimited(value: Any):
     loc, _ = _refused(TierUpsert, {**TIER, "quotas": {**TIER["quotas"], "concurrent_requests":
                                                       value}})
     assert loc == "quotas.concurrent_requests"
 
 
-def test_a_tier_names_every_limit():
+def test_a_plan_names_every_limit():
     quotas = dict(TIER["quotas"])
     del quotas["monthly_tokens"]  # was: left out, so silently unlimited
     loc, _ = _refused(TierUpsert, {**TIER, "quotas": quotas})
@@ -74,7 +74,7 @@ def test_a_tier_names_every_limit():
     ("weight", 0), ("weight", -1), ("weight", "2"), ("weight", True), ("weight", float("nan")),
     ("weight", float("inf")), ("ttft_slo_ms", 0), ("ttft_slo_ms", -5), ("ttft_slo_ms", 1.5),
     ("ttft_slo_ms", "400"), ("tpot_slo_ms", None), ("tpot_slo_ms", 0)])
-def test_tier_weights_and_slos_are_positive_numbers(field: str, value: Any):
+def test_plan_weights_and_slos_are_positive_numbers(field: str, value: Any):
     loc, _ = _refused(TierUpsert, {**TIER, field: value})
     assert loc == field
 

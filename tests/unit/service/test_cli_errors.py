@@ -129,3 +129,12 @@ def test_migrate_without_a_database_is_one_line(capsys: pytest.CaptureFixture[st
     monkeypatch.delenv("FAIRWAY_DATABASE_URL", raising=False)  # was: a SQLAlchemy traceback
     code, _, err = _run(capsys, "migrate")
     assert "FAIRWAY_DATABASE_URL" in _one_line_error(code, err)
+
+
+@pytest.mark.parametrize(("argv", "plan"), [
+    (["tenant", "create", "acme"], "standard"),
+    (["tenant", "create", "acme", "--plan", "premium"], "premium"),
+    (["tenant", "create", "acme", "--tier", "free"], "free"),  # the first spelling still works
+])
+def test_tenant_create_takes_its_plan_as_plan_or_tier(argv: list[str], plan: str) -> None:
+    assert build_parser().parse_args(argv).plan == plan

@@ -102,7 +102,7 @@ def _door(monkeypatch: pytest.MonkeyPatch, gate: FakeGate, quota_error: APIError
     return the_door, calls
 
 
-TENANT = SimpleNamespace(id=uuid.uuid4(), tier="premium", weight=2.0)
+TENANT = SimpleNamespace(id=uuid.uuid4(), plan="premium", weight=2.0)
 
 
 def _admit(the_door: door.Door, content: str = "") -> Any:

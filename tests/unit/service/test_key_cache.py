@@ -51,7 +51,7 @@ def test_each_request_gets_its_own_detached_tenant() -> None:
     found = lookup("acme")
     one, two = found.tenant(), found.tenant()
     assert one is not two and one.id == two.id == found.tenant_id and one.name == "acme"
-    assert one.tier == "standard"
+    assert one.plan == "standard"
 
 
 def test_a_burst_of_misses_on_one_key_reads_it_once() -> None:

@@ -33,7 +33,7 @@ def test_the_stamp_is_the_newest_generation_seen() -> None:
     assert cache.stamp(TENANT) == 5
 
 
-def test_entries_are_per_tenant_and_tier_and_expire() -> None:
+def test_entries_are_per_tenant_and_plan_and_expire() -> None:
     cache = PolicyCache(ttl_s=0.05)
     cache.observe(TENANT, 1)
     cache.store(TENANT, "standard", POLICY, cache.stamp(TENANT))

@@ -1,4 +1,5 @@
-"""Quota policy pieces that need no services: merging, validation, tier resolution, errors."""
+"""Quota policy pieces that need no services: merging, validation, service tier
+resolution, errors."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import datetime as dt
 import pytest
 from pydantic import ValidationError
 
+from service.plans.defaults import DEFAULT_PLANS
 from service.quotas.policy import resolve_service_tier
 from service.quotas.reservation import estimate_prompt_tokens, refusal
 from service.store.quota_limits import QuotaLimits, effective_limits, validate_quota_doc
 from service.store.quota_store import Decision, seconds_to_next_month
-from service.tiers.defaults import DEFAULT_TIERS
 
 TIER = {"requests_per_minute": 20, "tokens_per_minute": 1000, "concurrent_requests": 2,
         "batch_enqueued_tokens": 5000, "monthly_tokens": 10_000, "monthly_alert_percent": 80}
@@ -41,10 +42,10 @@ def test_validate_quota_doc_keeps_only_sent_keys():
         validate_quota_doc({"nope": 1})
 
 
-def test_seeded_tiers_are_valid_and_ordered_by_weight():
-    for tier in DEFAULT_TIERS:
-        validate_quota_doc(tier["quotas"])
-    weights = [t["weight"] for t in DEFAULT_TIERS]
+def test_seeded_plans_are_valid_and_ordered_by_weight():
+    for plan in DEFAULT_PLANS:
+        validate_quota_doc(plan["quotas"])
+    weights = [t["weight"] for t in DEFAULT_PLANS]
     assert weights == sorted(weights)
 
 
@@ -53,7 +54,7 @@ def test_seeded_tiers_are_valid_and_ordered_by_weight():
     ("auto", ("auto", "default", "flex"), "default"),
     ("priority", ("auto", "default", "flex"), None),
     ("priority", ("default", "priority"), "priority"),
-    (None, ("flex",), "flex"),  # a flex-only tier still gets service
+    (None, ("flex",), "flex"),  # a flex-only plan still gets service
     ("default", ("flex",), None),
     (None, (), None),
 ])

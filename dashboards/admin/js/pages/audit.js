@@ -5,8 +5,9 @@ import { href, navigate, useResource } from "../hooks.js";
 import { Empty, Loaded, Pager, when } from "../ui.js";
 
 const LIMIT = 25;
+// A plan's changes are logged as tier.* (the actions keep the name the admin API gives plans).
 const ACTIONS = [["", "All actions"], ["tenant.", "Tenants"], ["key.", "Keys"],
-  ["quota.", "Quotas"], ["tier.", "Tiers"], ["batch.", "Batches"]];
+  ["quota.", "Quotas"], ["tier.", "Plans"], ["batch.", "Batches"]];
 
 function Details({ e }) {
   const d = { ...e.details };

@@ -1,5 +1,5 @@
-// Overview: the fleet, queues by tier and tenant, SLO attainment over time (TTFT and TPOT
-// apart, tier targets drawn), preemptions and recent 429s. Refreshed every 5 s.
+// Overview: the fleet, queues by plan and tenant, SLO attainment over time (TTFT and TPOT
+// apart, plan targets drawn), preemptions and recent 429s. Refreshed every 5 s.
 import { html, useState } from "../lib.js";
 import { api, qs } from "../api.js";
 import { href, useResource } from "../hooks.js";
@@ -57,8 +57,8 @@ function Queues({ queues }) {
     <h2 id="queues-h">Queues <small>${fmt(total)} queued</small></h2>
     ${queues.by_tier.length === 0 ? html`<${Empty}>No queued or running work.</${Empty}>` : html`
     <div class="grid2">
-      <div class="table-wrap"><table id="queue-tiers"><caption>By tier</caption>
-        <thead><tr><th>Tier</th><th>Queued</th><th>Assigned</th><th>Running</th></tr></thead>
+      <div class="table-wrap"><table id="queue-plans"><caption>By plan</caption>
+        <thead><tr><th>Plan</th><th>Queued</th><th>Assigned</th><th>Running</th></tr></thead>
         <tbody>${queues.by_tier.map((t) => html`<tr key=${t.tier}><td>${t.tier}</td>
           <td>${fmt(t.queued)}</td><td>${fmt(t.assigned)}</td><td>${fmt(t.running)}</td></tr>`)}
         </tbody></table></div>
@@ -99,12 +99,12 @@ function Slo({ slo }) {
         { label: "TPOT met", values: col("tpot_attainment") },
         { label: "both met", values: col("both_attainment") }]} />
     <div class="grid2">
-      <${Chart} title="Time to first token (p50, p99) and tier targets" x=${x} xRange=${[from, now]}
+      <${Chart} title="Time to first token (p50, p99) and plan targets" x=${x} xRange=${[from, now]}
         yFormat=${ms} yAxis=${msAxis} empty="No finished realtime requests in this period."
         series=${[{ label: "TTFT p50", values: col("ttft_p50_ms") },
           { label: "TTFT p99", values: col("ttft_p99_ms") },
           ...targets("ttft_slo_ms")]} />
-      <${Chart} title="Time per output token (p50, p99) and tier targets" x=${x} xRange=${[from, now]}
+      <${Chart} title="Time per output token (p50, p99) and plan targets" x=${x} xRange=${[from, now]}
         yFormat=${ms} yAxis=${msAxis} empty="No finished realtime requests in this period."
         series=${[{ label: "TPOT p50", values: col("tpot_p50_ms") },
           { label: "TPOT p99", values: col("tpot_p99_ms") },

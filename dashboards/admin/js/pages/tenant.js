@@ -1,4 +1,4 @@
-// One tenant: status and tier (confirmed), quotas as a form, keys (issue with name and expiry,
+// One tenant: status and plan (confirmed), quotas as a form, keys (issue with name and expiry,
 // the secret shown once with a copy button, revoke, per-key usage), webhooks (pages/webhooks.js),
 // usage charts, delete.
 import { html, useState } from "../lib.js";
@@ -13,17 +13,18 @@ import { Webhooks } from "./webhooks.js";
 const newKeys = new Map();
 export function stashNewKey(tenantId, key) { if (key) newKeys.set(tenantId, key); }
 
-function Header({ tenant, tiers, reload }) {
-  const [tier, setTier] = useState(tenant.tier);
+function Header({ tenant, plans, reload }) {
+  // The API names the tenant's plan "tier".
+  const [plan, setPlan] = useState(tenant.tier);
   const patch = (body, text) => attempt(() => api("PATCH", `/admin/tenants/${tenant.id}`, body), text)
     .then(reload);
-  const changeTier = async () => {
-    if (tier === tenant.tier) return;
-    const to = tiers.find((t) => t.name === tier);
-    if (!await confirmAction({ title: `Move ${tenant.name} to ${tier}?`, action: "Change tier",
+  const changePlan = async () => {
+    if (plan === tenant.tier) return;
+    const to = plans.find((p) => p.name === plan);
+    if (!await confirmAction({ title: `Move ${tenant.name} to ${plan}?`, action: "Change plan",
       body: html`<p>Its quotas, SLO targets and fair-share weight (now ${tenant.weight},
-        then ${to ? to.weight : "?"}) change at once for new requests.</p>` })) { setTier(tenant.tier); return; }
-    await patch({ tier }, `${tenant.name} is now ${tier}`);
+        then ${to ? to.weight : "?"}) change at once for new requests.</p>` })) { setPlan(tenant.tier); return; }
+    await patch({ tier: plan }, `${tenant.name} is now on ${plan}`);
   };
   const toggle = async () => {
     const suspend = !tenant.suspended;
@@ -54,9 +55,9 @@ function Header({ tenant, tiers, reload }) {
       href=${href("audit", { target: tenant.id })}>audit</a>${" · "}<a
       href=${href("batches", { tenant: tenant.id })}>batches</a></p>
     <div class="actions">
-      <label class="inline">Tier <select id="tenant-tier" value=${tier} onChange=${(e) => setTier(e.target.value)}>
-        ${tiers.map((t) => html`<option value=${t.name}>${t.name}</option>`)}</select></label>
-      <button type="button" id="change-tier" disabled=${tier === tenant.tier} onClick=${changeTier}>Change tier</button>
+      <label class="inline">Plan <select id="tenant-plan" value=${plan} onChange=${(e) => setPlan(e.target.value)}>
+        ${plans.map((p) => html`<option value=${p.name}>${p.name}</option>`)}</select></label>
+      <button type="button" id="change-plan" disabled=${plan === tenant.tier} onClick=${changePlan}>Change plan</button>
       <button type="button" id="toggle-suspend" class=${tenant.suspended ? "" : "danger"} onClick=${toggle}>
         ${tenant.suspended ? "Resume" : "Suspend"}</button>
       <button type="button" id="delete-tenant" class="danger" onClick=${remove}>Delete</button>
@@ -102,9 +103,9 @@ function QuotaForm({ q, tenantId, reload }) {
     else if (r.err instanceof ApiError) setErrors(serverErrors(r.err, QUOTA_FIELDS.map(([f]) => f)));
   };
   return html`<form id="quota-form" onSubmit=${save} noValidate>
-    <p class="hint">Empty inherits the tier default; <code>unlimited</code> lifts the limit.</p>
+    <p class="hint">Empty inherits the plan default; <code>unlimited</code> lifts the limit.</p>
     <div class="table-wrap"><table id="quota-table">
-      <thead><tr><th>Limit</th><th>Tier default</th><th>Override</th><th>Effective</th><th>Now</th></tr></thead>
+      <thead><tr><th>Limit</th><th>Plan default</th><th>Override</th><th>Effective</th><th>Now</th></tr></thead>
       <tbody>${QUOTA_FIELDS.map(([f, label]) => html`<tr key=${f}>
         <td>${label}</td><td>${showQuota(q.tier_defaults[f])}</td>
         <td><${Field} label="" name=${f} error=${errors[f]}>
@@ -244,7 +245,7 @@ export function UsageCharts({ tenantId, title = "Usage" }) {
   </section>`;
 }
 
-export function Tenant({ id, tiers }) {
+export function Tenant({ id, plans }) {
   const res = useResource(() => api("GET", `/admin/tenants/${id}`), [id]);
   if (res.error instanceof ApiError && res.error.status === 404) {
     return html`<div class="page"><${Empty}>No such tenant (deleted?). <a href="#/tenants">All tenants</a></${Empty}></div>`;
@@ -252,7 +253,7 @@ export function Tenant({ id, tiers }) {
   return html`<div class="page" id="page-tenant">
     <p class="crumbs"><a href="#/tenants">Tenants</a> ›</p>
     <${Loaded} res=${res} what="the tenant">${(t) => html`
-      <${Header} key=${`${t.tier}-${t.suspended}`} tenant=${t} tiers=${tiers} reload=${res.reload} />
+      <${Header} key=${`${t.tier}-${t.suspended}`} tenant=${t} plans=${plans} reload=${res.reload} />
       <${Keys} tenant=${t} />
       <${Quotas} tenantId=${t.id} />
       <${Webhooks} tenant=${t} />

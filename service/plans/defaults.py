@@ -1,9 +1,9 @@
-"""The tiers a fresh install starts with (the migration seeds them; admins edit them after).
+"""The plans a fresh install starts with (the migration seeds them; admins edit them after).
 
 Weights feed the scheduler's weighted fair share; SLOs are realtime targets the admin live
-view measures attainment against. Standard is generous on purpose: it is the default tier for
-new tenants (and of every tenant made before tiers existed), and a limit should be a
-decision, not a surprise. Only free withholds `priority`.
+view measures attainment against. Standard is generous on purpose: it is the default plan for
+new tenants (and of every tenant made before plans existed), and a limit should be a
+decision, not a surprise. Only free withholds the `priority` service tier.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from scheduler.tiers import SERVICE_TIERS
 
-DEFAULT_TIERS: list[dict[str, Any]] = [
+DEFAULT_PLANS: list[dict[str, Any]] = [
     {"name": "free", "weight": 0.5, "allowed_service_tiers": ["auto", "default", "flex"],
      "ttft_slo_ms": 3000, "tpot_slo_ms": 200,
      "quotas": {"requests_per_minute": 20, "tokens_per_minute": 20_000,

@@ -1,4 +1,6 @@
-"""Named tiers: fair-share weight, allowed service_tier values, SLO targets, default quotas."""
+"""Tenant plans (free, standard, ...): fair-share weight, allowed service_tier values, SLO
+targets, default quotas. The table keeps its first name, ``tiers``, as the admin API keeps
+it on the wire (a migration-free rename)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from service.store.db import Base, utcnow_column
 
 
-class Tier(Base):
+class Plan(Base):
     __tablename__ = "tiers"
 
     name: Mapped[str] = mapped_column(String(32), primary_key=True)

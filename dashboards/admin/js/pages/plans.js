@@ -1,5 +1,6 @@
-// Tiers as forms: weight, SLO targets, allowed service tiers, default quotas. Saving a tier
-// that has tenants changes their service: it asks first (and says when it reweights them).
+// Tenant plans as forms: weight, SLO targets, allowed service tiers, default quotas. Saving a
+// plan that has tenants changes their service: it asks first (and says when it reweights them).
+// The admin API still calls a plan a tier: /admin/tiers, and the tenant search's tier filter.
 import { html, useState } from "../lib.js";
 import { ApiError, api, qs } from "../api.js";
 import { useResource } from "../hooks.js";
@@ -40,41 +41,41 @@ function check(form, isNew) {
     allowed_service_tiers: SERVICE_TIERS.filter((s) => form.allowed.includes(s)), quotas } };
 }
 
-function TierForm({ tier, tenants, reload }) {
-  const isNew = !tier;
-  const [form, setForm] = useState(toForm(tier));
+function PlanForm({ plan, tenants, reload }) {
+  const isNew = !plan;
+  const [form, setForm] = useState(toForm(plan));
   const [errors, setErrors] = useState({});
   const set = (k, v) => { setForm({ ...form, [k]: v }); setErrors({ ...errors, [k]: undefined }); };
   const setQuota = (k, v) => { setForm({ ...form, quotas: { ...form.quotas, [k]: v } }); setErrors({ ...errors, [k]: undefined }); };
-  const name = isNew ? form.name : tier.name;
+  const name = isNew ? form.name : plan.name;
   const save = async (e) => {
     e.preventDefault();
     const { errors: found, body } = check(form, isNew);
     setErrors(found);
     if (Object.keys(found).length) return;
     if (!isNew && tenants > 0) {
-      const reweights = body.weight !== tier.weight;
-      if (!await confirmAction({ title: `Save tier ${name}?`, action: "Save tier",
+      const reweights = body.weight !== plan.weight;
+      if (!await confirmAction({ title: `Save plan ${name}?`, action: "Save plan",
         body: html`<p>This changes service for ${fmt(tenants)} tenant${tenants === 1 ? "" : "s"} at once:
-          ${reweights ? html` <strong>their fair-share weight goes from ${tier.weight} to ${body.weight}</strong>,` : ""}
+          ${reweights ? html` <strong>their fair-share weight goes from ${plan.weight} to ${body.weight}</strong>,` : ""}
           their SLO targets, allowed service tiers and default quotas are what this form says.</p>` })) return;
     }
-    const r = await attempt(() => api("PUT", `/admin/tiers/${encodeURIComponent(name)}`, body), `Tier ${name} saved`,
+    const r = await attempt(() => api("PUT", `/admin/tiers/${encodeURIComponent(name)}`, body), `Plan ${name} saved`,
       { inForm: true });
     if (r.ok) { if (isNew) setForm(toForm(null)); reload(); }
     else if (r.err instanceof ApiError) setErrors(serverErrors(r.err, FIELDS));
   };
   const remove = async () => {
-    if (!await confirmAction({ title: `Delete tier ${name}?`, action: "Delete tier", danger: true,
+    if (!await confirmAction({ title: `Delete plan ${name}?`, action: "Delete plan", danger: true,
       body: html`<p>No tenant is on it. New tenants can no longer choose it.</p>` })) return;
-    await attempt(() => api("DELETE", `/admin/tiers/${encodeURIComponent(name)}`), `Tier ${name} deleted`);
+    await attempt(() => api("DELETE", `/admin/tiers/${encodeURIComponent(name)}`), `Plan ${name} deleted`);
     reload();
   };
   const input = (k, label, hint) => html`<${Field} label=${label} name=${`${name}-${k}`} error=${errors[k]} hint=${hint}>
     <input id=${`f-${name}-${k}`} name=${k} inputmode="decimal" value=${form[k]} aria-invalid=${!!errors[k]}
       onInput=${(e) => set(k, e.target.value)} /></${Field}>`;
-  return html`<form class="card tier-form" data-tier=${name} onSubmit=${save} noValidate>
-    <div class="title-row">${isNew ? html`<h2>New tier</h2>` : html`<h2>${name}</h2>
+  return html`<form class="card plan-form" data-plan=${name} onSubmit=${save} noValidate>
+    <div class="title-row">${isNew ? html`<h2>New plan</h2>` : html`<h2>${name}</h2>
       <span class="muted">${fmt(tenants)} tenant${tenants === 1 ? "" : "s"}</span>`}</div>
     <div class="form-grid">
       ${isNew && input("name", "Name")}
@@ -93,26 +94,26 @@ function TierForm({ tier, tenants, reload }) {
           onInput=${(e) => setQuota(f, e.target.value)} /></${Field}>`)}
     </div></fieldset>
     ${errors._form && html`<p class="field-error" role="alert">${errors._form}</p>`}
-    <div class="actions"><button type="submit" class="primary">${isNew ? "Create tier" : "Save"}</button>
+    <div class="actions"><button type="submit" class="primary">${isNew ? "Create plan" : "Save"}</button>
       ${!isNew && tenants === 0 && html`<button type="button" class="danger" onClick=${remove}>Delete</button>`}</div>
   </form>`;
 }
 
-export function Tiers({ onChanged }) {
+export function Plans({ onChanged }) {
   const res = useResource(async () => {
-    const tiers = (await api("GET", "/admin/tiers")).data;
-    const counts = await Promise.all(tiers.map((t) => api("GET",
-      `/admin/search/tenants${qs({ tier: t.name, limit: 1 })}`)));
-    return tiers.map((t, i) => ({ tier: t, tenants: counts[i].total }));
+    const plans = (await api("GET", "/admin/tiers")).data;
+    const counts = await Promise.all(plans.map((p) => api("GET",
+      `/admin/search/tenants${qs({ tier: p.name, limit: 1 })}`)));
+    return plans.map((p, i) => ({ plan: p, tenants: counts[i].total }));
   }, []);
   const reload = () => { res.reload(); onChanged(); };
-  return html`<div class="page" id="page-tiers">
-    <div class="page-head"><h1>Tiers</h1></div>
-    <${Loaded} res=${res} what="tiers">${(rows) => html`
-      ${rows.length === 0 && html`<${Empty}>No tiers.</${Empty}>`}
-      <div class="grid2">${rows.map(({ tier, tenants }) => html`<${TierForm}
-        key=${JSON.stringify(tier)} tier=${tier} tenants=${tenants} reload=${reload} />`)}
-        <${TierForm} key="new" tier=${null} tenants=${0} reload=${reload} /></div>`}
+  return html`<div class="page" id="page-plans">
+    <div class="page-head"><h1>Plans</h1></div>
+    <${Loaded} res=${res} what="plans">${(rows) => html`
+      ${rows.length === 0 && html`<${Empty}>No plans.</${Empty}>`}
+      <div class="grid2">${rows.map(({ plan, tenants }) => html`<${PlanForm}
+        key=${JSON.stringify(plan)} plan=${plan} tenants=${tenants} reload=${reload} />`)}
+        <${PlanForm} key="new" plan=${null} tenants=${0} reload=${reload} /></div>`}
     </${Loaded}>
   </div>`;
 }
