@@ -77,7 +77,8 @@ def scenario(args: argparse.Namespace, seed: int, scale: float, *, rt: bool,
     return Scenario.from_dict({
         "name": args.name, "duration_s": duration, "drain_s": args.drain, "seed": seed,
         "model": "m", "default_ttft_slo_s": args.slo, "traffic": traffic,
-        "door_admission": not args.no_door,
+        "door_admission": not args.no_door, "door_mode": args.door_mode,
+        "max_queue_wait_s": args.max_queue_wait_s,
         "workers": [{"count": args.workers, "profile": args.profile, "models": ["m"]}],
     })
 
@@ -218,6 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bisect", type=int, default=5, help="bisection steps for the capacity")
     p.add_argument("--no-door", action="store_true",
                    help="without the API's admission at the door (the policy's pass only)")
+    p.add_argument("--door-mode", choices=["shed", "queue"], default="shed",
+                   help="realtime's admission mode (a plan's): shed by the TTFT target, or "
+                        "queue within --max-queue-wait-s")
+    p.add_argument("--max-queue-wait-s", type=float, default=30.0,
+                   help="queue mode: the longest predicted wait a request is admitted with")
     p.add_argument("--out", type=Path, help="write the PNG plots here")
     p.add_argument("--json", type=Path, help="write every row as JSON here")
     p.add_argument("--from-json", type=Path,
@@ -230,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     args.name = args.name or Path(args.trace).stem
     args.policies = [x for x in args.policies.split(",") if x]
     print(f"sweep {args.name}: {args.workers} x {args.profile}, window {args.window}, "
-          f"TTFT SLO {args.slo} s, policies {args.policies}")
+          f"TTFT SLO {args.slo} s, policies {args.policies}, admission {args.door_mode}"
+          + (f" (wait <= {args.max_queue_wait_s:g} s)" if args.door_mode == "queue" else ""))
     print(HEADER)
     rows: list[dict[str, Any]] = []
     for seed in range(args.seeds):

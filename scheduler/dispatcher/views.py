@@ -34,6 +34,7 @@ def job_view(job: QueuedJob) -> JobView:
         prefix_key=job.prefix_key,
         prefix_tokens=job.prefix_tokens,
         ttft_slo_s=ttft_slo,
+        max_wait_s=job.max_wait_s if job.kind == JobClass.REALTIME else None,
         generated_tokens=job.generated_tokens,
         requeued=job.attempt > 0,
     )

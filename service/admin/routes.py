@@ -150,10 +150,9 @@ async def list_tiers(session: SessionDep) -> dict[str, Any]:
             description="Create or replace a plan; its tenants' weight follows.")
 async def upsert_tier(name: Annotated[str, Path(max_length=PLAN_NAME_MAX)], body: TierUpsert,
                       actor: AdminDep, session: SessionDep, redis: RedisDep) -> dict[str, Any]:
-    quotas = body.quotas.stored()
     before, plan = await plan_records.upsert_plan(
-        session, name=name, weight=body.weight, allowed_service_tiers=body.allowed_service_tiers,
-        ttft_slo_ms=body.ttft_slo_ms, tpot_slo_ms=body.tpot_slo_ms, quotas=quotas)
+        session, name=name, fields={**body.model_dump(exclude={"quotas"}),
+                                    "quotas": body.quotas.stored()})
     record(session, actor=actor, action="tier.create" if before is None else "tier.update",
            target_type="tier", target_id=name,
            details={"from": before, "to": plan_records.plan_view(plan)})

@@ -173,6 +173,14 @@ class TierUpsert(StorableModel):
                                                    "enum": list(SERVICE_TIERS)}})
     ttft_slo_ms: int = Field(gt=0, le=SLO_MAX_MS, strict=True)
     tpot_slo_ms: int = Field(gt=0, le=SLO_MAX_MS, strict=True)
+    admission_mode: Literal["queue", "shed"] = Field(
+        "queue", description="how realtime requests are admitted: `queue` while the predicted "
+                           "wait before one starts is within `max_queue_wait_ms` (the TTFT "
+                           "target then orders work), `shed` when the predicted TTFT meets "
+                           "the target (429 otherwise)")
+    max_queue_wait_ms: int = Field(30_000, gt=0, le=SLO_MAX_MS, strict=True,
+                                   description="queue mode: the longest predicted wait a "
+                                               "realtime request is admitted with")
     quotas: TierQuotas
 
     @field_validator("allowed_service_tiers")

@@ -91,7 +91,8 @@ class Door:
         admitted = await self.admit(session, req)
         admission = admitted.admission
         express = express_for(admitted.ticket, self.settings, tenant_weight=req.tenant.weight,
-                              ttft_target_s=admission.ttft_target_s)
+                              ttft_target_s=admission.ttft_target_s,
+                              max_wait_s=admission.max_wait_s)
         job = await admission.guard(create_job(
             session, req, job_id=admission.ticket, classification=admitted.classification,
             express=express))
@@ -188,14 +189,26 @@ class Door:
     async def _slo_refusal(self, req: DoorRequest, door: DoorPolicy,
                            classification: Classification, now: dt.datetime, *,
                            count: bool) -> APIError | None:
-        """The 429 for a request that cannot start within its target, judged by its tenant's
-        share of the queue; None: admitted (and, with ``count``, counted)."""
-        target = _target_s(classification, door.ttft_target_s, now)
+        """The 429 for a request that cannot start in time, judged by its tenant's share of
+        the queue: in the plan's shed mode, within its TTFT target; in its queue mode, within
+        the plan's longest queue wait and its deadline. None: admitted (and, with ``count``,
+        counted)."""
+        max_wait_s = door.policy.max_wait_s
+        deadline_s = (classification.deadline_at - now).total_seconds()
+        target = deadline_s if max_wait_s is not None else _target_s(
+            classification, door.ttft_target_s, now)
         retry = await self.gate.check(req.model, prompt_tokens=req.prompt_tokens,
                                       target_s=target, count=count,
-                                      tenant=str(req.tenant.id), weight=req.tenant.weight)
+                                      tenant=str(req.tenant.id), weight=req.tenant.weight,
+                                      max_wait_s=max_wait_s)
         if retry is None:
             return None
+        if max_wait_s is not None:
+            return APIError(429, f"The service is too busy to start this request within its "
+                                 f"plan's longest queue wait ({max_wait_s:g} s) and its "
+                                 f"deadline; retry in {retry} s.",
+                            code="slo_unattainable", headers={"Retry-After": str(retry)},
+                            reason="queue_wait_exceeded")
         return APIError(429, f"The service is too busy to start this request within its "
                              f"{target:g} s time-to-first-token target; retry in {retry} s.",
                         code="slo_unattainable", headers={"Retry-After": str(retry)},

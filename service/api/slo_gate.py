@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict, deque
+from dataclasses import dataclass
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -46,6 +47,16 @@ STALE_S = 30.0
 ABSENT_REFRESH_S = 0.05
 
 
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """What one request is judged by."""
+    prompt_tokens: int
+    target_s: float
+    tenant: str | None
+    weight: float
+    max_wait_s: float | None
+
+
 class SloGate:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
@@ -55,20 +66,23 @@ class SloGate:
         self._admitted: dict[str, deque[tuple[float, str]]] = defaultdict(deque)
 
     async def check(self, model: str, *, prompt_tokens: int, target_s: float,
-                    count: bool = True, tenant: str | None = None, weight: float = 1.0
-                    ) -> int | None:
+                    count: bool = True, tenant: str | None = None, weight: float = 1.0,
+                    max_wait_s: float | None = None) -> int | None:
         """None: admitted (and, with ``count``, counted against the next request). Else the
         seconds after which a retry may be admitted. With ``tenant`` (and its fair-share
         ``weight``), judged by that tenant's share of the queue (scheduler.outlook).
 
         A stale outlook may admit, never refuse: a refusal it would make is judged again on a
         fresh read (one read shared by every request waiting on it). A stale outlook from a
-        busy moment must not refuse a request on a pool that has gone quiet since."""
+        busy moment must not refuse a request on a pool that has gone quiet since.
+        ``max_wait_s``: the plan queues (scheduler.outlook.door_refusal), ``target_s`` is then
+        the request's deadline."""
         outlook, fresh = await self._outlook(model)
-        retry = self._judge(outlook, model, prompt_tokens, target_s, tenant, weight)
+        rule = _Rule(prompt_tokens, target_s, tenant, weight, max_wait_s)
+        retry = self._judge(outlook, model, rule)
         if retry is not None and not fresh:
             outlook, _ = await self._outlook(model, fresh=True)
-            retry = self._judge(outlook, model, prompt_tokens, target_s, tenant, weight)
+            retry = self._judge(outlook, model, rule)
         if retry is None and count and outlook is not None:
             self._admitted[model].append((time.time(), tenant or ""))
         return retry
@@ -80,17 +94,17 @@ class SloGate:
         if cached is not None and cached[1] is not None:
             self._admitted[model].append((time.time(), tenant))
 
-    def _judge(self, outlook: RealtimeOutlook | None, model: str, prompt_tokens: int,
-               target_s: float, tenant: str | None, weight: float) -> int | None:
+    def _judge(self, outlook: RealtimeOutlook | None, model: str, rule: _Rule) -> int | None:
         if outlook is None:
             return None
         admitted = self._admitted[model]
         while admitted and admitted[0][0] <= outlook.at:  # the outlook has seen those
             admitted.popleft()
+        tenant = rule.tenant
         own = sum(1 for _, t in admitted if t == tenant) if tenant is not None else 0
-        return door_refusal(outlook, prompt_tokens=prompt_tokens, target_s=target_s,
-                            extra_jobs=len(admitted), tenant=tenant, weight=weight,
-                            own_extra=own)
+        return door_refusal(outlook, prompt_tokens=rule.prompt_tokens, target_s=rule.target_s,
+                            extra_jobs=len(admitted), tenant=tenant, weight=rule.weight,
+                            own_extra=own, max_wait_s=rule.max_wait_s)
 
     async def idle_ttft_s(self, model: str, *, prompt_tokens: int) -> float | None:
         """The request's predicted time to first token on an idle pool; None without an

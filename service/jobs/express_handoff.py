@@ -49,17 +49,18 @@ class Express:
     lease_s: float
     tenant_weight: float = 1.0
     ttft_target_s: float | None = None
+    max_wait_s: float | None = None  # the plan's queue wait budget (None: it sheds)
 
 
 def express_for(ticket: Ticket | None, settings: Settings, *, tenant_weight: float,
-                ttft_target_s: float) -> Express | None:
+                ttft_target_s: float, max_wait_s: float | None = None) -> Express | None:
     """None when the door placed nothing (no ticket lent, or the deployment lends none:
     ``FAIRWAY_EXPRESS_TICKETS=0``). ``ttft_target_s``: the plan's, 0 for none (as the plan
-    row says)."""
+    row says); ``max_wait_s``: its queue wait budget, None when it sheds."""
     if ticket is None:
         return None
     return Express(ticket, settings.jobs.lease_seconds, float(tenant_weight),
-                   ttft_target_s or None)
+                   ttft_target_s or None, max_wait_s)
 
 
 def door_entry(req: DoorRequest, job_id: uuid.UUID, priority: int) -> handoff.ExpressEntry:
@@ -80,6 +81,6 @@ def placed_wakeup(job: Job, express: Express) -> wakeups.JobPlaced:
     view = wakeups.PlacedView(
         job.tenant_id, express.tenant_weight, job.priority, job.model, time.time(),
         job.deadline_at.timestamp() if job.deadline_at else None, job.max_tokens, estimate,
-        prefix_key, prefix_tokens, express.ttft_target_s, job.attempt)
+        prefix_key, prefix_tokens, express.ttft_target_s, job.attempt, express.max_wait_s)
     return wakeups.JobPlaced(job.id, express.ticket.worker_id, express.ticket.ticket,
                              tracing.traceparent(), view)

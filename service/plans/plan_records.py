@@ -17,6 +17,7 @@ def plan_view(plan: Plan) -> dict[str, Any]:
     return {"name": plan.name, "weight": plan.weight,
             "allowed_service_tiers": list(plan.allowed_service_tiers),
             "ttft_slo_ms": plan.ttft_slo_ms, "tpot_slo_ms": plan.tpot_slo_ms,
+            "admission_mode": plan.admission_mode, "max_queue_wait_ms": plan.max_queue_wait_ms,
             "quotas": dict(plan.quotas)}
 
 
@@ -28,24 +29,27 @@ async def get_plan(session: AsyncSession, *, name: str) -> Plan | None:
     return await session.get(Plan, name)
 
 
-async def upsert_plan(session: AsyncSession, *, name: str, weight: float,
-                      allowed_service_tiers: list[str], ttft_slo_ms: int, tpot_slo_ms: int,
-                      quotas: dict[str, Any]) -> tuple[dict[str, Any] | None, Plan]:
-    """Create or replace a plan; returns (previous view or None, plan)."""
+# What an upsert sets: every column of a plan but its name and its timestamps.
+PLAN_FIELDS = ("weight", "allowed_service_tiers", "ttft_slo_ms", "tpot_slo_ms",
+               "admission_mode", "max_queue_wait_ms", "quotas")
+
+
+async def upsert_plan(session: AsyncSession, *, name: str, fields: dict[str, Any]
+                      ) -> tuple[dict[str, Any] | None, Plan]:
+    """Create or replace a plan from ``fields`` (each of PLAN_FIELDS); returns (previous
+    view or None, plan)."""
     plan = await session.get(Plan, name)
     before = plan_view(plan) if plan else None
     if plan is None:
         plan = Plan(name=name)
         session.add(plan)
-    plan.weight = weight
-    plan.allowed_service_tiers = allowed_service_tiers
-    plan.ttft_slo_ms = ttft_slo_ms
-    plan.tpot_slo_ms = tpot_slo_ms
-    plan.quotas = quotas
+    for key in PLAN_FIELDS:
+        setattr(plan, key, fields[key])
     plan.updated_at = dt.datetime.now(dt.UTC)
     await session.flush()
     # The dispatcher reads tenants.weight; keep it equal to the plan's weight.
-    await session.execute(update(Tenant).where(Tenant.plan == name).values(weight=weight))
+    await session.execute(update(Tenant).where(Tenant.plan == name)
+                          .values(weight=fields["weight"]))
     return before, plan
 
 

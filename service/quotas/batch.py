@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -47,8 +48,7 @@ def _batch_policy(policy: TenantPolicy) -> TenantPolicy:
     limits = QuotaLimits(batch_enqueued_tokens=policy.limits.batch_enqueued_tokens,
                          monthly_tokens=policy.limits.monthly_tokens,
                          monthly_alert_percent=policy.limits.monthly_alert_percent)
-    return TenantPolicy(policy.plan, limits, policy.allowed_service_tiers,
-                        policy.ttft_slo_ms, policy.tpot_slo_ms)
+    return replace(policy, limits=limits)
 
 
 async def admit_batch(session: AsyncSession, store: QuotaStore, *, tenant: Any,

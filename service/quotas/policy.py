@@ -10,7 +10,7 @@ from sqlalchemy import Row, Select, String, Uuid, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
-from service.store.models.plans import Plan
+from service.store.models.plans import QUEUE, Plan
 from service.store.models.quotas import TenantQuota
 from service.store.quota_limits import QuotaLimits, effective_limits
 
@@ -22,13 +22,21 @@ class TenantPolicy:
     allowed_service_tiers: tuple[str, ...]
     ttft_slo_ms: int
     tpot_slo_ms: int
+    # How the door admits the plan's realtime requests (service.store.models.plans).
+    admission_mode: str = QUEUE
+    max_queue_wait_ms: int = 30_000
+
+    @property
+    def max_wait_s(self) -> float | None:
+        """The queue mode's wait budget; None in shed mode (refused by the TTFT target)."""
+        return self.max_queue_wait_ms / 1000 if self.admission_mode == QUEUE else None
 
 
 # Built once, run for every request with its tenant and plan (building it cost more than
 # the lookup; service.store.lifecycle, "built once").
 _POLICY: Select[Any] = (
     select(Plan.quotas, Plan.allowed_service_tiers, Plan.ttft_slo_ms, Plan.tpot_slo_ms,
-           TenantQuota.overrides)
+           Plan.admission_mode, Plan.max_queue_wait_ms, TenantQuota.overrides)
     .select_from(Plan)
     .outerjoin(TenantQuota, TenantQuota.tenant_id == bindparam("p_tenant_id", type_=Uuid()))
     .where(Plan.name == bindparam("p_plan", type_=String())))
@@ -42,7 +50,8 @@ def _policy(plan: str, row: Row[Any] | None) -> TenantPolicy:
     if row is None:  # the FK makes this unreachable; refuse rather than run unlimited
         return TenantPolicy(plan, QuotaLimits(0, 0, 0, 0, 0), (), 0, 0)
     return TenantPolicy(plan, effective_limits(row.quotas, row.overrides),
-                        tuple(row.allowed_service_tiers), row.ttft_slo_ms, row.tpot_slo_ms)
+                        tuple(row.allowed_service_tiers), row.ttft_slo_ms, row.tpot_slo_ms,
+                        row.admission_mode, row.max_queue_wait_ms)
 
 
 async def load_policy(session: AsyncSession, *, tenant_id: uuid.UUID, plan: str) -> TenantPolicy:

@@ -99,6 +99,7 @@ class Admission:
     job_id: uuid.UUID | None = None
     slot_ttl_s: float = 660.0  # how long the slot lives if never released
     tpot_target_s: float | None = None  # the tenant's plan's time-per-output-token target
+    max_wait_s: float | None = None  # the plan's queue wait budget (None: it sheds)
     # The express ticket the admission placed the job with, its hand-off already sent
     # (``reserve_request(express=...)``); None: the job goes the dispatcher's way.
     express_ticket: str | None = None
@@ -231,6 +232,7 @@ class RequestQuotas:
                          rate_limit_headers(ask.policy.limits, decision),
                          slot_ttl_s=ask.slot_ttl_s,
                          tpot_target_s=door.policy.tpot_slo_ms / 1000,
+                         max_wait_s=door.policy.max_wait_s,
                          express_ticket=decision.express_ticket)
 
 

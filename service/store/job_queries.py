@@ -11,12 +11,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ARRAY, Row, Uuid, any_, bindparam, func, select
+from sqlalchemy import ARRAY, Row, Uuid, any_, bindparam, case, func, select
 from sqlalchemy.orm import Session
 
 from service.store import lifecycle
 from service.store.models.jobs import Job, JobKind, JobStatus
-from service.store.models.plans import Plan
+from service.store.models.plans import QUEUE, Plan
 from service.store.models.tenants import Tenant
 from service.store.response_events import record_response_end
 from service.store.wakeups import PlacedView
@@ -44,12 +44,17 @@ class QueuedJob:
     attempt: int = 0  # > 0: it was placed before (a lost worker, an unclaim, a preemption)
     endpoint: str = ""
     request: dict[str, Any] | None = None  # as stored: what a realtime hand-off may carry
+    # Its plan queues realtime: the longest predicted wait it is admitted with (None: the
+    # plan sheds by the TTFT target; service.store.models.plans).
+    max_wait_s: float | None = None
 
 
 _QUEUED_COLUMNS = (Job.id, Job.seq, Job.tenant_id, Tenant.weight, Job.kind, Job.priority,
                    Job.model, Job.created_at, Job.deadline_at, Job.max_tokens, Job.request,
                    func.coalesce(func.jsonb_array_length(Job.checkpoint_token_ids), 0)
-                   .label("generated"), Plan.ttft_slo_ms, Job.attempt, Job.endpoint)
+                   .label("generated"), Plan.ttft_slo_ms, Job.attempt, Job.endpoint,
+                   case((Plan.admission_mode == QUEUE, Plan.max_queue_wait_ms))
+                   .label("max_wait_ms"))
 
 
 def prompt_estimate(request: dict[str, Any]) -> int:
@@ -78,7 +83,8 @@ def _to_queued(row: Row[Any]) -> QueuedJob:
                      row.model, row.created_at, row.deadline_at, row.max_tokens,
                      estimate, prefix_key, row.generated, prefix_tokens,
                      row.ttft_slo_ms / 1000 if row.ttft_slo_ms else None, row.attempt,
-                     row.endpoint, row.request)
+                     row.endpoint, row.request,
+                     row.max_wait_ms / 1000 if row.max_wait_ms is not None else None)
 
 
 def placed_queued(job_id: uuid.UUID, view: PlacedView) -> QueuedJob:
@@ -92,7 +98,7 @@ def placed_queued(job_id: uuid.UUID, view: PlacedView) -> QueuedJob:
                      view.priority, view.model, at(view.arrival),
                      None if view.deadline is None else at(view.deadline), view.max_tokens,
                      view.prompt_estimate, view.prefix_key, 0, view.prefix_tokens,
-                     view.ttft_target_s, view.attempt)
+                     view.ttft_target_s, view.attempt, max_wait_s=view.max_wait_s)
 
 
 _JOBS = (select(*_QUEUED_COLUMNS).join(Tenant, Tenant.id == Job.tenant_id)

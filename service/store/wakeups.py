@@ -54,6 +54,7 @@ class PlacedView:
     prefix_tokens: int
     ttft_target_s: float | None
     attempt: int
+    max_wait_s: float | None = None  # its plan queues: the wait budget it was admitted with
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +169,8 @@ def _view_json(worker_id: str, view: PlacedView) -> str:
         "w": worker_id, "t": str(view.tenant_id), "tw": view.tenant_weight, "p": view.priority,
         "m": view.model, "a": view.arrival, "d": view.deadline, "mt": view.max_tokens,
         "pe": view.prompt_estimate, "pk": view.prefix_key, "pt": view.prefix_tokens,
-        "s": view.ttft_target_s, "n": view.attempt}, separators=(",", ":"))
+        "s": view.ttft_target_s, "n": view.attempt, "q": view.max_wait_s},
+        separators=(",", ":"))
 
 
 def _view_from_json(body: str) -> tuple[str, PlacedView]:
@@ -177,7 +179,8 @@ def _view_from_json(body: str) -> tuple[str, PlacedView]:
         uuid.UUID(v["t"]), float(v["tw"]), int(v["p"]), str(v["m"]), float(v["a"]),
         None if v["d"] is None else float(v["d"]), int(v["mt"]), int(v["pe"]),
         None if v["pk"] is None else str(v["pk"]), int(v["pt"]),
-        None if v["s"] is None else float(v["s"]), int(v["n"]))
+        None if v["s"] is None else float(v["s"]), int(v["n"]),
+        None if v["q"] is None else float(v["q"]))
 
 
 def notify(message: Wakeup) -> tuple[TextClause, dict[str, str]]:

@@ -106,6 +106,26 @@ def test_plans_are_editable_and_audited(admin: Admin):
     assert actions == ["tier.update", "tier.create"]
 
 
+def test_a_plan_admits_by_queue_by_default_and_says_its_mode(admin: Admin):
+    plans = {p["name"]: p for p in admin.ok("GET", "/admin/tiers")["data"]}
+    assert {p["admission_mode"] for p in plans.values() if p["name"] in (
+        "free", "standard", "premium", "enterprise")} == {"queue"}
+    name = f"mode{uuid.uuid4().hex[:6]}"
+    body = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 400,
+            "tpot_slo_ms": 60, "quotas": NO_LIMITS}
+    created = admin.ok("PUT", f"/admin/tiers/{name}", json=body)
+    assert (created["admission_mode"], created["max_queue_wait_ms"]) == ("queue", 30_000)
+    shed = admin.ok("PUT", f"/admin/tiers/{name}",
+                    json={**body, "admission_mode": "shed", "max_queue_wait_ms": 5_000})
+    assert (shed["admission_mode"], shed["max_queue_wait_ms"]) == ("shed", 5_000)
+    for field, value in (("admission_mode", "drop"), ("max_queue_wait_ms", 0),
+                         ("max_queue_wait_ms", 2**31)):
+        resp = admin.http.put(f"/admin/tiers/{name}", json={**body, field: value})
+        assert resp.status_code == 400, resp.text
+        assert resp.json()["error"]["param"] == field
+    admin.ok("DELETE", f"/admin/tiers/{name}")
+
+
 def test_a_plan_name_longer_than_the_column_is_a_400(admin: Admin):
     body = {"weight": 1, "allowed_service_tiers": ["default"], "ttft_slo_ms": 400,
             "tpot_slo_ms": 60, "quotas": NO_LIMITS}

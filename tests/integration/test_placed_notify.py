@@ -32,7 +32,9 @@ def test_the_notify_of_a_placed_job_carries_what_the_dispatcher_would_read(
     with sync_session(private_database_url) as session:
         session.execute(update(Tenant).where(Tenant.id == tenant_id).values(weight=3.5))
         plan = session.get(Tenant, tenant_id).plan  # type: ignore[union-attr]
-        ttft_ms = session.get(Plan, plan).ttft_slo_ms  # type: ignore[union-attr]
+        row = session.get(Plan, plan)
+        assert row is not None and row.admission_mode == "queue"
+        ttft_ms, max_wait_s = row.ttft_slo_ms, row.max_queue_wait_ms / 1000
         session.commit()
     listener = psycopg.connect(to_libpq_url(private_database_url), autocommit=True)
     listener.execute(f"LISTEN {wakeups.CHANNEL}")
@@ -47,7 +49,7 @@ def test_the_notify_of_a_placed_job_carries_what_the_dispatcher_would_read(
             return await create_job(
                 session, req, job_id=uuid.uuid4(),
                 classification=Classification(JobKind.REALTIME, 2, "default", deadline),
-                express=Express(Ticket("gpu:7", "t9"), 30.0, 3.5, ttft_ms / 1000))
+                express=Express(Ticket("gpu:7", "t9"), 30.0, 3.5, ttft_ms / 1000, max_wait_s))
 
     try:
         job = asyncio.run(insert())

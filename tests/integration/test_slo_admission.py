@@ -1,6 +1,8 @@
-"""Overload is shed at the door: a burst far past what a small pool can start within the plan's
-TTFT target gets 429 + Retry-After for the excess, before anything is stored, and every
-request that was accepted is served to its end."""
+"""Overload at the door, by the plan's admission mode. A plan that sheds: a burst far past what
+a small pool can start within the plan's TTFT target gets 429 + Retry-After for the excess,
+before anything is stored, and every request that was accepted is served to its end. A plan
+that queues: the same burst waits within the plan's queue wait budget, and only what would
+wait past it is refused."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 import redis
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from service.cli.bootstrap import create_tenant_with_key
 from service.store.db import sync_session
@@ -57,17 +59,35 @@ def _stream(stack: Stack, key: str, out: list[dict[str, object]]) -> None:
     out.append(result)
 
 
-def test_a_burst_past_the_target_is_shed_and_the_rest_served(small_pool: Stack) -> None:
-    settings = Settings(database_url=small_pool.database_url, redis_url=small_pool.redis_url)
-    tenant_id, key = create_tenant_with_key(settings, f"burst-{uuid.uuid4().hex[:6]}",
-                                            plan="premium")  # a 500 ms TTFT target
+def _plan(stack: Stack, mode: str, max_queue_wait_ms: int) -> str:
+    """A copy of the premium plan (a 500 ms TTFT target) with this admission mode."""
+    name = f"{mode}-{uuid.uuid4().hex[:6]}"
+    with sync_session(stack.database_url) as session:
+        session.execute(text(
+            "INSERT INTO tiers (name, weight, allowed_service_tiers, ttft_slo_ms, tpot_slo_ms, "
+            "quotas, admission_mode, max_queue_wait_ms) SELECT :name, weight, "
+            "allowed_service_tiers, ttft_slo_ms, tpot_slo_ms, quotas, :mode, :wait "
+            "FROM tiers WHERE name = 'premium'"),
+            {"name": name, "mode": mode, "wait": max_queue_wait_ms})
+        session.commit()
+    return name
+
+
+def _burst(stack: Stack, key: str, n: int) -> list[dict[str, object]]:
     results: list[dict[str, object]] = []
-    threads = [threading.Thread(target=_stream, args=(small_pool, key, results))
-               for _ in range(40)]
+    threads = [threading.Thread(target=_stream, args=(stack, key, results)) for _ in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(180)
+    return results
+
+
+def test_a_burst_past_the_target_is_shed_and_the_rest_served(small_pool: Stack) -> None:
+    settings = Settings(database_url=small_pool.database_url, redis_url=small_pool.redis_url)
+    tenant_id, key = create_tenant_with_key(settings, f"burst-{uuid.uuid4().hex[:6]}",
+                                            plan=_plan(small_pool, "shed", 30_000))
+    results = _burst(small_pool, key, 40)
     refused = [r for r in results if r["status"] == 429]
     served = [r for r in results if r["status"] == 200]
     assert len(refused) + len(served) == 40, results
@@ -85,3 +105,28 @@ def test_a_burst_past_the_target_is_shed_and_the_rest_served(small_pool: Stack) 
             Job.tenant_id == tenant_id).group_by(Job.status)).all())
     assert sum(statuses.values()) == len(served)
     assert statuses.get("succeeded", 0) == sum(bool(r["finished"]) for r in served)
+
+
+def test_a_queueing_plan_serves_the_burst_its_budget_holds(small_pool: Stack) -> None:
+    """The same 500 ms TTFT target, a plan that queues for up to 60 s: no refusal, and every
+    request of the burst answered in full, however far past the target its first token."""
+    settings = Settings(database_url=small_pool.database_url, redis_url=small_pool.redis_url)
+    _, key = create_tenant_with_key(settings, f"queue-{uuid.uuid4().hex[:6]}",
+                                    plan=_plan(small_pool, "queue", 60_000))
+    results = _burst(small_pool, key, 20)
+    assert [r["status"] for r in results] == [200] * 20, results
+    assert all(r["done"] and r["finished"] for r in results), results
+
+
+def test_a_queueing_plan_refuses_what_would_wait_past_its_budget(small_pool: Stack) -> None:
+    settings = Settings(database_url=small_pool.database_url, redis_url=small_pool.redis_url)
+    _, key = create_tenant_with_key(settings, f"tight-{uuid.uuid4().hex[:6]}",
+                                    plan=_plan(small_pool, "queue", 200))
+    results = _burst(small_pool, key, 40)
+    refused = [r for r in results if r["status"] == 429]
+    assert refused and len(refused) < 40, results
+    for r in refused:
+        error = r["error"]
+        assert error["code"] == "slo_unattainable"  # type: ignore[index]
+        assert "longest queue wait (0.2 s)" in error["message"]  # type: ignore[index]
+

@@ -118,6 +118,42 @@ def test_plan_save_confirms_reweighting(session: Callable[..., Session], world: 
     admin.ok("DELETE", f"/admin/tiers/{plan}")
 
 
+def test_plan_admission_mode_and_wait_budget(session: Callable[..., Session],
+                                            world: dict[str, Any]) -> None:
+    admin = world["admin"]
+    plan = f"m{uuid.uuid4().hex[:6]}"
+    body = {"weight": 1.0, "allowed_service_tiers": ["auto", "default"], "ttft_slo_ms": 900,
+            "tpot_slo_ms": 90,
+            "quotas": {"requests_per_minute": 100, "tokens_per_minute": "unlimited",
+                       "concurrent_requests": "unlimited", "batch_enqueued_tokens": "unlimited",
+                       "monthly_tokens": "unlimited", "monthly_alert_percent": 80}}
+    created = admin.ok("PUT", f"/admin/tiers/{plan}", json=body)
+    assert (created["admission_mode"], created["max_queue_wait_ms"]) == ("queue", 30_000)
+    page = session(WIDTHS[0]).go("plans")
+    form = page.locator(f'form[data-plan="{plan}"]')
+    form.locator('input[name="max_queue_wait_ms"]').fill("-5")
+    form.get_by_role("button", name="Save").click()
+    expect(form.locator(".field-error")).to_contain_text("above 0")
+    form.locator('input[name="max_queue_wait_ms"]').fill("12000")
+    form.get_by_role("button", name="Save").click()
+    expect(page.locator(".notice")).to_contain_text(f"Plan {plan} saved")
+    saved = {p["name"]: p for p in admin.ok("GET", "/admin/tiers")["data"]}[plan]
+    assert saved["max_queue_wait_ms"] == 12_000
+    form.locator('select[name="admission_mode"]').select_option("shed")
+    expect(form.locator('input[name="max_queue_wait_ms"]')).to_have_count(0)
+    form.get_by_role("button", name="Save").click()
+
+    def saved_mode() -> tuple[str, int]:
+        saved = {p["name"]: p for p in admin.ok("GET", "/admin/tiers")["data"]}[plan]
+        return saved["admission_mode"], saved["max_queue_wait_ms"]
+
+    deadline = time.monotonic() + 10
+    while saved_mode()[0] != "shed" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert saved_mode() == ("shed", 12_000)
+    admin.ok("DELETE", f"/admin/tiers/{plan}")
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_batch_progress_and_cancel_confirmation(session: Callable[..., Session],
                                                 world: dict[str, Any], width: int):

@@ -37,7 +37,8 @@ def test_a_system_prompt_becomes_prefix_key_and_its_length_estimate() -> None:
     row = SimpleNamespace(
         id=uuid.uuid4(), seq=1, tenant_id=uuid.uuid4(), weight=1.0, kind="realtime",
         priority=1, model="m", created_at=dt.datetime.now(dt.UTC), deadline_at=None,
-        max_tokens=16, generated=0, ttft_slo_ms=500, attempt=0, endpoint="chat.completions",
+        max_tokens=16, generated=0, ttft_slo_ms=500, max_wait_ms=None, attempt=0,
+        endpoint="chat.completions",
         request={"messages": [system, {"role": "user", "content": "hi"}]},
     )
     view = job_view(_to_queued(row))  # type: ignore[arg-type]
@@ -45,8 +46,13 @@ def test_a_system_prompt_becomes_prefix_key_and_its_length_estimate() -> None:
     assert 140 <= view.prefix_tokens <= 160  # ~4 characters a token of the 600-character prompt
     assert view.prompt_tokens > view.prefix_tokens
     assert view.ttft_slo_s == 0.5  # the tenant's plan's target, not the request's deadline
+    assert view.max_wait_s is None  # the plan sheds by its target
     row.request = {"messages": [{"role": "user", "content": "hi"}]}  # no shared prefix
     assert job_view(_to_queued(row)).prefix_tokens == 0  # type: ignore[arg-type]
+    row.max_wait_ms = 20_000  # a plan that queues: its wait budget reaches the policy
+    assert job_view(_to_queued(row)).max_wait_s == 20.0  # type: ignore[arg-type]
+    row.kind = "batch"  # batch is never judged at the door
+    assert job_view(_to_queued(row)).max_wait_s is None  # type: ignore[arg-type]
 
 
 def test_a_worker_silent_while_others_beat_is_dead() -> None:

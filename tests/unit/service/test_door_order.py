@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -31,12 +32,14 @@ class FakeGate:
         self.counted_retry = counted_retry  # the answer to a look that counts an admission
         self.admitted = 0
         self.prompts: list[int] = []
+        self.rules: list[tuple[float, float | None]] = []  # (target_s, max_wait_s) per look
 
     async def check(self, model: str, *, prompt_tokens: int, target_s: float,
-                    count: bool = True, tenant: str | None = None, weight: float = 1.0
-                    ) -> int | None:
+                    count: bool = True, tenant: str | None = None, weight: float = 1.0,
+                    max_wait_s: float | None = None) -> int | None:
         assert tenant == str(TENANT.id) and weight == TENANT.weight  # judged as its tenant
         self.prompts.append(prompt_tokens)
+        self.rules.append((target_s, max_wait_s))
         retry = self.counted_retry if count else self.retry
         if retry is None and count:
             self.admitted += 1
@@ -50,8 +53,9 @@ class FakeGate:
 class FakePolicies:
     """The door's policy sources, with no database: the read always succeeds."""
 
-    def __init__(self, calls: list[str]) -> None:
+    def __init__(self, calls: list[str], policy: TenantPolicy) -> None:
         self.calls = calls
+        self.policy = policy
         self.hints: dict[Any, DoorPolicy] = {}
 
     def hint(self, req: DoorRequest) -> DoorPolicy | None:
@@ -62,7 +66,7 @@ class FakePolicies:
 
     async def read(self, session: Any, req: DoorRequest) -> DoorPolicy:
         self.calls.append("policy")
-        self.hints[req.tenant.id] = door = DoorPolicy(POLICY, "default")
+        self.hints[req.tenant.id] = door = DoorPolicy(self.policy, "default")
         return door
 
 
@@ -85,12 +89,14 @@ class FakeQuotas:
         return SimpleNamespace(express_ticket=self.placed, refund=refund)
 
 
-POLICY = TenantPolicy("premium", QuotaLimits(0, 0, 0, 0, 0), ("default",), 500, 50)
+# A plan that sheds by its 500 ms TTFT target; QUEUED waits up to 20 s instead.
+POLICY = TenantPolicy("premium", QuotaLimits(0, 0, 0, 0, 0), ("default",), 500, 50, "shed")
+QUEUED = replace(POLICY, admission_mode="queue", max_queue_wait_ms=20_000)
 
 
 def _door(monkeypatch: pytest.MonkeyPatch, gate: FakeGate, quota_error: APIError | None,
-          placed: str | None = "w1|t1", settings: Settings | None = None
-          ) -> tuple[door.Door, list[str]]:
+          placed: str | None = "w1|t1", settings: Settings | None = None,
+          policy: TenantPolicy = POLICY) -> tuple[door.Door, list[str]]:
     calls: list[str] = []
 
     async def no_session(session: Any) -> None:  # no database here: the reads are faked
@@ -98,7 +104,7 @@ def _door(monkeypatch: pytest.MonkeyPatch, gate: FakeGate, quota_error: APIError
 
     monkeypatch.setattr(door, "without_transaction", no_session)
     the_door = door.Door(settings or Settings(), gate,  # type: ignore[arg-type]
-                         FakePolicies(calls), FakeQuotas(calls, quota_error, placed))
+                         FakePolicies(calls, policy), FakeQuotas(calls, quota_error, placed))
     return the_door, calls
 
 
@@ -182,3 +188,24 @@ def test_a_refusal_within_the_hint_ttl_reads_nothing(monkeypatch: pytest.MonkeyP
     gate.retry = gate.counted_retry = None  # an admission always re-reads the policy
     asyncio.run(_admit(the_door))
     assert calls == ["policy", "reserve+hand-off"] * 2
+
+
+def test_a_queueing_plan_is_judged_by_its_wait_budget_and_deadline(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = FakeGate(retry=4)
+    the_door, calls = _door(monkeypatch, gate, quota_error=None, policy=QUEUED)
+    with pytest.raises(APIError) as refused:
+        asyncio.run(_admit(the_door))
+    assert refused.value.status == 429 and refused.value.code == "slo_unattainable"
+    assert "longest queue wait (20 s)" in refused.value.message
+    assert refused.value.reason == "queue_wait_exceeded" and calls == ["policy"]
+    target_s, max_wait_s = gate.rules[-1]
+    assert max_wait_s == 20.0 and target_s > 30  # the realtime deadline, not the 0.5 s target
+
+
+def test_a_shedding_plan_is_judged_by_its_ttft_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = FakeGate(retry=None)
+    the_door, _ = _door(monkeypatch, gate, quota_error=None)
+    asyncio.run(_admit(the_door))
+    assert gate.rules[0] == (0.5, None)
+

@@ -54,10 +54,10 @@ def test_the_wire_format_is_the_documented_one() -> None:
     assert w.encode(w.JobQueued(job, traced)) == f"new:{job}:{traced}"
     assert w.encode(w.Rescan()) == "scan"
     assert w.encode(w.JobPlaced(job, "gpu:0", "7")) == f"placed:{job}:7::gpu:0"
-    view = w.PlacedView(job, 2.0, 1, "m", 1.5, None, 64, 10, None, 0, 0.5, 1)
+    view = w.PlacedView(job, 2.0, 1, "m", 1.5, None, 64, 10, None, 0, 0.5, 1, 30.0)
     assert w.encode(w.JobPlaced(job, "gpu:0", "7", traced, view)) == (
         f'placedv:{job}:7:{traced}:{{"w":"gpu:0","t":"{job}","tw":2.0,"p":1,"m":"m",'
-        f'"a":1.5,"d":null,"mt":64,"pe":10,"pk":null,"pt":0,"s":0.5,"n":1}}')
+        f'"a":1.5,"d":null,"mt":64,"pe":10,"pk":null,"pt":0,"s":0.5,"n":1,"q":30.0}}')
 
 
 @pytest.mark.parametrize("payload", ["", "new:", "new:not-a-uuid", "done:x", "bogus:1",

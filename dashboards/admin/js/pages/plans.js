@@ -1,4 +1,5 @@
-// Tenant plans as forms: weight, SLO targets, allowed service tiers, default quotas. Saving a
+// Tenant plans as forms: weight, SLO targets, admission mode, allowed service tiers, default
+// quotas. Saving a
 // plan that has tenants changes their service: it asks first (and says when it reweights them).
 // The admin API still calls a plan a tier: /admin/tiers, and the tenant search's tier filter.
 import { html, useState } from "../lib.js";
@@ -8,12 +9,15 @@ import { Empty, Field, Loaded, attempt, confirmAction, fmt, serverErrors } from 
 import { QUOTA_FIELDS, checkQuota } from "../quotas.js";
 
 const SERVICE_TIERS = ["auto", "default", "flex", "priority"];
-const FIELDS = ["name", "weight", "ttft_slo_ms", "tpot_slo_ms", "allowed_service_tiers",
-  ...QUOTA_FIELDS.map(([f]) => f)];
+const FIELDS = ["name", "weight", "ttft_slo_ms", "tpot_slo_ms", "admission_mode",
+  "max_queue_wait_ms", "allowed_service_tiers", ...QUOTA_FIELDS.map(([f]) => f)];
+const MODES = [["queue", "Queue within the wait budget"], ["shed", "Refuse what would miss the TTFT target"]];
 
 function toForm(t) {
   return { name: t ? t.name : "", weight: t ? String(t.weight) : "1",
     ttft_slo_ms: t ? String(t.ttft_slo_ms) : "1000", tpot_slo_ms: t ? String(t.tpot_slo_ms) : "100",
+    admission_mode: t ? t.admission_mode : "queue",
+    max_queue_wait_ms: t ? String(t.max_queue_wait_ms) : "30000",
     allowed: t ? [...t.allowed_service_tiers] : ["auto", "default"],
     quotas: Object.fromEntries(QUOTA_FIELDS.map(([f]) => [f, t && t.quotas[f] != null
       ? String(t.quotas[f]) : f === "monthly_alert_percent" ? "80" : "unlimited"])) };
@@ -25,7 +29,7 @@ function check(form, isNew) {
   if (isNew && !/^[A-Za-z0-9._-]{1,32}$/.test(form.name)) errors.name = "Letters, digits, '.', '_' or '-', at most 32.";
   const w = num(form.weight);
   if (!(w > 0 && w <= 1000)) errors.weight = "A number above 0, at most 1000.";
-  for (const f of ["ttft_slo_ms", "tpot_slo_ms"]) {
+  for (const f of ["ttft_slo_ms", "tpot_slo_ms", "max_queue_wait_ms"]) {
     const v = num(form[f]);
     if (!Number.isInteger(v) || v <= 0 || v > 86400000) errors[f] = "Whole milliseconds, above 0.";
   }
@@ -38,6 +42,7 @@ function check(form, isNew) {
     else if (f !== "monthly_alert_percent") errors[f] = "A whole number, or unlimited.";
   }
   return { errors, body: { weight: w, ttft_slo_ms: num(form.ttft_slo_ms), tpot_slo_ms: num(form.tpot_slo_ms),
+    admission_mode: form.admission_mode, max_queue_wait_ms: num(form.max_queue_wait_ms),
     allowed_service_tiers: SERVICE_TIERS.filter((s) => form.allowed.includes(s)), quotas } };
 }
 
@@ -58,7 +63,7 @@ function PlanForm({ plan, tenants, reload }) {
       if (!await confirmAction({ title: `Save plan ${name}?`, action: "Save plan",
         body: html`<p>This changes service for ${fmt(tenants)} tenant${tenants === 1 ? "" : "s"} at once:
           ${reweights ? html` <strong>their fair-share weight goes from ${plan.weight} to ${body.weight}</strong>,` : ""}
-          their SLO targets, allowed service tiers and default quotas are what this form says.</p>` })) return;
+          their SLO targets, admission mode, allowed service tiers and default quotas are what this form says.</p>` })) return;
     }
     const r = await attempt(() => api("PUT", `/admin/tiers/${encodeURIComponent(name)}`, body), `Plan ${name} saved`,
       { inForm: true });
@@ -82,6 +87,12 @@ function PlanForm({ plan, tenants, reload }) {
       ${input("weight", "Fair-share weight")}
       ${input("ttft_slo_ms", "TTFT target (ms)")}
       ${input("tpot_slo_ms", "TPOT target (ms)")}
+      <${Field} label="Realtime admission" name=${`${name}-admission_mode`} error=${errors.admission_mode}>
+        <select id=${`f-${name}-admission_mode`} name="admission_mode" value=${form.admission_mode}
+          onChange=${(e) => set("admission_mode", e.target.value)}>
+          ${MODES.map(([v, label]) => html`<option value=${v} selected=${form.admission_mode === v}>${label}</option>`)}
+        </select></${Field}>
+      ${form.admission_mode === "queue" && input("max_queue_wait_ms", "Longest queue wait (ms)")}
     </div>
     <fieldset class=${errors.allowed_service_tiers ? "invalid" : ""}><legend>Allowed service_tier values</legend>
       ${SERVICE_TIERS.map((s) => html`<label class="check"><input type="checkbox" checked=${form.allowed.includes(s)}
