@@ -1,13 +1,14 @@
-"""Overload at the door: realtime arrivals at 4x what the pool sustains, with admission by
-predicted TTFT (service/api/slo_gate.py) on, and off for comparison.
+"""Overload at the door: realtime arrivals at 4x what the pool sustains, with admission at the
+door (service/api/slo_gate.py) on, and off for comparison.
 
     python bench/overload.py [--factor 4] [--seconds 60] [--workers 2] [--slots 4]
+                             [--admission-mode queue|shed] [--max-queue-wait-ms 30000]
 
 A private stack (embedded Postgres and Redis, simulated engines with few slots, so that the
-engines, not this 2-core box's API and load generator, are what saturates) serves two
-tenants: premium
-(500 ms TTFT target) and standard (1 s). First the sustainable rate is measured: a saturating
-burst with admission off, completions per second. Then Poisson arrivals at ``factor`` times
+engines, not the API and the load generator on a small host, are what saturates) serves two
+tenants: premium (500 ms TTFT target) and standard (1 s), both plans set to
+``--admission-mode`` (queue, as the built-in plans are, or shed by the TTFT target). First the
+sustainable rate is measured: a saturating burst with admission off, completions per second. Then Poisson arrivals at ``factor`` times
 that rate, streamed, half from each tenant, once with admission on and once off. Printed per
 run: accepted and refused, accepted TTFT p50/p99 and p99 / target per plan, refusal latency
 p50/p99, and accepted requests that did not finish (lost).
@@ -28,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import httpx
+from sqlalchemy import text
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -37,6 +39,7 @@ from harness import pct  # noqa: E402
 
 from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
 from service.cli.embedded import EmbeddedServers  # noqa: E402
+from service.store.db import sync_session  # noqa: E402
 from service.store.migrate import upgrade  # noqa: E402
 from service.store.settings import Settings  # noqa: E402
 from service.store.telemetry.gc_pauses import freeze_startup_heap  # noqa: E402
@@ -261,12 +264,24 @@ def main() -> None:
                              "requests spread round-robin as a load balancer would")
     parser.add_argument("--dump", type=Path, default=None,
                         help="write every request's outcome of the admission-on run as JSON lines")
+    parser.add_argument("--admission-mode", choices=["queue", "shed"], default="queue",
+                        help="the two plans' realtime admission (docs/tenancy.md): queue "
+                             "within --max-queue-wait-ms, or shed by the TTFT target")
+    parser.add_argument("--max-queue-wait-ms", type=int, default=30_000)
     parser.add_argument("--on-only", action="store_true",
                         help="skip the run with admission off (measure capacity only)")
     args = parser.parse_args()
     servers = EmbeddedServers(Path(tempfile.mkdtemp(prefix="fairway-overload-")))
     servers.start(need_db=True, need_redis=True)
     upgrade(servers.database_url)
+    with sync_session(servers.database_url) as session:
+        session.execute(text("UPDATE tiers SET admission_mode = :mode, max_queue_wait_ms = :wait "
+                             "WHERE name = ANY(:names)"),
+                        {"mode": args.admission_mode, "wait": args.max_queue_wait_ms,
+                         "names": list(TARGETS)})
+        session.commit()
+    print(f"admission: {args.admission_mode}"
+          + (f" within {args.max_queue_wait_ms} ms" if args.admission_mode == "queue" else ""))
     env = {"FAIRWAY_SERVED_MODEL_NAME": MODEL, "FAIRWAY_MAX_NUM_SEQS": str(args.slots),
            "FAIRWAY_LOG_LEVEL": "WARNING", "FAIRWAY_METRICS_ENABLED": "false",
            "FAIRWAY_SIM_SPEED": str(args.sim_speed)}
