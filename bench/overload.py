@@ -8,8 +8,9 @@ A private stack (embedded Postgres and Redis, simulated engines with few slots, 
 engines, not the API and the load generator on a small host, are what saturates) serves two
 tenants: premium (500 ms TTFT target) and standard (1 s), both plans set to
 ``--admission-mode`` (queue, as the built-in plans are, or shed by the TTFT target). First the
-sustainable rate is measured: a saturating burst with admission off, completions per second. Then Poisson arrivals at ``factor`` times
-that rate, streamed, half from each tenant, once with admission on and once off. Printed per
+sustainable rate is measured: a saturating burst with admission off, completions per second.
+Then Poisson arrivals at ``factor`` times that rate, streamed, half from each tenant, once
+with admission on and once off. Printed per
 run: accepted and refused, accepted TTFT p50/p99 and p99 / target per plan, refusal latency
 p50/p99, and accepted requests that did not finish (lost).
 """
