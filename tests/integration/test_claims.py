@@ -7,11 +7,14 @@ import asyncio
 import datetime as dt
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import select
+import pytest
+from sqlalchemy import select, text
 
-from service.store import lifecycle
+from service.cli.bootstrap import create_tenant_with_key
+from service.store import job_queries, lifecycle
 from service.store.db import async_sessionmaker_for, sync_session
 from service.store.models.jobs import Job
 from service.store.outages import Dependencies
@@ -19,6 +22,20 @@ from service.store.settings import EngineSettings, Settings
 from worker.claims import Claims
 
 WORKER = "claims-w"
+
+
+
+@pytest.fixture
+def database_url(private_database_url: str) -> str:
+    """A database of this test's own: its rows are left with workers that do not exist, and
+    the session stack's dispatcher must not re-queue and run them."""
+    return private_database_url
+
+
+@pytest.fixture
+def make_tenant(database_url: str) -> Callable[[], tuple[uuid.UUID, str]]:
+    settings = Settings(database_url=database_url)
+    return lambda: create_tenant_with_key(settings, f"t-{uuid.uuid4().hex[:8]}")
 
 
 def assigned_job(database_url: str, tenant_id: uuid.UUID,
@@ -84,3 +101,17 @@ def test_a_parked_job_resumes_from_its_checkpoint(database_url: str, make_tenant
     after_park, after_loss = asyncio.run(main())
     assert after_park.checkpoint == [4, 5, 6] and after_park.resume_of == "preemption"
     assert after_loss.checkpoint == [7] and after_loss.resume_of == "retry"
+
+
+def test_no_checkpoint_is_sql_null_which_the_dispatchers_read_takes(database_url: str,
+                                                                   make_tenant: Any) -> None:
+    """JSON null would be a scalar, and the dispatcher's read of queued jobs takes the
+    checkpoint's array length: one such row stopped every dispatcher term."""
+    tenant_id, _ = make_tenant()
+    job_id = assigned_job(database_url, tenant_id, checkpoint=None)
+    with sync_session(database_url) as session:
+        session.execute(text("UPDATE jobs SET status = 'queued' WHERE id = :id"), {"id": job_id})
+        assert session.scalar(select(Job.checkpoint_token_ids.is_(None)).where(
+            Job.id == job_id)) is True
+        queued = job_queries.fetch_queued(session, job_ids=[job_id])
+        assert [job.generated_tokens for job in queued] == [0]

@@ -80,7 +80,8 @@ class Job(Base):
     completion_tokens: Mapped[int | None] = mapped_column(Integer)
     cached_tokens: Mapped[int | None] = mapped_column(Integer)
     # Generated token ids so far; a resumed attempt continues from prompt + these.
-    checkpoint_token_ids: Mapped[list[int] | None] = mapped_column(JSONB)
+    # None is SQL NULL, not JSON null: the dispatcher's read takes its array length.
+    checkpoint_token_ids: Mapped[list[int] | None] = mapped_column(JSONB(none_as_null=True))
     # Preemption record: how often, prefill paid again on resume, and time spent parked.
     preemptions: Mapped[int] = mapped_column(Integer, server_default="0", default=0)
     recomputed_tokens: Mapped[int] = mapped_column(Integer, server_default="0", default=0)
