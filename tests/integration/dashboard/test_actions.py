@@ -129,7 +129,8 @@ def test_plan_admission_mode_and_wait_budget(session: Callable[..., Session],
                        "monthly_tokens": "unlimited", "monthly_alert_percent": 80}}
     created = admin.ok("PUT", f"/admin/tiers/{plan}", json=body)
     assert (created["admission_mode"], created["max_queue_wait_ms"]) == ("queue", 30_000)
-    page = session(WIDTHS[0]).go("plans")
+    s = session(WIDTHS[0])
+    page = s.go("plans")
     form = page.locator(f'form[data-plan="{plan}"]')
     form.locator('input[name="max_queue_wait_ms"]').fill("-5")
     form.get_by_role("button", name="Save").click()
@@ -139,6 +140,11 @@ def test_plan_admission_mode_and_wait_budget(session: Callable[..., Session],
     expect(page.locator(".notice")).to_contain_text(f"Plan {plan} saved")
     saved = {p["name"]: p for p in admin.ok("GET", "/admin/tiers")["data"]}[plan]
     assert saved["max_queue_wait_ms"] == 12_000
+    # A fresh page: the save's reload re-mounts the form, and a choice made before that
+    # landed would be lost with it.
+    page.reload()
+    form = page.locator(f'form[data-plan="{plan}"]')
+    expect(form.locator('input[name="max_queue_wait_ms"]')).to_have_value("12000")
     form.locator('select[name="admission_mode"]').select_option("shed")
     expect(form.locator('input[name="max_queue_wait_ms"]')).to_have_count(0)
     form.get_by_role("button", name="Save").click()
