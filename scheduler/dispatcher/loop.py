@@ -192,7 +192,6 @@ class Dispatcher:
 
     def _handle(self, payloads: list[str]) -> None:
         new_ids: list[uuid.UUID] = []
-        placed: dict[uuid.UUID, str] = {}  # placed at insert (express), no view -> its worker
         unbooked: list[tuple[uuid.UUID, int, str]] = []  # placed where the policy has no room
         heard_ns = time.time_ns()
         for payload in payloads:
@@ -203,11 +202,9 @@ class Dispatcher:
                 case wakeups.JobPlaced(job_id, worker_id, ticket, _traceparent, view):
                     self.express.heard(worker_id, ticket)
                     # Booked from its NOTIFY, in order: a JobEnded later in this batch then
-                    # frees what it booked. Without a view (an older API), read after the loop.
-                    if view is None:
-                        placed[job_id] = worker_id
-                    elif not self.sender.book_placed(store.placed_queued(job_id, view),
-                                                     worker_id):
+                    # frees what it booked.
+                    if not self.sender.book_placed(store.placed_queued(job_id, view),
+                                                   worker_id):
                         unbooked.append((job_id, view.attempt, worker_id))
                 case wakeups.JobEnded(job_id, _worker, prompt, completion):
                     self._release(str(job_id), prompt, completion)
@@ -224,10 +221,8 @@ class Dispatcher:
                     self._next_scan = 0.0
                 case None:
                     log.warning("unreadable wake-up ignored: %.80s", payload)
-        if new_ids or placed or unbooked:  # one read each: no transaction around them
+        if new_ids or unbooked:  # one read each: no transaction around them
             with sync_autocommit_session(self.settings.database_url) as session:
-                if placed:
-                    self.sender.took_placed(session, placed)
                 for job_id, attempt, worker_id in unbooked:
                     self.sender.requeue_placed(session, job_id, attempt, worker_id)
                 if new_ids:

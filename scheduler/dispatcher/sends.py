@@ -165,15 +165,6 @@ class Sender:
                 0, 429, "slo_unattainable", message, retry_after=retry)))
 
     # -- jobs the API placed at insert (express) -------------------------------------------------
-    def took_placed(self, session: Session, placed: dict[uuid.UUID, str]) -> None:
-        """Jobs the API placed at insert with express tickets, heard without their view (an
-        API process from before the NOTIFY carried it): read, then booked as ``book_placed``.
-        A job that already ended is not read at all."""
-        for job in store.fetch_placed(session, job_ids=placed):
-            worker_id = placed[job.job_id]
-            if not self.book_placed(job, worker_id):
-                self.requeue_placed(session, job.job_id, job.attempt, worker_id)
-
     def book_placed(self, job: store.QueuedJob, worker_id: str) -> bool:
         """The policy counts a placed job where it runs; False when it cannot hold it there
         (its worker was lost meanwhile): the caller then ``requeue_placed``s it."""

@@ -127,8 +127,9 @@ def fetch_queued(session: Session, *, job_ids: Iterable[uuid.UUID] | None = None
 
 
 def fetch_placed(session: Session, *, job_ids: Iterable[uuid.UUID]) -> list[QueuedJob]:
-    """The policy's view of jobs the API placed at insert (service.jobs.express_handoff) that are
-    still assigned or running."""
+    """The policy's view of jobs the API placed at insert (service.jobs.express_handoff) that
+    are still assigned or running, read from their rows: what a placed job's NOTIFY carries
+    instead (``placed_queued``), and what the tests hold that NOTIFY to."""
     return [_to_queued(r) for r in session.connection().execute(
         _PLACED_BY_ID, {"p_job_ids": list(job_ids)})]
 

@@ -60,16 +60,14 @@ class PlacedView:
 @dataclass(frozen=True, slots=True)
 class JobPlaced:
     """A new realtime job was placed at insert with an express ticket: it is assigned to
-    ``worker_id`` already. Wire: ``placed:<job>:<ticket>:<traceparent or empty>:<worker>``
-    (the worker last: its id may hold ':'), or with its view ``placedv:<job>:<ticket>:
-    <traceparent or empty>:<JSON of the worker and the view>`` (a dispatcher before the view
-    ignores this op, so dispatchers are upgraded before API processes)."""
+    ``worker_id`` already, and ``view`` is what the dispatcher's policy needs of it. Wire:
+    ``placedv:<job>:<ticket>:<traceparent or empty>:<JSON of the worker and the view>``."""
 
     job_id: uuid.UUID
     worker_id: str
     ticket: str
-    traceparent: str | None = None
-    view: PlacedView | None = None
+    traceparent: str | None
+    view: PlacedView
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +112,8 @@ def encode(message: Wakeup) -> str:
             return f"new:{job_id}"
         case JobQueued(job_id, traceparent):
             return f"new:{job_id}:{traceparent}"
-        case JobPlaced(job_id, worker_id, ticket, traceparent, PlacedView() as view):
+        case JobPlaced(job_id, worker_id, ticket, traceparent, view):
             return f"placedv:{job_id}:{ticket}:{traceparent or ''}:{_view_json(worker_id, view)}"
-        case JobPlaced(job_id, worker_id, ticket, traceparent, None):
-            return f"placed:{job_id}:{ticket}:{traceparent or ''}:{worker_id}"
         case JobEnded(job_id, worker_id, prompt, completion):
             return f"done:{job_id}:{worker_id}:{prompt}:{completion}"
         case JobParked(job_id, worker_id, generated):
@@ -136,11 +132,6 @@ def decode(payload: str) -> Wakeup | None:
         if op == "new":  # a traceparent has no ':' (W3C: hex fields joined by '-')
             job, _, traceparent = rest.partition(":")
             return JobQueued(uuid.UUID(job), traceparent or None)
-        if op == "placed":
-            job, ticket, traceparent, worker = rest.split(":", 3)
-            if not ticket or not worker:
-                return None
-            return JobPlaced(uuid.UUID(job), worker, ticket, traceparent or None)
         if op == "placedv":
             job, ticket, traceparent, body = rest.split(":", 3)
             worker, view = _view_from_json(body)

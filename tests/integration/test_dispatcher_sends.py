@@ -227,7 +227,8 @@ def test_a_job_placed_at_insert_is_booked_on_its_worker(settings: Settings) -> N
     sender = _sender(settings, policy, requeued=requeued)
     try:
         with sync_autocommit_session(settings.database_url) as session:
-            sender.took_placed(session, {uuid.UUID(rt): worker})
+            (job,) = store.fetch_placed(session, job_ids=[uuid.UUID(rt)])  # as its NOTIFY says
+            assert sender.book_placed(job, worker)
         assert sender.placed == {rt: (worker, JobClass.REALTIME)}
         assert sender.awaiting_first == {rt}
         assert policy.worker_of(rt) == worker and requeued == []
@@ -242,7 +243,9 @@ def test_a_job_placed_on_a_worker_the_policy_lost_is_queued_again(settings: Sett
     sender = _sender(settings, _policy_with(None), requeued=requeued)
     try:
         with sync_autocommit_session(settings.database_url) as session:
-            sender.took_placed(session, {uuid.UUID(rt): "ds-lost"})
+            (job,) = store.fetch_placed(session, job_ids=[uuid.UUID(rt)])
+            assert not sender.book_placed(job, "ds-lost")  # the dispatcher then queues it again
+            sender.requeue_placed(session, job.job_id, job.attempt, "ds-lost")
         assert _rows(settings, [rt]) == {rt: ("queued", None)}
         assert requeued == [rt]  # it arrives again, for a pass to place
         assert sender.placed == {} and sender.awaiting_first == set()

@@ -21,11 +21,11 @@ traceparents = st.builds(lambda t, s, f: f"00-{t:032x}-{s:016x}-{f:02x}",
 finite = st.floats(min_value=0, max_value=1e10, allow_nan=False)
 views = st.builds(w.PlacedView, ids, finite, st.integers(0, 100), workers, finite,
                   st.none() | finite, counts, counts, st.none() | st.text(max_size=16),
-                  counts, st.none() | finite, st.integers(0, 1000))
+                  counts, st.none() | finite, st.integers(0, 1000), st.none() | finite)
 messages = st.one_of(
     st.builds(w.JobQueued, ids, st.none() | traceparents),
     st.builds(w.JobPlaced, ids, workers, workers.filter(lambda t: ":" not in t),
-              st.none() | traceparents, st.none() | views),
+              st.none() | traceparents, views),
     st.builds(w.JobEnded, ids, workers, counts, counts),
     st.builds(w.JobParked, ids, workers, counts),
     st.builds(w.JobCancelled, ids),
@@ -53,7 +53,7 @@ def test_the_wire_format_is_the_documented_one() -> None:
     traced = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     assert w.encode(w.JobQueued(job, traced)) == f"new:{job}:{traced}"
     assert w.encode(w.Rescan()) == "scan"
-    assert w.encode(w.JobPlaced(job, "gpu:0", "7")) == f"placed:{job}:7::gpu:0"
+    assert w.decode(f"placed:{job}:7::gpu:0") is None  # a placed job carries its view
     view = w.PlacedView(job, 2.0, 1, "m", 1.5, None, 64, 10, None, 0, 0.5, 1, 30.0)
     assert w.encode(w.JobPlaced(job, "gpu:0", "7", traced, view)) == (
         f'placedv:{job}:7:{traced}:{{"w":"gpu:0","t":"{job}","tw":2.0,"p":1,"m":"m",'
