@@ -21,6 +21,9 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from service.store.settings_doc import replace_table as replace_between
+from service.store.settings_doc import table_cell
+
 ROOT = Path(__file__).resolve().parents[1]
 CURRENT = ROOT / "docs" / "results" / "current.json"
 README = ROOT / "README.md"
@@ -65,22 +68,14 @@ def markdown_table(rows: list[Row]) -> str:
     lines = ["| bench | command | figure | target | met? |", "|---|---|---|---|---|"]
     for row in rows:
         bench = f"[{row.bench}]({row.details})" if row.details else row.bench
-        lines.append(f"| {_cell(bench)} | `{_cell(row.command)}` | {_cell(row.figure)} "
-                     f"| {_cell(row.target)} | {row.met} |")
+        lines.append(f"| {table_cell(bench)} | `{table_cell(row.command)}` "
+                     f"| {table_cell(row.figure)} | {table_cell(row.target)} | {row.met} |")
     return "\n".join(lines) + "\n"
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def replace_table(text: str, table: str) -> str:
-    """``text`` with what lies between the markers replaced by ``table``."""
-    head, sep, rest = text.partition(START + "\n")
-    _old, sep2, tail = rest.partition(END)
-    if not sep or not sep2:
-        raise ValueError(f"the markers {START} and {END} are missing")
-    return head + sep + table + sep2 + tail
+    """``text`` with the README's results table replaced by ``table``."""
+    return replace_between(text, table, START, END)
 
 
 def render(readme_text: str, rows: list[Row]) -> str:

@@ -65,21 +65,23 @@ def _default(field: FieldInfo) -> str:
 
 def markdown_table() -> str:
     lines = ["| variable | setting | default | meaning |", "|---|---|---|---|"]
-    lines += [f"| `{var}` | `{setting}` | {default} | {_cell(meaning)} |"
+    lines += [f"| `{var}` | `{setting}` | {default} | {table_cell(meaning)} |"
               for var, setting, default, meaning in rows()]
     return "\n".join(lines) + "\n"
 
 
-def _cell(text: str) -> str:
+def table_cell(text: str) -> str:
+    """``text`` as one markdown table cell."""
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def replace_table(text: str, table: str) -> str:
-    """``text`` with what lies between the markers replaced by ``table``."""
-    head, sep, rest = text.partition(START + "\n")
-    _old, sep2, tail = rest.partition(END)
+def replace_table(text: str, table: str, start: str = START, end: str = END) -> str:
+    """``text`` with what lies between the markers ``start`` and ``end`` replaced by
+    ``table`` (a generated table kept in a hand-written page)."""
+    head, sep, rest = text.partition(start + "\n")
+    _old, sep2, tail = rest.partition(end)
     if not sep or not sep2:
-        raise ValueError(f"the markers {START} and {END} are missing")
+        raise ValueError(f"the markers {start} and {end} are missing")
     return head + sep + table + sep2 + tail
 
 
