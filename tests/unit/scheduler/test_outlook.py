@@ -7,7 +7,13 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.outlook import alone_ttft, door_refusal, predict_new_ttft, queue_wait_s
+from scheduler.outlook import (
+    RealtimeOutlook,
+    alone_ttft,
+    door_refusal,
+    predict_new_ttft,
+    queue_wait_s,
+)
 from scheduler.policies import FairwayConfig, make_policy
 from scheduler.policies.admission import predict_ttft
 from scheduler.policies.fairway import FairwayPolicy
@@ -54,13 +60,19 @@ def test_jobs_admitted_since_the_outlook_count_against_the_next() -> None:
     assert waits[0] < waits[1] < waits[2]
 
 
-def test_the_door_refuses_above_its_share_of_the_target_unless_alone_misses_too() -> None:
+def _busy_outlook() -> RealtimeOutlook:
+    """Two workers with 40 realtime jobs queued."""
     policy = make_policy("fairway", FairwayConfig())
     for wid in ("w1", "w2"):
         policy.on_worker_heartbeat(_worker(wid))
     for i in range(40):
         policy.on_job_arrived(_job(i))
     (outlook,) = policy.outlook(100.0)
+    return outlook
+
+
+def test_the_door_refuses_above_its_share_of_the_target_unless_alone_misses_too() -> None:
+    outlook = _busy_outlook()
     predicted = predict_new_ttft(outlook, prompt_tokens=200, extra_jobs=2)
     # admitted below 0.7 of the target, refused above it with the overshoot as Retry-After
     assert door_refusal(outlook, prompt_tokens=200, target_s=predicted / 0.69,
@@ -73,12 +85,7 @@ def test_the_door_refuses_above_its_share_of_the_target_unless_alone_misses_too(
 
 
 def test_queue_mode_refuses_only_past_the_wait_budget_or_the_deadline() -> None:
-    policy = make_policy("fairway", FairwayConfig())
-    for wid in ("w1", "w2"):
-        policy.on_worker_heartbeat(_worker(wid))
-    for i in range(40):
-        policy.on_job_arrived(_job(i))
-    (outlook,) = policy.outlook(100.0)
+    outlook = _busy_outlook()
     predicted = predict_new_ttft(outlook, prompt_tokens=200)
     wait = queue_wait_s(outlook, ahead=float(outlook.rt_queued), extra_jobs=0)
     assert wait > 1.0  # a busy pool: a TTFT target of a second is missed
