@@ -8,13 +8,10 @@ import asyncio
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Callable
 from typing import Any
 
-import pytest
 from sqlalchemy import select
 
-from service.cli.bootstrap import create_tenant_with_key
 from service.store import lifecycle
 from service.store.db import async_sessionmaker_for, sync_session
 from service.store.models.jobs import Job
@@ -27,19 +24,6 @@ from worker.stamps import RowStamps
 
 WORKER = "stamps-w"
 
-
-
-@pytest.fixture
-def database_url(private_database_url: str) -> str:
-    """A database of this test's own: its rows are left with workers that do not exist, and
-    the session stack's dispatcher must not re-queue and run them."""
-    return private_database_url
-
-
-@pytest.fixture
-def make_tenant(database_url: str) -> Callable[[], tuple[uuid.UUID, str]]:
-    settings = Settings(database_url=database_url)
-    return lambda: create_tenant_with_key(settings, f"t-{uuid.uuid4().hex[:8]}")
 
 
 def running_job(database_url: str, tenant_id: uuid.UUID) -> uuid.UUID:
