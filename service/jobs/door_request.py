@@ -25,6 +25,7 @@ from typing import Any
 
 from scheduler.tiers import tier_rule
 from scheduler.types import JobClass
+from service.store import nul_codec
 from service.store.job_queries import prompt_estimate
 from service.store.models.jobs import JobKind
 from service.store.models.tenants import Tenant
@@ -79,9 +80,13 @@ class DoorRequest:
     background: bool = False  # a background response: offline work, never placed ahead
     # The prompt's token estimate, once: it serializes the whole prompt.
     prompt_tokens: int = field(init=False)
+    # The payload as the job row stores it (JSONB cannot hold U+0000, nul_codec.py), once:
+    # the insert and an express hand-off both carry it.
+    stored: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prompt_tokens", prompt_estimate(self.payload))
+        object.__setattr__(self, "stored", nul_codec.encode(self.payload))
 
     @property
     def requested_service_tier(self) -> str | None:

@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 
 from service.jobs.door_request import DoorRequest
-from service.store import handoff, keys, nul_codec, tracing, wakeups
+from service.store import handoff, keys, tracing, wakeups
 from service.store.job_queries import prompt_shape
 from service.store.models.jobs import Job
 from service.store.settings import Settings
@@ -67,7 +67,7 @@ def door_entry(req: DoorRequest, job_id: uuid.UUID, priority: int) -> handoff.Ex
     """The hand-off entry of the job the door is admitting, for whichever worker lent the
     model's next ticket, with the current span's trace context (the worker's spans continue
     it). The body is the request as the row will store it."""
-    body = handoff.carried_body(req.endpoint, nul_codec.encode(req.payload),
+    body = handoff.carried_body(req.endpoint, req.stored,
                                 max_tokens=req.max_tokens, priority=priority,
                                 tenant_id=str(req.tenant.id))
     entry = handoff.Handoff(str(job_id), 1, tracing.inject() or None, body, ahead=True)

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.jobs.door_request import Classification, DoorRequest
 from service.jobs.express_handoff import Express, placed_wakeup
-from service.store import lifecycle, nul_codec, tracing, wakeups
+from service.store import lifecycle, tracing, wakeups
 from service.store.job_stream import Failure, Final
 from service.store.keys import control_channel
 from service.store.models.batches import BATCH_PREFIX
@@ -69,7 +69,7 @@ async def create_job(session: AsyncSession, req: DoorRequest, *, job_id: uuid.UU
         priority=classification.priority,
         endpoint=req.endpoint,
         model=req.model,
-        request=nul_codec.encode(req.payload),  # JSONB cannot hold U+0000 (nul_codec.py)
+        request=req.stored,
         stream=req.stream,
         max_tokens=req.max_tokens,
         deadline_at=classification.deadline_at,
