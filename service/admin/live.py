@@ -6,9 +6,10 @@ plans' targets beside it (a plan is a "tier" in this API's JSON, and in the tena
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import RowMapping, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.telemetry.slo_rules import REALTIME_KINDS, SloTargets, judge, tpot_seconds
@@ -23,14 +24,19 @@ ORDER BY j.kind, t.name
 
 # Every realtime job that ended in the window: one that did not succeed misses every target.
 # TTFT is created -> first token; E2E created -> finished (slo_rules derives TPOT from them).
+# Each is judged under the plan and targets it was admitted with (stored on the job); a row
+# from before those were stored, under its tenant's plan now. Oldest first: a tenant's row
+# shows the targets its latest job was admitted under.
 _FINISHED = text("""
-SELECT t.id AS tenant_id, t.name AS tenant, t.tier, j.status = 'succeeded' AS succeeded,
+SELECT t.id AS tenant_id, t.name AS tenant, coalesce(j.slo_plan, t.tier) AS tier,
+       j.ttft_slo_ms, j.tpot_slo_ms, j.status = 'succeeded' AS succeeded,
        extract(epoch FROM j.first_token_at - j.created_at) AS ttft_s,
        extract(epoch FROM j.finished_at - j.created_at) AS e2e_s,
        j.completion_tokens
 FROM jobs j JOIN tenants t ON t.id = j.tenant_id
 WHERE j.kind = 'realtime' AND j.status IN ('succeeded', 'failed', 'cancelled')
   AND j.finished_at >= now() - make_interval(secs => :window)
+ORDER BY j.finished_at
 """)
 _TARGETS = text("SELECT name, ttft_slo_ms, tpot_slo_ms FROM tiers ORDER BY weight, name")
 
@@ -96,6 +102,21 @@ class SloTally:
                             for kind in REALTIME_KINDS}}
 
 
+TargetsMs = tuple[int | None, int | None]  # (TTFT, TPOT) targets in milliseconds
+
+
+def plan_targets_ms(targets: list[dict[str, Any]]) -> dict[str, TargetsMs]:
+    return {t["tier"]: (t["ttft_slo_ms"], t["tpot_slo_ms"]) for t in targets}
+
+
+def admitted_targets_ms(row: RowMapping, by_plan: Mapping[str, TargetsMs]) -> TargetsMs:
+    """The targets a finished job is judged against: those it was admitted under, or (a row
+    from before they were stored) its plan's current ones."""
+    if row["ttft_slo_ms"] is not None:
+        return row["ttft_slo_ms"], row["tpot_slo_ms"]
+    return by_plan.get(row["tier"], (None, None))
+
+
 async def slo_targets(session: AsyncSession) -> list[dict[str, Any]]:
     rows = (await session.execute(_TARGETS)).mappings().all()
     return [{"tier": r["name"], "ttft_slo_ms": r["ttft_slo_ms"],
@@ -104,27 +125,30 @@ async def slo_targets(session: AsyncSession) -> list[dict[str, Any]]:
 
 async def slo_attainment(session: AsyncSession, *, window_s: float) -> dict[str, Any]:
     targets = await slo_targets(session)
-    by_plan = {t["tier"]: SloTargets.from_ms(t["ttft_slo_ms"], t["tpot_slo_ms"])
-               for t in targets}
+    by_plan = plan_targets_ms(targets)
     fleet = SloTally()
     tenants: dict[tuple[str, str, str], SloTally] = defaultdict(SloTally)
+    judged_under: dict[tuple[str, str, str], TargetsMs] = {}
     for r in (await session.execute(_FINISHED, {"window": window_s})).mappings():
         ttft_s = None if r["ttft_s"] is None else float(r["ttft_s"])
         e2e_s = None if r["e2e_s"] is None else float(r["e2e_s"])
+        row_targets = admitted_targets_ms(r, by_plan)
         verdict = judge("realtime", succeeded=bool(r["succeeded"]), ttft_s=ttft_s, e2e_s=e2e_s,
                         completion_tokens=r["completion_tokens"],
-                        targets=by_plan.get(r["tier"], SloTargets(None, None)))
+                        targets=SloTargets.from_ms(*row_targets))
         tpot_s = tpot_seconds(e2e_s=e2e_s, ttft_s=ttft_s,
                               completion_tokens=r["completion_tokens"])
-        for tally in (fleet, tenants[(str(r["tenant_id"]), r["tenant"], r["tier"])]):
+        key = (str(r["tenant_id"]), r["tenant"], r["tier"])
+        judged_under[key] = row_targets
+        for tally in (fleet, tenants[key]):
             tally.add(verdict, ttft_s, tpot_s, bool(r["succeeded"]))
     by_tenant = []
-    for (tenant_id, name, plan), tally in sorted(tenants.items(), key=lambda kv: kv[0][1]):
-        plan_targets = next((t for t in targets if t["tier"] == plan), None)
+    for key, tally in sorted(tenants.items(), key=lambda kv: (kv[0][1], kv[0][2])):
+        tenant_id, name, plan = key
+        ttft_ms, tpot_ms = judged_under[key]
         by_tenant.append({
             "tenant_id": tenant_id, "tenant": name, "tier": plan, **tally.view(),
-            "ttft_slo_ms": plan_targets and plan_targets["ttft_slo_ms"],
-            "tpot_slo_ms": plan_targets and plan_targets["tpot_slo_ms"],
+            "ttft_slo_ms": ttft_ms, "tpot_slo_ms": tpot_ms,
             "ttft_p50_ms": ms(percentile(tally.ttft_s, 0.5)),
             "ttft_p99_ms": ms(percentile(tally.ttft_s, 0.99)),
             "tpot_p50_ms": ms(percentile(tally.tpot_s, 0.5)),

@@ -1,6 +1,7 @@
 """SLO attainment over time for the admin overview: the realtime jobs that finished in a
 window, in time buckets, each judged by the one definition the metrics and /admin/live use
-(service.store.telemetry.slo_rules: TTFT and TPOT separately, and both), with per-bucket
+(service.store.telemetry.slo_rules: TTFT and TPOT separately, and both) against the targets
+it was admitted under, with per-bucket
 p50/p99 and the targets of the plans that had traffic (the lines worth drawing)."""
 
 from __future__ import annotations
@@ -11,12 +12,20 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.admin.live import SloTally, ms, percentile, slo_targets
+from service.admin.live import (
+    SloTally,
+    admitted_targets_ms,
+    ms,
+    percentile,
+    plan_targets_ms,
+    slo_targets,
+)
 from service.store.telemetry.slo_rules import REALTIME_KINDS, SloTargets, judge, tpot_seconds
 
 # As service.admin.live reads them, plus each job's bucket (by when it finished).
 _FINISHED = text("""
-SELECT floor(extract(epoch FROM j.finished_at) / :bucket) * :bucket AS bucket, t.tier,
+SELECT floor(extract(epoch FROM j.finished_at) / :bucket) * :bucket AS bucket,
+       coalesce(j.slo_plan, t.tier) AS tier, j.ttft_slo_ms, j.tpot_slo_ms,
        j.status = 'succeeded' AS succeeded,
        extract(epoch FROM j.first_token_at - j.created_at) AS ttft_s,
        extract(epoch FROM j.finished_at - j.created_at) AS e2e_s,
@@ -54,8 +63,7 @@ def _float(value: Any) -> float | None:
 async def slo_series(session: AsyncSession, *, window_s: float, bucket_s: float
                      ) -> dict[str, Any]:
     targets = await slo_targets(session)
-    by_plan = {t["tier"]: SloTargets.from_ms(t["ttft_slo_ms"], t["tpot_slo_ms"])
-               for t in targets}
+    by_plan = plan_targets_ms(targets)
     buckets: dict[int, SloTally] = defaultdict(SloTally)
     seen_plans: set[str] = set()
     rows = await session.execute(_FINISHED, {"window": window_s, "bucket": bucket_s})
@@ -64,7 +72,7 @@ async def slo_series(session: AsyncSession, *, window_s: float, bucket_s: float
         succeeded = bool(r["succeeded"])
         verdict = judge("realtime", succeeded=succeeded, ttft_s=ttft_s, e2e_s=e2e_s,
                         completion_tokens=r["completion_tokens"],
-                        targets=by_plan.get(r["tier"], SloTargets(None, None)))
+                        targets=SloTargets.from_ms(*admitted_targets_ms(r, by_plan)))
         b = buckets[int(r["bucket"])]
         b.add(verdict, ttft_s, tpot_seconds(e2e_s=e2e_s, ttft_s=ttft_s,
                                             completion_tokens=r["completion_tokens"]), succeeded)

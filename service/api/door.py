@@ -28,7 +28,13 @@ from typing import Any, NoReturn, Protocol
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.api.slo_gate import SloGate, check_deadline
-from service.jobs.door_request import Classification, DoorRequest, classify, classify_background
+from service.jobs.door_request import (
+    AdmittedSlo,
+    Classification,
+    DoorRequest,
+    classify,
+    classify_background,
+)
 from service.jobs.express_handoff import Ticket, decode_ticket, door_entry, express_for
 from service.jobs.job_records import create_job
 from service.observability.requests import record_refusal
@@ -64,6 +70,8 @@ class Admitted:
     # The express ticket the job was placed with at admission, its hand-off sent: the job is
     # inserted assigned to that worker (``Door.enter``).
     ticket: Ticket | None = None
+    # The plan and targets a realtime job is admitted under, stored on its row.
+    slo: AdmittedSlo | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +103,7 @@ class Door:
                               max_wait_s=admission.max_wait_s)
         job = await admission.guard(create_job(
             session, req, job_id=admission.ticket, classification=admitted.classification,
-            express=express))
+            express=express, slo=admitted.slo))
         return Entered(job, admission, admitted.classification, admitted.now)
 
     @tracing.traced("fairway.api.door")
@@ -155,7 +163,9 @@ class Door:
             span.set_attribute("fairway.worker_id", placed.worker_id)
         if gated:
             await self._count_at_gate(req, door, classification, now, admission, placed)
-        return Admitted(admission, classification, now, placed)
+        slo = (AdmittedSlo(door.policy.plan, door.policy.ttft_slo_ms, door.policy.tpot_slo_ms)
+               if classification.kind == JobKind.REALTIME else None)
+        return Admitted(admission, classification, now, placed, slo)
 
     async def _refuse_on_hint(self, req: DoorRequest, hint: DoorPolicy,
                               now: dt.datetime) -> None:

@@ -68,6 +68,16 @@ def classify_background(deadline_ms: int | None, *, now: dt.datetime,
 
 
 @dataclass(frozen=True, slots=True)
+class AdmittedSlo:
+    """The plan and targets a realtime request is admitted under, stored on its job: its
+    attainment is judged against them, whatever the tenant's plan is later."""
+
+    plan: str
+    ttft_slo_ms: int
+    tpot_slo_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class DoorRequest:
     tenant: Tenant
     api_key_id: uuid.UUID | None  # the key it came with (None: an admin's or a test's call)

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from sqlalchemy import Float, bindparam, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.jobs.door_request import Classification, DoorRequest
+from service.jobs.door_request import AdmittedSlo, Classification, DoorRequest
 from service.jobs.express_handoff import Express, placed_wakeup
 from service.store import lifecycle, tracing, wakeups
 from service.store.job_stream import Failure, Final
@@ -29,7 +29,8 @@ log = logging.getLogger("fairway.jobs")
 # cost more than its round trip (service.store.lifecycle, "built once").
 _CREATE_COLUMNS: tuple[str, ...] = (
     "id", "tenant_id", "api_key_id", "kind", "service_tier", "priority", "endpoint", "model",
-    "request", "stream", "max_tokens", "deadline_at", "status", "attempt")
+    "request", "stream", "max_tokens", "deadline_at", "status", "attempt", "slo_plan",
+    "ttft_slo_ms", "tpot_slo_ms")
 _CREATED = insert(Job).values({key: lifecycle.column_param(key) for key in _CREATE_COLUMNS}
                                ).returning(Job.created_at, Job.seq).cte("created")
 _CREATE_AND_NOTIFY = select(_CREATED.c.created_at, _CREATED.c.seq, wakeups.NOTIFY
@@ -48,7 +49,8 @@ _PLACE_AND_NOTIFY = select(_PLACED.c.created_at, _PLACED.c.seq, wakeups.NOTIFY
 
 
 async def create_job(session: AsyncSession, req: DoorRequest, *, job_id: uuid.UUID,
-                     classification: Classification, express: Express | None = None) -> Job:
+                     classification: Classification, express: Express | None = None,
+                     slo: AdmittedSlo | None = None) -> Job:
     """Insert the request's job and wake the dispatcher, committed before the caller answers.
 
     NOTIFY is transactional: the dispatcher hears of the job only once the row is visible.
@@ -58,7 +60,7 @@ async def create_job(session: AsyncSession, req: DoorRequest, *, job_id: uuid.UU
     database's. ``job_id``: the door's admission ticket, so the quota reservation is keyed by
     the job from the start. ``express``: the realtime job was placed on a worker by the door,
     its hand-off already sent (service.jobs.express_handoff): inserted assigned to that worker and
-    leased.
+    leased. ``slo``: the plan and targets a realtime job was admitted under, kept on its row.
     """
     tenant_id = req.tenant.id
     fields: dict[str, Any] = dict(
@@ -74,6 +76,9 @@ async def create_job(session: AsyncSession, req: DoorRequest, *, job_id: uuid.UU
         max_tokens=req.max_tokens,
         deadline_at=classification.deadline_at,
         api_key_id=req.api_key_id,
+        slo_plan=slo and slo.plan,
+        ttft_slo_ms=slo and slo.ttft_slo_ms,
+        tpot_slo_ms=slo and slo.tpot_slo_ms,
     )
     if express is None:
         job = lifecycle.new_job(**fields)

@@ -64,3 +64,41 @@ def test_live_view_and_metrics_agree_per_kind(sim_stack: Stack, admin: Admin):
     # And the dispatcher exports the plan's targets for the panels to draw.
     wait_until(lambda: total(scrape(scheduler_url(sim_stack)), "fairway_slo_target_seconds",
                              tenant_tier=plan, kind="tpot") == 0.001, 15, "plan targets")
+
+
+def test_jobs_are_judged_under_the_plan_they_were_admitted_on(sim_stack: Stack, admin: Admin):
+    """Moving a tenant to another plan does not re-judge its past jobs: they keep the plan and
+    targets they were admitted under, in /admin/live (the SLO chart reads the same stored targets) and the counters alike."""
+    loose, tight = (f"loose{uuid.uuid4().hex[:6]}", f"tight{uuid.uuid4().hex[:6]}")
+    for plan, ttft_ms in ((loose, 60_000), (tight, 1)):
+        admin.ok("PUT", f"/admin/tiers/{plan}", json={
+            "weight": 1, "allowed_service_tiers": ["auto", "default"], "ttft_slo_ms": ttft_ms,
+            "tpot_slo_ms": 60_000, "quotas": NO_LIMITS})
+    name = f"move-{uuid.uuid4().hex[:8]}"
+    tid, key = admin.create_tenant(name, loose)
+
+    def chat() -> None:
+        r = httpx.post(sim_stack.base_url + "/v1/chat/completions", timeout=60,
+                       headers={"Authorization": f"Bearer {key}"},
+                       json={"model": MODEL, "max_tokens": 4, "temperature": 0,
+                             "messages": [{"role": "user", "content": "judge me once"}]})
+        assert r.status_code == 200, r.text
+
+    for _ in range(2):
+        chat()
+    admin.ok("PATCH", f"/admin/tenants/{tid}", json={"tier": tight})
+    chat()  # admitted under the tight plan: no first token comes within 1 ms
+
+    slo = admin.ok("GET", "/admin/live?window_s=600")["slo"]
+    rows = {s["tier"]: s for s in slo["by_tenant"] if s["tenant_id"] == tid}
+    assert set(rows) == {loose, tight}
+    assert (rows[loose]["requests"], rows[loose]["ttft_met"]) == (2, 2)
+    assert rows[loose]["ttft_slo_ms"] == 60_000
+    assert (rows[tight]["requests"], rows[tight]["ttft_met"]) == (1, 0)
+    assert rows[tight]["ttft_slo_ms"] == 1
+
+    api = scrape(api_url(sim_stack))
+    assert total(api, "fairway_slo_requests_total", tenant=name, kind="ttft",
+                 outcome="met") == 2
+    assert total(api, "fairway_slo_requests_total", tenant=name, kind="ttft",
+                 outcome="missed") == 1

@@ -97,6 +97,12 @@ class Job(Base):
     custom_id: Mapped[str | None] = mapped_column(String(512))
     line_no: Mapped[int | None] = mapped_column(Integer)
 
+    # A realtime job's SLO as admitted: its plan and that plan's targets then, so a later
+    # plan change does not re-judge it (service.admin.live). Null for batch-class jobs.
+    slo_plan: Mapped[str | None] = mapped_column(String(32))
+    ttft_slo_ms: Mapped[int | None] = mapped_column(Integer)
+    tpot_slo_ms: Mapped[int | None] = mapped_column(Integer)
+
     created_at: Mapped[dt.datetime] = utcnow_column()
     queued_at: Mapped[dt.datetime] = utcnow_column()
     assigned_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
