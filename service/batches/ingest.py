@@ -47,6 +47,7 @@ from service.store.models.jobs import JobKind
 from service.store.models.tenants import Tenant
 from service.store.quota_store import SyncQuotaStore
 from service.store.settings import Settings
+from service.store.storable import quoted
 from service.store.telemetry.state import record_rejection
 
 log = logging.getLogger("fairway.batches")
@@ -242,7 +243,7 @@ def give_up_validation(session: Session, *, batch_id: uuid.UUID, message: str,
 def _fail(session: Session, batch: Batch, code: str, message: str,
           errors: list[dict[str, Any]] | None = None) -> str:
     batches.advance(batch, BatchEvent.REFUSED, dt.datetime.now(dt.UTC))
-    batch.errors = [{"code": code, "line": None, "message": message, "param": None},
+    batch.errors = [{"code": code, "line": None, "message": quoted(message), "param": None},
                     *(errors or [])][:MAX_ERRORS_IN_BATCH]
     batch.final_counts = {"total": 0, "completed": 0, "failed": 0}
     session.commit()

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 from service.store import nul_codec
-from service.store.storable import first_unstorable
+from service.store.storable import first_unstorable, quoted
 from service.web.validation import describe
 
 log = logging.getLogger("fairway.batches")
@@ -54,6 +54,14 @@ class LineError:
     message: str
     custom_id: str | None = None
     param: str | None = None
+
+    def __post_init__(self) -> None:
+        # Stored in the batch's errors (JSONB) and error file: whatever of the line a message
+        # quotes (a role, a tier, a model) must be storable, or one line fails the batch.
+        for name in ("message", "custom_id", "param"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, quoted(value))
 
     def as_batch_error(self) -> dict[str, Any]:
         return {"code": self.code, "line": self.line, "message": self.message,
@@ -191,6 +199,9 @@ class LineValidator:
         def err(code: str, message: str, param: str | None = None) -> LineError:
             return LineError(line, code, message, custom_id, param)
 
+        if "\x00" in parsed.model:  # the jobs' model column is text, which cannot hold it
+            return err("invalid_body", "Invalid value for 'model': contains a NUL character "
+                       "(U+0000).", "body.model")
         if self.model is None:
             self.model = parsed.model
         elif parsed.model != self.model:

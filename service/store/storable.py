@@ -13,10 +13,21 @@ from pydantic import BaseModel, model_validator
 from pydantic_core import PydanticCustomError
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_POISON = re.compile("[\x00\ud800-\udfff]")
 
 
 def has_lone_surrogate(text: str) -> bool:
     return _SURROGATE.search(text) is not None
+
+
+def quoted(text: str) -> str:
+    """``text`` with U+0000 and lone surrogates written as JSON writes them (``\\u0000``,
+    ``\\ud800``): for a message or field path that quotes what a client sent, so the message
+    itself can be stored in Postgres and encoded as UTF-8 (a 400 that quotes a surrogate
+    would otherwise fail as a 500, a batch error that quotes NUL fail the whole batch)."""
+    if _POISON.search(text) is None:
+        return text
+    return _POISON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def first_unstorable(value: Any, *, allow_nul: bool, path: str = "") -> tuple[str, str] | None:
@@ -30,7 +41,8 @@ def first_unstorable(value: Any, *, allow_nul: bool, path: str = "") -> tuple[st
         return None
     if isinstance(value, dict):
         for key, item in value.items():
-            sub = f"{path}.{key}" if path else str(key)
+            name = quoted(str(key))  # the path names the key: it must be printable itself
+            sub = f"{path}.{name}" if path else name
             found = (first_unstorable(key, allow_nul=allow_nul, path=sub)
                      or first_unstorable(item, allow_nul=allow_nul, path=sub))
             if found:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -77,9 +78,20 @@ def error_body(
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
+class _ErrorResponse(JSONResponse):
+    """An error body that always encodes: one quoting a lone surrogate the client sent is
+    written with JSON escapes (ASCII) instead of failing as UTF-8 into a bare 500."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, separators=(",", ":")).encode("ascii")
+
+
 def _json(status: int, body: dict[str, Any], headers: Mapping[str, str] | None = None
           ) -> JSONResponse:
-    return JSONResponse(status_code=status, content=body, headers=headers)
+    return _ErrorResponse(status_code=status, content=body, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

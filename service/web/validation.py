@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from service.store.storable import quoted
+
 # Where FastAPI found the value; not part of the parameter's name.
 _LOCATIONS = frozenset({"body", "query", "path", "header", "cookie", "form"})
 # Pydantic names the member of a union it tried (``content.str``, ``content.list[TextPart]``,
@@ -178,4 +180,8 @@ def describe(errors: Sequence[Any]) -> Problem:
     if param is None and ctx.get("path"):  # a whole-body check names its own field
         param = str(ctx["path"])
     siblings = [dict(e) for e in errors if param_path(e.get("loc", ())) == param]
-    return _one(first, param, siblings)
+    problem = _one(first, param, siblings)
+    # The message quotes what was sent (a value, a key in the path): NUL or a lone surrogate
+    # there would make it unstorable (a batch's errors) or unencodable (a 400 turned 500).
+    return Problem(quoted(problem.message),
+                   quoted(problem.param) if problem.param is not None else None, problem.code)

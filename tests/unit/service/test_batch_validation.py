@@ -121,3 +121,32 @@ def test_nul_in_a_line_is_accepted_and_stored_escaped() -> None:
     assert "\\u0000" not in result.request_json  # what a JSONB COPY refuses
     stored = json.loads(result.request_json)
     assert nul_codec.decode(stored)["messages"][0]["content"] == "a\x00b"
+
+
+@pytest.mark.parametrize("body", [
+    {"messages": [{"role": "us\x00er", "content": "hi"}]},
+    {"service_tier": "fl\x00ex"},
+    {"response_format": {"type": "te\x00xt"}},
+    {"model": "m\x00"},
+    {"logit_bias": {"\ud800": 1}},
+])
+def test_what_an_error_quotes_is_storable(body: dict[str, object]) -> None:
+    # The message and param go to the batch's errors (JSONB): no NUL, no lone surrogate.
+    result = check(line(**body))
+    assert isinstance(result, LineError), result
+    for text in (result.message, result.param or ""):
+        assert "\x00" not in text and text.encode("utf-8")
+
+
+def test_a_model_with_nul_is_an_error_line() -> None:
+    # A valid line's model goes to the jobs' model column (text): NUL there fails the COPY.
+    validator = LineValidator(endpoint=CHAT, limits=LIMITS)
+    assert isinstance(check(line("a"), validator), ValidLine)
+    result = check(line("b", model="m2\x00"), validator, 2)
+    assert isinstance(result, LineError) and result.param == "body.model"
+
+
+def test_a_line_error_quotes_poison_visibly() -> None:
+    error = LineError(3, "model_mismatch", "asks for 'a\x00b'", "id\ud800", "body.x\x00")
+    assert (error.message, error.custom_id, error.param) == (
+        "asks for 'a\\u0000b'", "id\\ud800", "body.x\\u0000")
