@@ -1,7 +1,9 @@
 """What the dispatcher exports: decision latency and counts per pass, and, refreshed from its
 maintenance every few seconds, its queue/placement/worker gauges, the policy's fair-share
 counters, jobs and batches by status and queued jobs by tenant and tier from Postgres
-(indexed queries on open rows only), and the plans' SLO targets."""
+(indexed queries on open rows only), the plans' SLO targets, and, every FAIRNESS_REFRESH_S,
+fairness per class and each tenant's service and queue wait over the last
+FAIRNESS_WINDOW_S (service.store.telemetry.fairness)."""
 
 from __future__ import annotations
 
@@ -11,13 +13,17 @@ from typing import Any
 from sqlalchemy import text
 
 from service.store.db import sync_session
+from service.store.fairness_window import WINDOW_SQL, tenant_services, window_params
 from service.store.lifecycle import ACTIVE
 from service.store.models.jobs import JobStatus
 from service.store.telemetry import metrics as m
+from service.store.telemetry.fairness import ClassFairness, fairness_by_class
 from service.store.telemetry.labels import class_label, tenant_label, tier_label
 from service.store.telemetry.state import enabled
 
 REFRESH_S = 2.0
+FAIRNESS_REFRESH_S = 10.0
+FAIRNESS_WINDOW_S = 300.0
 OPEN_JOB_STATUSES = tuple(s.value for s in JobStatus if s in ACTIVE)
 OPEN_BATCH_STATUSES = ("validating", "in_progress", "finalizing", "cancelling")
 
@@ -35,6 +41,7 @@ _QUEUED_SQL = text("SELECT tenant_id, kind, service_tier, count(*) FROM jobs "
 _TARGETS_SQL = text("SELECT name, ttft_slo_ms, tpot_slo_ms FROM tiers")
 
 _next_refresh = 0.0
+_next_fairness = 0.0
 
 
 def observe_pass(seconds: float, decisions: list[Any]) -> None:
@@ -88,6 +95,38 @@ def refresh(dispatcher: Any, *, force: bool = False) -> None:
     _set_batch_lines(lines)
     set_queued(queued)
     set_slo_targets(targets)
+    _refresh_fairness(dispatcher, force=force)
+
+
+def _refresh_fairness(dispatcher: Any, *, force: bool) -> None:
+    """The fairness window is a heavier read than the gauges above: every FAIRNESS_REFRESH_S."""
+    global _next_fairness
+    if not force and time.monotonic() < _next_fairness:
+        return
+    _next_fairness = time.monotonic() + FAIRNESS_REFRESH_S
+    with sync_session(dispatcher.settings.database_url) as session:
+        rows = session.execute(WINDOW_SQL, window_params(FAIRNESS_WINDOW_S)).mappings().all()
+    set_fairness(fairness_by_class(tenant_services(rows)))
+
+
+def set_fairness(report: dict[str, ClassFairness]) -> None:
+    """The fairness gauges from one report; tenants and classes gone from the window lose
+    their series."""
+    for gauge in (m.FAIRNESS_JAIN, m.TENANT_SERVICE, m.TENANT_SHARE_RATIO, m.TENANT_QUEUE_WAIT):
+        gauge.clear()
+    for job_class, fairness in report.items():
+        label = class_label(job_class)
+        if fairness.jain is not None:
+            m.FAIRNESS_JAIN.labels(label).set(fairness.jain)
+        for t in fairness.tenants:
+            tenant = tenant_label(t.service.tenant_id)
+            m.TENANT_SERVICE.labels(tenant, label).set(t.service.served / FAIRNESS_WINDOW_S)
+            if t.share_ratio is not None:
+                m.TENANT_SHARE_RATIO.labels(tenant, label).set(t.share_ratio)
+            for quantile, wait in (("0.5", t.service.wait_p50_s), ("0.99", t.service.wait_p99_s),
+                                   ("1", t.service.oldest_wait_s)):
+                if wait is not None:
+                    m.TENANT_QUEUE_WAIT.labels(tenant, label, quantile).set(wait)
 
 
 _queued_seen: dict[tuple[str, str, str], int] = {}  # labels -> the value last exported

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from service.admin import audit, live
+from service.admin.fairness_view import fairness
 from service.usage.reports import usage_rows
 from service.web.catalog import live_workers
 from service.web.deps import RedisDep, SessionDep, require_admin
@@ -38,7 +39,8 @@ async def live_state(session: SessionDep, redis: RedisDep,
                      ) -> dict[str, Any]:
     return {"queues": await live.queue_depth(session),
             "workers": await live_workers(redis),
-            "slo": await live.slo_attainment(session, window_s=window_s)}
+            "slo": await live.slo_attainment(session, window_s=window_s),
+            "fairness": await fairness(session, window_s=window_s)}
 
 
 @router.get("/audit")

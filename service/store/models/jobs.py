@@ -44,6 +44,9 @@ class Job(Base):
         Index("ix_jobs_batch_status", "batch_id", "status"),
         # The usage roll-up's range scan (service.store.usage): only ended jobs have one.
         Index("ix_jobs_usage_xid", "usage_xid", postgresql_where=text("usage_xid IS NOT NULL")),
+        # The windows over recently ended jobs (SLO attainment, fairness): ended jobs only.
+        Index("ix_jobs_finished_at", "finished_at",
+              postgresql_where=text("finished_at IS NOT NULL")),
         Index(
             "ix_jobs_lease_active",
             "lease_expires_at",

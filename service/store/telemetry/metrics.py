@@ -124,6 +124,21 @@ SLO_TARGET = _g("fairway_slo_target_seconds",
 BATCH_REQUESTS = _g("fairway_batch_requests",
                     "Lines of in-progress batches, by tenant and state "
                     "(total, completed, failed, pending).", ("tenant", "state"))
+# Fairness over the last FAIRNESS_WINDOW_S (service.store.telemetry.fairness), refreshed by
+# the active dispatcher.
+FAIRNESS_JAIN = _g("fairway_fairness_jain_index",
+                   "Jain's index of tenants' service / weighted max-min fair share, per class, "
+                   "over the last 5 minutes (1 = every tenant got its fair share).", ("class",))
+TENANT_SERVICE = _g("fairway_tenant_service_rate",
+                    "Weighted tokens a second (input + 2 x output) served to the tenant over "
+                    "the last 5 minutes.", ("tenant", "class"))
+TENANT_SHARE_RATIO = _g("fairway_tenant_fair_share_ratio",
+                        "Tenant's service / its weighted max-min fair share over the last 5 "
+                        "minutes (below 1: served less than its share).", ("tenant", "class"))
+TENANT_QUEUE_WAIT = _g("fairway_tenant_queue_wait_seconds",
+                       "Queue wait (queued -> placed) of the tenant's jobs that ended in the "
+                       "last 5 minutes (quantile 0.5, 0.99), and its oldest queued job's wait "
+                       "now (quantile 1).", ("tenant", "class", "quantile"))
 WEBHOOK_ATTEMPTS = _c("fairway_webhook_attempts",
                       "Webhook delivery attempts by outcome: delivered, retry (failed, tried "
                       "again later) or failed (failed, retry window over).", ("outcome",))
