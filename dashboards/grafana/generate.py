@@ -135,6 +135,14 @@ TENANTS = [
                       f'{{tenant=~"$tenant|unknown"}}[{W}]))')]),
     P("Fair-share (weighted VTC) counter by tenant", "short",
       [("{{tenant}} level {{level}}", f"fairway_fair_share_counter{{{TENANT}}}")]),
+    P("Fairness: Jain's index of service / fair share, by class (5 min)", "short",
+      [("{{class}}", "max by (class) " + on_leader("fairway_fairness_jain_index"))]),
+    P("Service / weighted fair share by tenant (5 min; below 1: under-served)", "short",
+      [("{{tenant}} {{class}}", "max by (tenant, class) "
+                                + on_leader(f"fairway_tenant_fair_share_ratio{{{TENANT}}}"))]),
+    P("Queue wait p99 by tenant (jobs ended in 5 min)", "s",
+      [("{{tenant}} {{class}}", "max by (tenant, class) " + on_leader(
+          f'fairway_tenant_queue_wait_seconds{{{TENANT},quantile="0.99"}}'))]),
     P("Jobs finished/s by tenant and status", "reqps",
       [("{{tenant}} {{status}}", "sum by (tenant, status) (rate(fairway_jobs_finished_total"
                                  f"{{{TENANT}}}[{W}]))")]),

@@ -56,6 +56,11 @@ def test_every_page_with_data(session: Callable[..., Session], world: dict[str, 
     expect(page.locator("#page-overview .chart .uplot").first).to_be_visible()
     expect(page.locator("#page-overview")).to_contain_text("TTFT p99")
     expect(page.locator("#page-overview")).to_contain_text("standard target")
+    # Per tenant: its realtime requests judged under its plan, and its share and waits.
+    mine = page.locator("#tenant-slo tbody tr").filter(has_text=world["name"]).first
+    expect(mine).to_contain_text("standard")
+    expect(mine).to_contain_text("×")
+    expect(page.locator("#page-overview")).to_contain_text("Fairness, realtime")
     s.fits()
     s.shot("overview")
 

@@ -1,5 +1,6 @@
 // Overview: the fleet, queues by plan and tenant, SLO attainment over time (TTFT and TPOT
-// apart, plan targets drawn), preemptions and recent 429s. Refreshed every 5 s.
+// apart, plan targets drawn), per-tenant SLO and fair share, preemptions and recent 429s.
+// Refreshed every 5 s.
 import { html, useState } from "../lib.js";
 import { api, qs } from "../api.js";
 import { href, useResource } from "../hooks.js";
@@ -113,6 +114,52 @@ function Slo({ slo }) {
   </section>`;
 }
 
+const ratio = (v) => (v == null ? "—" : `${v.toFixed(2)}×`);
+const jainTone = (v) => (v != null && v < 0.8 ? "warn" : "");
+
+// Per tenant: SLO attainment judged against the targets each job was admitted under, and
+// its service against its weighted fair share, with its queue waits (the same window).
+function Tenants({ slo, fairness }) {
+  const fair = new Map(fairness.by_tenant.map((f) => [`${f.tenant_id}/${f.class}`, f]));
+  const names = new Map([...slo.by_tenant, ...fairness.by_tenant].map((t) => [t.tenant_id, t.tenant]));
+  const sloRows = new Map();
+  for (const s of slo.by_tenant) (sloRows.get(s.tenant_id) || sloRows.set(s.tenant_id, []).get(s.tenant_id)).push(s);
+  const rows = [...names.keys()].sort((a, b) => names.get(a).localeCompare(names.get(b)));
+  const byClass = fairness.by_class;
+  const cell = (f, key) => (f ? ms(f[key]) : "—");
+  return html`<section class="card" aria-labelledby="tenants-h">
+    <h2 id="tenants-h">By tenant <small>SLO and fair share</small></h2>
+    <div class="stats">
+      <${Stat} label="Fairness, realtime" value=${byClass.realtime?.jain == null ? "—" : byClass.realtime.jain.toFixed(3)}
+        tone=${jainTone(byClass.realtime?.jain)} sub="Jain's index, 1 = all got their share" />
+      <${Stat} label="Fairness, batch" value=${byClass.batch?.jain == null ? "—" : byClass.batch.jain.toFixed(3)}
+        tone=${jainTone(byClass.batch?.jain)} sub="Jain's index over batch and flex" />
+    </div>
+    ${rows.length === 0 ? html`<${Empty}>No tenant was served in this period.</${Empty}>` : html`
+    <div class="table-wrap"><table id="tenant-slo">
+      <thead><tr><th>Tenant</th><th>Plan</th><th>Realtime requests</th><th>TTFT met</th>
+        <th>TTFT p50 / p99 (target)</th><th>Realtime share</th><th>Queue wait p50 / p99</th>
+        <th>Batch share</th><th>Batch wait p99</th></tr></thead>
+      <tbody>${rows.flatMap((id) => {
+        const plans = sloRows.get(id) || [null];
+        const rt = fair.get(`${id}/realtime`);
+        const bt = fair.get(`${id}/batch`);
+        return plans.map((s, i) => html`<tr key=${`${id}/${s ? s.tier : "-"}`}>
+          <td>${i === 0 ? html`<a href=${href(`tenants/${id}`)}>${names.get(id)}</a>` : ""}</td>
+          <td>${s ? s.tier : "—"}</td><td>${s ? fmt(s.requests) : "—"}</td>
+          <td class=${s && s.ttft_attainment != null && s.ttft_attainment < 0.9 ? "warn" : ""}>${s ? pct(s.ttft_attainment) : "—"}</td>
+          <td>${s ? `${ms(s.ttft_p50_ms)} / ${ms(s.ttft_p99_ms)} (${ms(s.ttft_slo_ms)})` : "—"}</td>
+          <td class=${rt && rt.share_ratio != null && rt.share_ratio < 0.8 ? "warn" : ""}>${i === 0 && rt ? ratio(rt.share_ratio) : ""}</td>
+          <td>${i === 0 ? `${cell(rt, "queue_wait_p50_ms")} / ${cell(rt, "queue_wait_p99_ms")}` : ""}</td>
+          <td>${i === 0 && bt ? ratio(bt.share_ratio) : ""}</td>
+          <td>${i === 0 ? cell(bt, "queue_wait_p99_ms") : ""}</td></tr>`);
+      })}</tbody></table></div>
+    <p class="hint">A tenant's share is its service (input + 2 × output tokens) over its weighted
+      fair share of what was served; below 1× it got less than its share. A tenant moved to
+      another plan has a row per plan: each job is judged under the plan it was admitted on.</p>`}
+  </section>`;
+}
+
 function Refusals({ refusals, preemptions }) {
   return html`<section class="card" aria-labelledby="refusals-h">
     <h2 id="refusals-h">Refusals and preemptions</h2>
@@ -148,7 +195,8 @@ export function Overview() {
         <${Refusals} refusals=${d.refusals} preemptions=${d.slo.preemptions} />
       </div>
       <${Queues} queues=${d.queues} />
-      <${Slo} slo=${d.slo} />`}
+      <${Slo} slo=${d.slo} />
+      <${Tenants} slo=${d.live.slo} fairness=${d.live.fairness} />`}
     </${Loaded}>
   </div>`;
 }
