@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "service.cli.processes",  # up, api, scheduler, worker, migrate, sim, model
     "service.cli.logs",  # logs
     "service.cli.admin",  # tenant, key
+    "service.cli.plans",  # plan
     "service.cli.batch",  # batch
     "service.cli.jobs",  # jobs
     "service.cli.chaos.cli",  # chaos
