@@ -19,7 +19,7 @@ from scheduler.dispatcher import handout
 from scheduler.dispatcher import metrics as sched_obs
 from scheduler.dispatcher.express_lender import ExpressLender
 from scheduler.dispatcher.hops import HopTraces
-from scheduler.dispatcher.leader import acquire_leadership, connect, still_leader
+from scheduler.dispatcher.leader import Leadership, LostLeadership, acquire_leadership, connect
 from scheduler.dispatcher.sends import Sender
 from scheduler.dispatcher.silence import PoolSilence
 from scheduler.dispatcher.terms import run_terms
@@ -49,6 +49,7 @@ from service.store.telemetry.endpoint import start_metrics_endpoint
 log = logging.getLogger("fairway.scheduler")
 
 MAINTENANCE_S = 0.5
+PING_EVERY_S = 0.5  # the lock's session, well within FAIRWAY_LEADER_TIMEOUT_SECONDS
 OUTLOOK_EVERY_S = 0.1  # worker refresh + lease recovery cadence; realtime wakes on NOTIFY
 
 
@@ -68,9 +69,13 @@ class Dispatcher:
         self.ident = f"{socket.gethostname()}-{os.getpid()}"
         self._new_term()
 
-    def _new_term(self) -> None:
+    def _new_term(self, leadership: Leadership | None = None) -> None:
         """Forget everything but the settings: each term as leader rebuilds its state from
-        Postgres (``_bootstrap``), whether it follows a start, a failover or an outage."""
+        Postgres (``_bootstrap``), whether it follows a start, a failover or an outage.
+        ``leadership``: the term's hold on the lock, whose session its claims go through (None
+        outside a term, as in tests that drive the loop by hand: claims use the pool)."""
+        self.leadership = leadership
+        self._next_ping = 0.0
         self.policy = self._given_policy or make_policy(
             self.settings.dispatcher.policy,
             FairwayConfig(dispatch_lead_s=self.settings.dispatcher.dispatch_lead_s,
@@ -97,7 +102,8 @@ class Dispatcher:
         self.sender = Sender(self.settings, self.redis, self.celery, policy=self.policy,
                              hops=self.hops, classes=self.classes, bodies=self.bodies,
                              placed=self.placed, awaiting_first=self.awaiting_first,
-                             requeued=self._arrived)
+                             requeued=self._arrived,
+                             claims=leadership.writes if leadership else None)
 
     # -- process -------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -109,27 +115,28 @@ class Dispatcher:
         run_terms(self.lead, stop, self.deps, log)
 
     def lead(self, stop: threading.Event) -> None:
-        """One term: wait for the lock, lead until ``stop`` or the lock is lost. A dependency's
-        error ends the term; ``run`` backs off and starts the next."""
-        libpq = to_libpq_url(self.settings.database_url)
+        """One term: wait for the lock, lead until ``stop`` or the lock is lost (the loop
+        stalled past the leader timeout, or the connection broke: stand down, and stand by). A
+        dependency's error ends the term; ``run`` backs off and starts the next."""
         sched_obs.set_leader(False)
-        lock_conn = acquire_leadership(libpq, stop, self.deps.states[POSTGRES])
-        if lock_conn is None:
+        leadership = acquire_leadership(
+            self.settings.database_url, stop, self.deps.states[POSTGRES],
+            idle_timeout_s=self.settings.dispatcher.leader_timeout_seconds)
+        if leadership is None:
             return
-        self._new_term()
+        self._new_term(leadership)
         sched_obs.set_leader(True)
         try:
-            with lock_conn, connect(libpq) as listen_conn:
+            with leadership, connect(to_libpq_url(self.settings.database_url)) as listen_conn:
                 listen_conn.execute(f"LISTEN {wakeups.CHANNEL}")
                 self._bootstrap()
                 while not stop.is_set():
                     self.step(listen_conn)
                     self.deps.ok()
-                    if (time.monotonic() >= self._next_maintenance
-                            and not still_leader(lock_conn)):
-                        log.error("lost the dispatcher lock's connection; stepping down")
-                        return
+        except LostLeadership as exc:
+            log.error("lost the dispatcher lock (%s); standing down", exc)
         finally:
+            self.leadership = None
             sched_obs.set_leader(False)
 
     def _bootstrap(self) -> None:
@@ -150,6 +157,7 @@ class Dispatcher:
             # polls the socket once, where 0.001 waited out its 1 ms on every wake-up, in every
             # job's time to first token (bench/hop_latency.py, the notify->disp. hop)
             notes += [n.payload for n in listen_conn.notifies(timeout=0.0)]
+        self._keep_leadership()
         self._handle(notes)
         if time.monotonic() >= self._next_maintenance:
             self._maintenance()
@@ -165,6 +173,14 @@ class Dispatcher:
         self.sender.act(decisions)
         self._lend_express()
         self._publish_outlook(now)
+
+    def _keep_leadership(self) -> None:
+        """Ping the lock's session: the server ends it if the loop goes silent (hung, frozen),
+        and a leader that resumes after that learns it here, before it writes anything."""
+        if self.leadership is None or time.monotonic() < self._next_ping:
+            return
+        self._next_ping = time.monotonic() + PING_EVERY_S
+        self.leadership.ping()
 
     def _lend_express(self) -> None:
         """After every pass: the room the policy would fill at once with new realtime, lent

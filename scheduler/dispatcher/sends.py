@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from celery import Celery
 from redis import Redis
@@ -51,13 +52,16 @@ class Sender:
       arrives again).
 
     The connections (``redis``, ``celery``) and ``settings`` outlive the term; they are
-    handed in so that every term's Sender uses the dispatcher's own."""
+    handed in so that every term's Sender uses the dispatcher's own. ``claims`` opens the
+    session a pass's claims go through: the term's lock session (leader.Leadership.writes),
+    so that a dispatcher that lost the lock places nothing; None: the pool's."""
 
     def __init__(self, settings: Settings, redis: Redis, celery: Celery, *,
                  policy: SchedulingPolicy, hops: HopTraces, classes: dict[str, JobClass],
                  bodies: dict[str, handoff.JobBody], placed: dict[str, tuple[str, JobClass]],
                  awaiting_first: set[str],
-                 requeued: Callable[[store.QueuedJob], None]) -> None:
+                 requeued: Callable[[store.QueuedJob], None],
+                 claims: Callable[[], AbstractContextManager[Session]] | None = None) -> None:
         self.settings = settings
         self.redis = redis
         self.celery = celery
@@ -68,6 +72,7 @@ class Sender:
         self.placed = placed
         self.awaiting_first = awaiting_first
         self.requeued = requeued
+        self.claims = claims or (lambda: sync_autocommit_session(settings.database_url))
 
     # -- a pass's decisions, carried out ---------------------------------------------------------
     def act(self, decisions: list[Decision]) -> None:
@@ -77,7 +82,7 @@ class Sender:
         preempts = [d for d in decisions if isinstance(d, Preempt)]
         rejects = [d for d in decisions if isinstance(d, Reject)]
         if assigns or preempts:  # one claim statement (and an unclaim each if a send fails)
-            with sync_autocommit_session(self.settings.database_url) as session:
+            with self.claims() as session:
                 self.assign_all(session, assigns, preempts)
         if rejects:
             with sync_session(self.settings.database_url) as session:

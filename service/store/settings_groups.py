@@ -106,6 +106,11 @@ class DispatcherSettings(SettingsGroup):
                     "than the newest worker's is taken for dead and its jobs re-queued at once "
                     "(not at lease end), to continue from their checkpoints; a pool that went "
                     "silent all together is left to the leases")
+    leader_timeout_seconds: float = Field(
+        default=5.0, ge=1,
+        description="the active dispatcher pings its lock's Postgres session every half "
+                    "second; one silent this long (a hung or frozen process) has its session "
+                    "ended by the server, and a standby takes over (Postgres 14 or later)")
 
 
 class WorkerSettings(SettingsGroup):
