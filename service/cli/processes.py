@@ -68,6 +68,7 @@ def cmd_api(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.api.app import create_app
+    from service.api.http_guard import guarded_protocol
     from service.store.telemetry.gc_pauses import freeze_startup_heap
     from service.store.telemetry.logs import configure_logging
 
@@ -75,7 +76,9 @@ def cmd_api(args: argparse.Namespace) -> int:
     configure_logging(settings.logging.level)  # uvicorn's own loggers then log JSON lines too
     app = create_app(settings)
     freeze_startup_heap("api")
-    uvicorn.run(app, host=settings.api.host, port=settings.api.port,
+    http = guarded_protocol(max_header_bytes=settings.api.max_header_bytes,
+                            header_timeout_s=settings.api.header_timeout_seconds)
+    uvicorn.run(app, host=settings.api.host, port=settings.api.port, http=http,
                 log_level=settings.logging.level.lower(), access_log=False, log_config=None)
     return 0
 

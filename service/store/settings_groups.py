@@ -47,6 +47,15 @@ class ApiSettings(SettingsGroup):
         description="how long an API process reuses a key's lookup (its tenant, plan, "
                     "revocation, expiry, suspension): a revoked key or a suspended tenant is "
                     "refused within this time on every API process; 0: look up every request")
+    max_header_bytes: int = Field(
+        default=64 * 1024, ge=1024,
+        description="largest request header section (request line and headers) the API "
+                    "reads; past it: 431 and the connection closes")
+    header_timeout_seconds: float = Field(
+        default=10.0, gt=0,
+        description="how long the API waits for a request's whole header section, from its "
+                    "first byte (or the connection's opening); past it: 408 and the "
+                    "connection closes")
 
 
 class LimitSettings(SettingsGroup):
