@@ -52,7 +52,7 @@ def test_no_process_needs_a_manual_restart(rows: list[Row]) -> None:
 
 def test_service_recovers_within_10s_of_the_dependency_return(rows: list[Row]) -> None:
     held = [r for r in rows if r.recovery_held]
-    assert {r.fault.split()[0] for r in held} == {"redis", "postgres", "kill"}
+    assert {r.fault.split()[0] for r in held} == {"redis", "postgres", "kill", "freeze"}
     slow = {r.fault: r.recovery_s for r in held
             if r.recovery_s is None or r.recovery_s > PLAN.targets.recovery_s}
     assert slow == {}

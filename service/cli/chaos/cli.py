@@ -15,8 +15,8 @@ DEFAULT_OUT = Path("chaos-report.json")
 
 def add_parser(sub: Any) -> None:
     chaos = sub.add_parser(
-        "chaos", help="inject faults (kills, outages, a frozen worker) into a private stack "
-                      "under load and report what clients saw")
+        "chaos", help="inject faults (kills, outages, a frozen worker or dispatcher) into a "
+                      "private stack under load and report what clients saw")
     chaos.add_argument("--short", action="store_true",
                        help="short outages and less load (CI): a few minutes in all")
     chaos.add_argument("--only", default="",

@@ -1,5 +1,6 @@
 """The faults, and how each is injected: a process killed (-9), a dependency stopped for a
-while and started again in place, a worker frozen (SIGSTOP) and thawed (SIGCONT)."""
+while and started again in place, a worker or the active dispatcher frozen (SIGSTOP) and
+thawed (SIGCONT)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from service.cli.chaos.cluster import API, WORKERS, Cluster
+from service.cli.chaos.cluster import API, DISPATCHERS, WORKERS, Cluster
 from service.cli.embedded import EmbeddedServers
 
 Target = Literal["worker", "dispatcher", "api", "redis", "postgres"]
@@ -40,9 +41,16 @@ class Fault:
     @property
     def recovery_held(self) -> bool:
         """Held to the recovery target: a dependency's outage, or the active dispatcher's
-        death (its standby takes over). A killed API's recovery is its own start-up (seconds
-        of imports on a loaded host); a worker fault's is the known issue in docs/chaos.md."""
+        death or freeze (its standby takes over). A killed API's recovery is its own start-up
+        (seconds of imports on a loaded host); a worker fault's is the known issue in
+        docs/chaos.md."""
         return self.target in ("redis", "postgres", "dispatcher")
+
+    @property
+    def takeover(self) -> bool:
+        """Its recovery is the standby's takeover, measured from the freeze while the leader
+        stays frozen (its thaw later only tests that it stands down)."""
+        return self.target == "dispatcher" and self.action == "freeze"
 
 
 def all_faults(short: bool) -> list[Fault]:
@@ -56,6 +64,7 @@ def all_faults(short: bool) -> list[Fault]:
         *(Fault("redis", "stop", d) for d in outages),
         *(Fault("postgres", "stop", d) for d in outages),
         Fault("worker", "freeze", 8.0 if short else 15.0),
+        Fault("dispatcher", "freeze", 9.0 if short else 20.0),
     ]
 
 
@@ -64,12 +73,16 @@ class Injected:
     victim: str  # the process or server hit
     hit: float  # time.monotonic() when the fault began
     over: float  # when it ended: the server back, the process killed or thawed
+    recovery_s: float | None = None  # a takeover's, measured while the fault held
 
 
 def inject(fault: Fault, cluster: Cluster, servers: EmbeddedServers,
-           busy_worker: Callable[[], str | None]) -> Injected:
+           busy_worker: Callable[[], str | None],
+           recovery: Callable[[float], float | None]) -> Injected:
     """Injects ``fault`` and returns once it is over. ``busy_worker`` names a worker that is
-    streaming tokens for this fault's clients right now (None while there is none)."""
+    streaming tokens for this fault's clients right now (None while there is none);
+    ``recovery(since)`` measures the time to recovery from ``since`` (time.monotonic()), for
+    a fault whose recovery is measured while it holds (``Fault.takeover``)."""
     if fault.target == "redis":
         return _outage("redis", servers.stop_redis, servers.start_redis, fault.duration_s)
     if fault.target == "postgres":
@@ -85,6 +98,8 @@ def inject(fault: Fault, cluster: Cluster, servers: EmbeddedServers,
     else:
         victim = API
     hit = time.monotonic()
+    if fault.takeover:
+        return _freeze_leader(victim, cluster, fault.duration_s, recovery)
     if fault.action == "freeze":
         cluster.freeze(victim)
         time.sleep(fault.duration_s)
@@ -92,6 +107,28 @@ def inject(fault: Fault, cluster: Cluster, servers: EmbeddedServers,
     else:
         cluster.kill(victim)
     return Injected(victim, hit, time.monotonic())
+
+
+def _freeze_leader(victim: str, cluster: Cluster, duration_s: float,
+                   recovery: Callable[[float], float | None]) -> Injected:
+    """Freezes the active dispatcher, with its standby running: the time to recovery counts from
+    the freeze, once the standby leads (its leader beat names it: until then a request could
+    still pass on express tickets lent before the freeze, with no dispatcher at all). The
+    leader stays frozen for ``duration_s`` in all, then resumes and must stand down."""
+    hit = time.monotonic()
+    cluster.freeze(victim)
+    try:
+        standby = _wait_for(lambda: _other_leader(cluster, victim), 60.0)
+        took = recovery(hit) if standby is not None else None
+        time.sleep(max(0.0, duration_s - (time.monotonic() - hit)))
+    finally:
+        cluster.thaw(victim)
+    return Injected(victim, hit, time.monotonic(), recovery_s=took)
+
+
+def _other_leader(cluster: Cluster, victim: str) -> str | None:
+    active = cluster.active_dispatcher()
+    return active if active in DISPATCHERS and active != victim else None
 
 
 def _outage(name: str, stop: Callable[[], None], start: Callable[[], None],

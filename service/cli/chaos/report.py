@@ -71,7 +71,7 @@ def markdown(rows: list[Row], targets: Targets, title: str) -> str:
     misses = [m for r in rows for m in r.misses(targets)]
     lines += ["", f"Targets: 0 lost, 0 duplicated, 0 silent truncations, 0 manual restarts; "
                   f"recovery <= {targets.recovery_s:g} s for Redis and Postgres (from their "
-                  f"return) and the dispatcher (from the kill); token stall <= "
+                  f"return) and the dispatcher (from its kill or freeze); token stall <= "
                   f"{targets.stall_s:g} s for the worker faults. The API's and the workers' "
                   f"recovery is reported, not held (docs/chaos.md).",
               "Missed: " + ("; ".join(misses) if misses else "none") + "."]

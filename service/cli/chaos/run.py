@@ -92,9 +92,12 @@ def run_fault(fault: Fault, plan: PassPlan, cluster: Cluster,
     batch = submit(cluster.base_url, tenants[0], label, plan.load.batch_lines,
                    plan.load.batch_max_tokens)
     time.sleep(plan.warmup_s)
-    injected = inject(fault, cluster, servers, lambda: _busy_worker(db, tenant_ids))
-    recovery = time_to_recovery(cluster.base_url, probe, injected.over,
-                                plan.recovery_timeout_s)
+    def recovery_since(since: float) -> float | None:
+        return time_to_recovery(cluster.base_url, probe, since, plan.recovery_timeout_s)
+
+    injected = inject(fault, cluster, servers, lambda: _busy_worker(db, tenant_ids),
+                      recovery_since)
+    recovery = injected.recovery_s if fault.takeover else recovery_since(injected.over)
     time.sleep(plan.after_s)
     load.stop()
     _drain(cluster, db, tenant_ids, tenants[0], batch, plan.drain_s)

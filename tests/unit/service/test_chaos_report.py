@@ -60,4 +60,5 @@ def test_the_short_pass_has_every_fault_short() -> None:
     assert max(f.duration_s for f in short) < 10 <= max(f.duration_s for f in full)
     assert {f.name for f in full} >= {"kill -9 worker", "kill -9 dispatcher", "kill -9 api",
                                       "redis down 10s", "redis down 60s", "postgres down 10s",
-                                      "postgres down 60s", "freeze worker 15s"}
+                                      "postgres down 60s", "freeze worker 15s",
+                                      "freeze dispatcher 20s"}
