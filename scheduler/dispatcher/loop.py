@@ -92,6 +92,9 @@ class Dispatcher:
         self._next_first_tokens = 0.0
         self._incarnations: dict[str, object] = {}  # worker id -> the process we last heard
         self.silence = PoolSilence(self.settings.jobs.lease_seconds)  # all keys gone at once
+        # The workers an earlier term placed jobs on have a lease from the term's start to be
+        # heard in this one before those jobs count as lost (``_unheard_in_grace``).
+        self._grace_until = time.monotonic() + self.settings.jobs.lease_seconds
         self._next_maintenance = 0.0
         self._next_scan = 0.0
         self._next_outlook = 0.0
@@ -309,10 +312,20 @@ class Dispatcher:
             self._incarnations[worker_id] = incarnation
             seen.add(worker_id)
             self.policy.on_worker_heartbeat(worker_view(beat, by_worker[worker_id]))
-        for gone in (self.workers | set(by_worker)) - seen:
+        for gone in (self.workers | set(by_worker)) - seen - self._unheard_in_grace(by_worker):
             self._worker_lost(gone)
         self.workers = seen
         self._refresh_step_clocks()
+
+    def _unheard_in_grace(self, by_worker: dict[str, dict[str, JobClass]]) -> set[str]:
+        """Workers with jobs placed before this term that it has not heard yet, while the
+        term is younger than a lease: a term that follows a Redis restart starts before the
+        workers' beats are back (their keys expired with the outage), and taking each for lost
+        re-ran every running job. A live worker beats again within a few heartbeats; a dead
+        one's jobs go back with their leases meanwhile (renewed in Postgres, not Redis)."""
+        if time.monotonic() >= self._grace_until:
+            return set()
+        return set(by_worker) - self.workers
 
     def _worker_lost(self, worker_id: str, why: str = "missed its heartbeats") -> None:
         """Its jobs go back to the queue at once (not when their leases run out), so a
