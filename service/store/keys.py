@@ -83,3 +83,9 @@ def handoff_stream(worker_id: str) -> str:
 
 HANDOFF_MAXLEN = 1000  # approximate cap per stream; an entry trimmed unread waits for its lease
 
+
+
+def admin_auth_failures_key(client: str, window: int) -> str:
+    """Failed admin-token attempts from ``client`` (an address) in minute ``window`` (epoch
+    seconds // 60): every API process counts into it (service.web.admin_guard)."""
+    return f"fairway:admin-auth-failures:{client}:{window}"

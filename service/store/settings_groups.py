@@ -56,6 +56,11 @@ class ApiSettings(SettingsGroup):
         description="how long the API waits for a request's whole header section, from its "
                     "first byte (or the connection's opening); past it: 408 and the "
                     "connection closes")
+    admin_auth_failures_per_minute: int = Field(
+        default=20, ge=0,
+        description="failed admin-token attempts one client address may make in a minute "
+                    "(counted in Redis, across API processes); past them every admin request "
+                    "from it gets 429 + Retry-After until the minute ends; 0: no limit")
 
 
 class LimitSettings(SettingsGroup):

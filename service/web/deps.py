@@ -15,6 +15,7 @@ from service.store.settings import Settings
 from service.store.storable import first_unstorable
 from service.tenants.accounts import TenantSuspended, authenticate_key
 from service.tenants.key_cache import key_cache
+from service.web import admin_guard
 from service.web.errors import APIError
 
 
@@ -94,8 +95,13 @@ CurrentTenant = Annotated[Tenant, Depends(current_tenant)]
 async def require_admin(request: Request, settings: SettingsDep) -> str:
     """The admin credential is its own secret, never a tenant key. Returns the actor name for
     the audit log (X-Fairway-Actor if the caller names itself, else "admin")."""
+    redis: Redis = request.app.state.redis
+    client = request.client.host if request.client else "unknown"
+    limit = settings.api.admin_auth_failures_per_minute
+    await admin_guard.refuse_if_throttled(redis, client, limit)
     token = _bearer(request)
     if not hmac.compare_digest(token.encode(), settings.admin_token.encode()):
+        await admin_guard.record_failure(redis, client, limit)
         raise APIError(403, "This route needs the admin credential.", code="forbidden")
     actor = request.headers.get("x-fairway-actor", "").strip()[:64]
     return f"admin:{actor}" if actor else "admin"

@@ -73,8 +73,9 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 # Any route behind a tenant key: bad parameters, a bad key, a suspended tenant, an outage.
 TENANT_ROUTES = errors(400, 401, 403, 503)
-# Any /admin route: the same, and a credential that is not the admin's.
-ADMIN_ROUTES = errors(400, 401, 403, 503)
+# Any /admin route: the same, a credential that is not the admin's, and too many of those
+# from one address (service.web.admin_guard).
+ADMIN_ROUTES = errors(400, 401, 403, 429, 503)
 # The request body is read: it may be too large.
 WITH_BODY = errors(413)
 
