@@ -559,3 +559,18 @@ def test_the_install_script_installs_what_these_tests_need() -> None:
     assert {"helm-python-sdk", "kubernetes-validate", "pyyaml"} <= names
     install = (ROOT / ".ci" / "install.sh").read_text()
     assert 'extras="dev"' in install and '".[$extras]"' in install
+
+
+def test_the_packaged_chart_carries_the_copies(helm: Any, tmp_path: Path) -> None:
+    """What `helm package` ships renders the same rules and dashboards (a symlink out of the
+    chart would not be in the archive)."""
+    archive = Path(helm.package(str(CHART), destination=str(tmp_path)))
+    packaged = helm.Chart.load_archive(archive.read_bytes())
+    values = {"metrics": {"prometheusRule": {"enabled": True},
+                          "grafanaDashboards": {"enabled": True}}}
+    out = packaged.render(values, name="fw", namespace="fairway")
+    docs = [d for path, text in out.items() if not path.endswith("NOTES.txt")
+            for d in yaml.safe_load_all(text) if d]
+    rule = named(docs, "PrometheusRule", "fw-fairway")
+    assert rule["spec"] == yaml.safe_load((GRAFANA / "alerts.yml").read_text())
+    assert len(by_kind(docs, "ConfigMap")) == len(list((GRAFANA / "dashboards").glob("*.json")))
