@@ -19,6 +19,10 @@ def add_parser(sub: Any) -> None:
                       "private stack under load and report what clients saw")
     chaos.add_argument("--short", action="store_true",
                        help="short outages and less load (CI): a few minutes in all")
+    chaos.add_argument("--default-timings", action="store_true",
+                       help="run the stack with the default heartbeat and lease "
+                            "(FAIRWAY_HEARTBEAT_SECONDS, FAIRWAY_LEASE_SECONDS) instead of the "
+                            "harness's short ones, to measure a worker fault's stall as deployed")
     chaos.add_argument("--only", default="",
                        help="comma-separated substrings of fault names to run (e.g. redis,kill)")
     # The global --data-dir (service.cli.options) sets it; listed here for this help text.
@@ -36,6 +40,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.WARNING)
     plan = PassPlan.short() if args.short else PassPlan.full()
+    if args.default_timings:
+        plan = PassPlan(**{**plan.__dict__, "default_timings": True})
     if args.only:
         wanted = [w.strip() for w in args.only.split(",") if w.strip()]
         plan = PassPlan(**{**plan.__dict__,
@@ -45,9 +51,12 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     data_dir = given or Path(tempfile.mkdtemp(prefix="fairway-chaos-"))
     started = dt.datetime.now(dt.UTC)
     rows = run_pass(plan, data_dir, say=lambda line: print(line, flush=True))
-    title = f"fairway chaos{' --short' if args.short else ''}, {started:%Y-%m-%d %H:%M} UTC"
+    flags = (" --short" if args.short else "") + (" --default-timings"
+                                                  if args.default_timings else "")
+    title = f"fairway chaos{flags}, {started:%Y-%m-%d %H:%M} UTC"
     json_path, md_path = write(rows, plan.targets, title, args.out, {
         "pass": "short" if args.short else "full", "started": started.isoformat(),
+        "default_timings": plan.default_timings,
         "load": plan.load.__dict__, "data_dir": str(data_dir)})
     print()
     print(markdown(rows, plan.targets, title))

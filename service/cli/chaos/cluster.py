@@ -30,16 +30,21 @@ MODEL = "sim-model"
 API, DISPATCHERS, WORKERS = "api", ("dispatcher-a", "dispatcher-b"), ("worker-1", "worker-2")
 
 
-def stack_env(database_url: str, redis_url: str, data_dir: Path) -> dict[str, str]:
-    """The children's settings: private servers, and heartbeats and leases short enough that
-    a dead worker's jobs move within seconds."""
+# Heartbeats and leases short enough that a dead worker's jobs move within seconds.
+SHORT_TIMINGS = {"FAIRWAY_HEARTBEAT_SECONDS": "0.5", "FAIRWAY_LEASE_SECONDS": "5"}
+
+
+def stack_env(database_url: str, redis_url: str, data_dir: Path,
+              default_timings: bool = False) -> dict[str, str]:
+    """The children's settings: private servers, and ``SHORT_TIMINGS`` unless
+    ``default_timings`` (the product's own heartbeat and lease, to measure them)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRWAY_")}
+    env.update({} if default_timings else SHORT_TIMINGS)
     env.update({
         "FAIRWAY_DATABASE_URL": database_url, "FAIRWAY_REDIS_URL": redis_url,
         "FAIRWAY_DATA_DIR": str(data_dir), "FAIRWAY_FILES_DIR": str(data_dir / "files"),
         "FAIRWAY_ENVIRONMENT": "development", "FAIRWAY_SERVED_MODEL_NAME": MODEL,
-        "FAIRWAY_ENGINE": "sim", "FAIRWAY_HEARTBEAT_SECONDS": "0.5",
-        "FAIRWAY_LEASE_SECONDS": "5", "FAIRWAY_MAX_NUM_SEQS": "16",
+        "FAIRWAY_ENGINE": "sim", "FAIRWAY_MAX_NUM_SEQS": "16",
         "FAIRWAY_BATCH_VALIDATION_GRACE_SECONDS": "5",
         "PYTHONPATH": os.pathsep.join(p for p in (str(SOURCE_ROOT),
                                                   os.environ.get("PYTHONPATH")) if p),

@@ -38,6 +38,7 @@ class PassPlan:
     recovery_timeout_s: float
     drain_s: float  # for the fault's jobs and batch to end
     targets: Targets = field(default_factory=Targets)
+    default_timings: bool = False  # the product's heartbeat and lease, not the harness's
 
     @staticmethod
     def full() -> PassPlan:
@@ -59,8 +60,8 @@ def run_pass(plan: PassPlan, data_dir: Path, say: Callable[[str], None] = print)
     cluster: Cluster | None = None
     try:
         upgrade(servers.database_url)
-        cluster = Cluster(stack_env(servers.database_url, servers.redis_url, data_dir),
-                          data_dir / "logs")
+        cluster = Cluster(stack_env(servers.database_url, servers.redis_url, data_dir,
+                                    plan.default_timings), data_dir / "logs")
         say(f"starting the stack (logs in {cluster.log_dir}) ...")
         cluster.start()
         rows = []
