@@ -43,9 +43,9 @@ Render = Callable[..., list[dict[str, Any]]]
 def render(chart: Any) -> Render:
     """Render with these values (over the chart's defaults) to the list of manifests."""
 
-    def _render(values: dict[str, Any] | None = None, *, upgrade: bool = False
-                ) -> list[dict[str, Any]]:
-        out = chart.render(values or {}, name="fw", namespace="fairway",
+    def _render(values: dict[str, Any] | None = None, *, upgrade: bool = False,
+                release: str = "fw") -> list[dict[str, Any]]:
+        out = chart.render(values or {}, name=release, namespace="fairway",
                            is_install=not upgrade, is_upgrade=upgrade)
         docs: list[dict[str, Any]] = []
         for path, text in sorted(out.items()):

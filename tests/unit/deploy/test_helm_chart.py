@@ -306,6 +306,21 @@ def test_every_fairway_variable_is_a_setting(render: Any, variant: str) -> None:
         assert not unknown, f"{container['name']}: {unknown} are no settings (docs/settings.md)"
 
 
+def test_no_service_link_variable_reaches_a_setting(render: Any) -> None:
+    """Kubernetes gives each pod <SERVICE>_PORT=tcp://... for every Service in its namespace
+    unless told not to. For a release named fairway the API's Service is fairway-api, and
+    FAIRWAY_API_PORT=tcp://... would stop every process at its settings."""
+    docs = render(PRODUCTION, release="fairway")
+    links = set()
+    for service in by_kind(docs, "Service"):
+        prefix = service["metadata"]["name"].upper().replace("-", "_")
+        links |= {f"{prefix}_PORT", f"{prefix}_SERVICE_HOST", f"{prefix}_SERVICE_PORT"}
+    assert "FAIRWAY_API_PORT" in links & _known_env_vars()  # the clash is real
+    for doc in docs:
+        if doc["kind"] in ("Deployment", "StatefulSet", "Job"):
+            assert pod_spec(doc)["enableServiceLinks"] is False, doc["metadata"]["name"]
+
+
 def test_the_commands_are_ones_the_cli_takes(render: Any) -> None:
     from service.cli.main import build_parser
 
