@@ -120,29 +120,53 @@ def own_start_s(o: RealtimeOutlook, prompt_tokens: int) -> float:
     return _prefill_s(o, prompt_tokens) + o.step_s
 
 
-def door_refusal(
+@dataclass(frozen=True, slots=True)
+class DoorVerdict:
+    """The door's judgement of one request: its predicted TTFT, and the Retry-After seconds
+    of a refusal (None: admitted)."""
+
+    predicted_ttft_s: float
+    retry_after: int | None
+
+
+def door_verdict(
     o: RealtimeOutlook, *, prompt_tokens: int, target_s: float, extra_jobs: int = 0,
     admit_below: float = ADMIT_BELOW, tenant: str | None = None, weight: float = 1.0,
-    own_extra: int = 0, max_wait_s: float | None = None,
-) -> int | None:
-    """The door's rule: None to admit, else the Retry-After seconds of a refusal.
+    own_extra: int = 0, max_wait_s: float | None = None, api_delay_s: float = 0.0,
+) -> DoorVerdict:
+    """The door's rule, with its prediction.
 
     Without ``max_wait_s`` (a plan's ``shed`` mode), ``target_s`` is the request's TTFT
     target (or its deadline if sooner) and a request predicted to miss it is refused. With it
     (``queue`` mode), the target is only a goal: the request is refused when its predicted wait
     before its own prefill starts is past ``max_wait_s``, or when it would miss ``target_s``,
     then its deadline. Either way a request that would miss even on an idle pool is admitted:
-    refusing it would relieve nothing."""
-    predicted = predict_new_ttft(o, prompt_tokens=prompt_tokens, extra_jobs=extra_jobs,
-                                 tenant=tenant, weight=weight, own_extra=own_extra)
+    refusing it would relieve nothing. ``api_delay_s``: the time the request is expected to
+    spend in the API before its job exists (its backlog in a burst), part of its wait."""
+    predicted = api_delay_s + predict_new_ttft(
+        o, prompt_tokens=prompt_tokens, extra_jobs=extra_jobs, tenant=tenant, weight=weight,
+        own_extra=own_extra)
     if max_wait_s is not None:
         wait = predicted - own_start_s(o, prompt_tokens)
         if wait > max_wait_s:
-            return max(1, math.ceil(wait - max_wait_s))
+            return DoorVerdict(predicted, max(1, math.ceil(wait - max_wait_s)))
     bar = target_s * admit_below
     if predicted > bar and alone_ttft(o, prompt_tokens=prompt_tokens) <= bar:
-        return max(1, math.ceil(predicted - bar))
-    return None
+        return DoorVerdict(predicted, max(1, math.ceil(predicted - bar)))
+    return DoorVerdict(predicted, None)
+
+
+def door_refusal(
+    o: RealtimeOutlook, *, prompt_tokens: int, target_s: float, extra_jobs: int = 0,
+    admit_below: float = ADMIT_BELOW, tenant: str | None = None, weight: float = 1.0,
+    own_extra: int = 0, max_wait_s: float | None = None,
+) -> int | None:
+    """The door's rule (``door_verdict``) for a request with no API delay: None to admit,
+    else the Retry-After seconds of a refusal."""
+    return door_verdict(o, prompt_tokens=prompt_tokens, target_s=target_s,
+                        extra_jobs=extra_jobs, admit_below=admit_below, tenant=tenant,
+                        weight=weight, own_extra=own_extra, max_wait_s=max_wait_s
+                        ).retry_after
 
 
 def alone_ttft(o: RealtimeOutlook, *, prompt_tokens: int) -> float:

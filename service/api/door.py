@@ -72,6 +72,9 @@ class Admitted:
     ticket: Ticket | None = None
     # The plan and targets a realtime job is admitted under, stored on its row.
     slo: AdmittedSlo | None = None
+    # The gate's predicted time to first token (None: not judged), stored on the row so the
+    # prediction can be checked against what came.
+    predicted_ttft_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,7 @@ class Entered:
     admission: Admission
     classification: Classification
     now: dt.datetime
+    predicted_ttft_s: float | None = None  # the gate's, when it judged the request
 
 
 class Door:
@@ -103,8 +107,10 @@ class Door:
                               max_wait_s=admission.max_wait_s)
         job = await admission.guard(create_job(
             session, req, job_id=admission.ticket, classification=admitted.classification,
-            express=express, slo=admitted.slo))
-        return Entered(job, admission, admitted.classification, admitted.now)
+            express=express, slo=admitted.slo, predicted_ttft_s=admitted.predicted_ttft_s))
+        self.gate.backlog.stored(req.arrived_at)
+        return Entered(job, admission, admitted.classification, admitted.now,
+                       admitted.predicted_ttft_s)
 
     @tracing.traced("fairway.api.door")
     async def admit(self, session: AsyncSession, req: DoorRequest) -> Admitted:
@@ -136,7 +142,7 @@ class Door:
         classification = self._classify(req, door, now)
         gated = self._slo_gated(req) and classification.kind == JobKind.REALTIME
         if gated:
-            refused = await self._slo_refusal(req, door, classification, now, count=False)
+            refused, _ = await self._slo_refusal(req, door, classification, now, count=False)
             if refused is not None:
                 if door.cached:
                     return None
@@ -161,68 +167,76 @@ class Door:
         placed = decode_ticket(admission.express_ticket)
         if span is not None and placed is not None:
             span.set_attribute("fairway.worker_id", placed.worker_id)
+        predicted = None
         if gated:
-            await self._count_at_gate(req, door, classification, now, admission, placed)
+            predicted = await self._count_at_gate(req, door, classification, now, admission,
+                                                  placed)
         slo = (AdmittedSlo(door.policy.plan, door.policy.ttft_slo_ms, door.policy.tpot_slo_ms)
                if classification.kind == JobKind.REALTIME else None)
-        return Admitted(admission, classification, now, placed, slo)
+        return Admitted(admission, classification, now, placed, slo, predicted)
 
     async def _refuse_on_hint(self, req: DoorRequest, hint: DoorPolicy,
                               now: dt.datetime) -> None:
         """Step 2. An admission is never taken from the hint: it takes step 3's policy."""
         classification = self._classify(req, hint, now)
         if classification.kind == JobKind.REALTIME:
-            refused = await self._slo_refusal(req, hint, classification, now, count=False)
+            refused, _ = await self._slo_refusal(req, hint, classification, now, count=False)
             if refused is not None:
                 self._refuse(req, refused)
 
     async def _count_at_gate(self, req: DoorRequest, door: DoorPolicy,
                              classification: Classification, now: dt.datetime,
-                             admission: Admission, placed: Ticket | None) -> None:
+                             admission: Admission, placed: Ticket | None) -> float | None:
         """Step 6. A job placed on a lent ticket is only counted: a refusal now would leave
         its worker a hand-off whose row never comes. Any other gets a counted look: with the
         outlook cached it runs without yielding, so a burst the quota admitted at once is
         still counted one by one; refused (the pool filled while the quota answered), the
-        request gets its tokens back."""
+        request gets its tokens back. Returns the admitted request's predicted TTFT."""
         if placed is not None:
-            self.gate.count(req.model, str(req.tenant.id))
-            return
+            tenant = str(req.tenant.id)
+            predicted = self.gate.predicted_ttft_s(req.model, prompt_tokens=req.prompt_tokens,
+                                                   tenant=tenant, weight=req.tenant.weight)
+            self.gate.count(req.model, tenant)
+            return predicted
         try:
-            refused = await self._slo_refusal(req, door, classification, now, count=True)
+            refused, predicted = await self._slo_refusal(req, door, classification, now,
+                                                         count=True)
         except BaseException:
             await admission.refund()
             raise
         if refused is not None:
             await admission.refund()
             self._refuse(req, refused)
+        return predicted
 
     async def _slo_refusal(self, req: DoorRequest, door: DoorPolicy,
                            classification: Classification, now: dt.datetime, *,
-                           count: bool) -> APIError | None:
+                           count: bool) -> tuple[APIError | None, float | None]:
         """The 429 for a request that cannot start in time, judged by its tenant's share of
         the queue: in the plan's shed mode, within its TTFT target; in its queue mode, within
         the plan's longest queue wait and its deadline. None: admitted (and, with ``count``,
-        counted)."""
+        counted). Beside it, the predicted TTFT (None: no outlook to judge by)."""
         max_wait_s = door.policy.max_wait_s
         deadline_s = (classification.deadline_at - now).total_seconds()
         target = deadline_s if max_wait_s is not None else _target_s(
             classification, door.ttft_target_s, now)
-        retry = await self.gate.check(req.model, prompt_tokens=req.prompt_tokens,
-                                      target_s=target, count=count,
-                                      tenant=str(req.tenant.id), weight=req.tenant.weight,
-                                      max_wait_s=max_wait_s)
-        if retry is None:
-            return None
+        verdict = await self.gate.judge(req.model, prompt_tokens=req.prompt_tokens,
+                                        target_s=target, count=count,
+                                        tenant=str(req.tenant.id), weight=req.tenant.weight,
+                                        max_wait_s=max_wait_s)
+        if verdict is None or verdict.retry_after is None:
+            return None, None if verdict is None else verdict.predicted_ttft_s
+        retry = verdict.retry_after
         if max_wait_s is not None:
             return APIError(429, f"The service is too busy to start this request within its "
                                  f"plan's longest queue wait ({max_wait_s:g} s) and its "
                                  f"deadline; retry in {retry} s.",
                             code="slo_unattainable", headers={"Retry-After": str(retry)},
-                            reason="queue_wait_exceeded")
+                            reason="queue_wait_exceeded"), verdict.predicted_ttft_s
         return APIError(429, f"The service is too busy to start this request within its "
                              f"{target:g} s time-to-first-token target; retry in {retry} s.",
                         code="slo_unattainable", headers={"Retry-After": str(retry)},
-                        reason="slo_unattainable")
+                        reason="slo_unattainable"), verdict.predicted_ttft_s
 
     def _slo_gated(self, req: DoorRequest) -> bool:
         return self.settings.api.slo_admission and not req.background

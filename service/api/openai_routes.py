@@ -39,6 +39,7 @@ from service.store.settings import Settings
 from service.store.telemetry.slo_rules import SloTargets
 from service.web.deps import CurrentTenant, SessionDep, SettingsDep
 from service.web.errors import APIError, error_body
+from service.web.request_id import request_started
 from service.web.responses import RATE_LIMIT_HEADERS, TENANT_ROUTES, WITH_BODY, errors
 
 log = logging.getLogger("fairway.api")
@@ -84,7 +85,8 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
     req = DoorRequest(tenant, getattr(request.state, "api_key_id", None), body.model,
                       "chat.completions" if chat else "completions",
                       body.model_dump(mode="json", exclude_none=True), max_tokens,
-                      body.deadline_ms, stream=body.stream)
+                      body.deadline_ms, stream=body.stream,
+                      arrived_at=request_started(request.scope))
     entered = await door_of(request.app.state).enter(session, req)
     job, admission, classification, now = (entered.job, entered.admission,
                                            entered.classification, entered.now)
@@ -94,7 +96,8 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
     obs = observe_request(model=body.model, tenant=tenant.id, job_class=classification.kind,
                           tier=classification.service_tier, started=started,
                           targets=SloTargets(admission.ttft_target_s, admission.tpot_target_s),
-                          deadline_s=(classification.deadline_at - now).total_seconds())
+                          deadline_s=(classification.deadline_at - now).total_seconds(),
+                          predicted_ttft_s=entered.predicted_ttft_s)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = _stream(request, job.id, builder, include_usage, settings, obs,

@@ -30,6 +30,7 @@ from service.store.response_status import RESPONSES_ENDPOINT
 from service.store.telemetry.slo_rules import SloTargets
 from service.web.deps import CurrentTenant, RedisDep, SessionDep, SettingsDep
 from service.web.errors import APIError
+from service.web.request_id import request_started
 from service.web.responses import TENANT_ROUTES, WITH_BODY, errors
 
 router = APIRouter(prefix="/v1", responses=TENANT_ROUTES)
@@ -60,7 +61,8 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
                        code="invalid_value", param="max_output_tokens")
     req = DoorRequest(tenant, getattr(request.state, "api_key_id", None), body.model,
                       RESPONSES_ENDPOINT, payload, max_tokens, body.deadline_ms,
-                      stream=body.stream, background=body.background)
+                      stream=body.stream, background=body.background,
+                      arrived_at=request_started(request.scope))
     entered = await door_of(request.app.state).enter(session, req)
     job, admission, classification, now = (entered.job, entered.admission,
                                            entered.classification, entered.now)
@@ -76,7 +78,8 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
     obs = observe_request(model=body.model, tenant=tenant.id, job_class=classification.kind,
                           tier=classification.service_tier, started=started,
                           targets=SloTargets(admission.ttft_target_s, admission.tpot_target_s),
-                          deadline_s=(classification.deadline_at - now).total_seconds())
+                          deadline_s=(classification.deadline_at - now).total_seconds(),
+                          predicted_ttft_s=entered.predicted_ttft_s)
     if body.stream:
         events = stream_response(request, job.id, EventStream(shape), settings, obs,
                                  background=False, on_settled=admission.settled_by_worker)

@@ -5,7 +5,8 @@ Retry-After before anything is stored (unless it would miss even on an idle pool
 refusing it relieves nothing): under overload the queue is not filled past every
 target, and a refusal costs milliseconds. The prediction is the policy's (scheduler.outlook):
 the dispatcher publishes each model's outlook a few times a second, and this process adds the
-requests it admitted since, so a burst between two outlooks is counted too. Without an outlook
+requests it admitted since, so a burst between two outlooks is counted too, and the time a
+request spends in this API before its job exists (service.api.api_backlog). Without an outlook
 (no dispatcher yet, or Redis away) the request is admitted; the dispatcher still judges it.
 
 Distinct from that load-dependent 429: a ``deadline_ms`` shorter than the request's time to
@@ -23,7 +24,14 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from scheduler.outlook import RealtimeOutlook, alone_ttft, door_refusal
+from scheduler.outlook import (
+    DoorVerdict,
+    RealtimeOutlook,
+    alone_ttft,
+    door_verdict,
+    predict_new_ttft,
+)
+from service.api.api_backlog import ApiBacklog
 from service.store.heartbeats import decode_outlook
 from service.store.keys import outlook_key
 from service.store.single_flight import SingleFlight
@@ -58,8 +66,10 @@ class _Rule:
 
 
 class SloGate:
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, backlog: ApiBacklog | None = None) -> None:
         self.redis = redis
+        # This process's own queue ahead of the job row (in a burst, the largest part).
+        self.backlog = backlog or ApiBacklog()
         self._outlooks: dict[str, tuple[float, RealtimeOutlook | None]] = {}
         self._reading: SingleFlight[str, RealtimeOutlook | None] = SingleFlight()
         # model -> (epoch time, tenant) of each request admitted here, until an outlook has it
@@ -69,7 +79,18 @@ class SloGate:
                     count: bool = True, tenant: str | None = None, weight: float = 1.0,
                     max_wait_s: float | None = None) -> int | None:
         """None: admitted (and, with ``count``, counted against the next request). Else the
-        seconds after which a retry may be admitted. With ``tenant`` (and its fair-share
+        seconds after which a retry may be admitted (``judge``'s Retry-After)."""
+        verdict = await self.judge(model, prompt_tokens=prompt_tokens, target_s=target_s,
+                                   count=count, tenant=tenant, weight=weight,
+                                   max_wait_s=max_wait_s)
+        return None if verdict is None else verdict.retry_after
+
+    async def judge(self, model: str, *, prompt_tokens: int, target_s: float,
+                    count: bool = True, tenant: str | None = None, weight: float = 1.0,
+                    max_wait_s: float | None = None) -> DoorVerdict | None:
+        """The request's predicted TTFT and, if refused, the seconds after which a retry may
+        be admitted; None without an outlook (admitted unjudged). Admitted with ``count``,
+        it is counted against the next request. With ``tenant`` (and its fair-share
         ``weight``), judged by that tenant's share of the queue (scheduler.outlook).
 
         A stale outlook may admit, never refuse: a refusal it would make is judged again on a
@@ -79,13 +100,27 @@ class SloGate:
         the request's deadline."""
         outlook, fresh = await self._outlook(model)
         rule = _Rule(prompt_tokens, target_s, tenant, weight, max_wait_s)
-        retry = self._judge(outlook, model, rule)
-        if retry is not None and not fresh:
+        verdict = self._judge(outlook, model, rule)
+        if verdict is not None and verdict.retry_after is not None and not fresh:
             outlook, _ = await self._outlook(model, fresh=True)
-            retry = self._judge(outlook, model, rule)
-        if retry is None and count and outlook is not None:
+            verdict = self._judge(outlook, model, rule)
+        if verdict is not None and verdict.retry_after is None and count:
             self._admitted[model].append((time.time(), tenant or ""))
-        return retry
+        return verdict
+
+    def predicted_ttft_s(self, model: str, *, prompt_tokens: int, tenant: str,
+                         weight: float = 1.0) -> float | None:
+        """The request's predicted TTFT from the outlook at hand (no read, no judgement), as
+        ``judge`` would predict it; None without one. For a request admitted without a look
+        (placed on a lent ticket), so its prediction can be checked against what came."""
+        cached = self._outlooks.get(model)
+        if cached is None or cached[1] is None:
+            return None
+        admitted = self._admitted[model]
+        own = sum(1 for _, t in admitted if t == tenant)
+        return self.backlog.delay_s() + predict_new_ttft(
+            cached[1], prompt_tokens=prompt_tokens, extra_jobs=len(admitted), tenant=tenant,
+            weight=weight, own_extra=own)
 
     def count(self, model: str, tenant: str) -> None:
         """Count an admission made without a look (a job placed on a lent express ticket),
@@ -94,7 +129,8 @@ class SloGate:
         if cached is not None and cached[1] is not None:
             self._admitted[model].append((time.time(), tenant))
 
-    def _judge(self, outlook: RealtimeOutlook | None, model: str, rule: _Rule) -> int | None:
+    def _judge(self, outlook: RealtimeOutlook | None, model: str, rule: _Rule
+               ) -> DoorVerdict | None:
         if outlook is None:
             return None
         admitted = self._admitted[model]
@@ -102,9 +138,10 @@ class SloGate:
             admitted.popleft()
         tenant = rule.tenant
         own = sum(1 for _, t in admitted if t == tenant) if tenant is not None else 0
-        return door_refusal(outlook, prompt_tokens=rule.prompt_tokens, target_s=rule.target_s,
+        return door_verdict(outlook, prompt_tokens=rule.prompt_tokens, target_s=rule.target_s,
                             extra_jobs=len(admitted), tenant=tenant, weight=rule.weight,
-                            own_extra=own, max_wait_s=rule.max_wait_s)
+                            own_extra=own, max_wait_s=rule.max_wait_s,
+                            api_delay_s=self.backlog.delay_s())
 
     async def idle_ttft_s(self, model: str, *, prompt_tokens: int) -> float | None:
         """The request's predicted time to first token on an idle pool; None without an

@@ -88,6 +88,9 @@ class DoorRequest:
     deadline_ms: int | None
     stream: bool = False
     background: bool = False  # a background response: offline work, never placed ahead
+    # When it reached the API (a time.perf_counter() reading), for the API's own backlog
+    # (service.api.api_backlog); None: not known.
+    arrived_at: float | None = None
     # The prompt's token estimate, once: it serializes the whole prompt.
     prompt_tokens: int = field(init=False)
     # The payload as the job row stores it (JSONB cannot hold U+0000, nul_codec.py), once:

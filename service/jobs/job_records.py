@@ -30,7 +30,7 @@ log = logging.getLogger("fairway.jobs")
 _CREATE_COLUMNS: tuple[str, ...] = (
     "id", "tenant_id", "api_key_id", "kind", "service_tier", "priority", "endpoint", "model",
     "request", "stream", "max_tokens", "deadline_at", "status", "attempt", "slo_plan",
-    "ttft_slo_ms", "tpot_slo_ms")
+    "ttft_slo_ms", "tpot_slo_ms", "predicted_ttft_ms")
 _CREATED = insert(Job).values({key: lifecycle.column_param(key) for key in _CREATE_COLUMNS}
                                ).returning(Job.created_at, Job.seq).cte("created")
 _CREATE_AND_NOTIFY = select(_CREATED.c.created_at, _CREATED.c.seq, wakeups.NOTIFY
@@ -50,7 +50,8 @@ _PLACE_AND_NOTIFY = select(_PLACED.c.created_at, _PLACED.c.seq, wakeups.NOTIFY
 
 async def create_job(session: AsyncSession, req: DoorRequest, *, job_id: uuid.UUID,
                      classification: Classification, express: Express | None = None,
-                     slo: AdmittedSlo | None = None) -> Job:
+                     slo: AdmittedSlo | None = None,
+                     predicted_ttft_s: float | None = None) -> Job:
     """Insert the request's job and wake the dispatcher, committed before the caller answers.
 
     NOTIFY is transactional: the dispatcher hears of the job only once the row is visible.
@@ -60,7 +61,8 @@ async def create_job(session: AsyncSession, req: DoorRequest, *, job_id: uuid.UU
     database's. ``job_id``: the door's admission ticket, so the quota reservation is keyed by
     the job from the start. ``express``: the realtime job was placed on a worker by the door,
     its hand-off already sent (service.jobs.express_handoff): inserted assigned to that worker and
-    leased. ``slo``: the plan and targets a realtime job was admitted under, kept on its row.
+    leased. ``slo``: the plan and targets a realtime job was admitted under, kept on its row,
+    with the door's ``predicted_ttft_s``.
     """
     tenant_id = req.tenant.id
     fields: dict[str, Any] = dict(
@@ -79,6 +81,7 @@ async def create_job(session: AsyncSession, req: DoorRequest, *, job_id: uuid.UU
         slo_plan=slo and slo.plan,
         ttft_slo_ms=slo and slo.ttft_slo_ms,
         tpot_slo_ms=slo and slo.tpot_slo_ms,
+        predicted_ttft_ms=None if predicted_ttft_s is None else round(predicted_ttft_s * 1000),
     )
     if express is None:
         job = lifecycle.new_job(**fields)

@@ -18,11 +18,12 @@ T = TypeVar("T")
 
 
 class RequestObserver:
-    __slots__ = ("deadline_s", "done", "job_class", "labels", "t0", "targets", "ttft")
+    __slots__ = ("deadline_s", "done", "job_class", "labels", "predicted_ttft_s", "t0",
+                 "targets", "ttft")
 
     def __init__(self, *, model: str, tenant: object, job_class: object, tier: object,
                  targets: SloTargets | None, deadline_s: float | None,
-                 started: float | None = None) -> None:
+                 started: float | None = None, predicted_ttft_s: float | None = None) -> None:
         self.job_class = class_label(job_class)
         self.labels = (model, tenant_label(tenant), self.job_class, tier_label(tier, job_class))
         # Realtime is judged on its plan's targets; flex (batch class) on its deadline.
@@ -31,6 +32,7 @@ class RequestObserver:
         self.t0 = started if started is not None else time.perf_counter()
         self.ttft: float | None = None
         self.done = False
+        self.predicted_ttft_s = predicted_ttft_s  # the door's, when it judged the request
 
     async def around(self, work: Awaitable[T]) -> T:
         """Await a non-streamed request's work, counted as in flight meanwhile."""
@@ -55,6 +57,9 @@ class RequestObserver:
         if self.ttft is None:
             self.ttft = time.perf_counter() - self.t0
             m.TTFT.labels(*self.labels).observe(self.ttft)
+            if self.predicted_ttft_s:
+                m.TTFT_PREDICTION.labels(self.labels[0], self.labels[3]).observe(
+                    self.ttft / self.predicted_ttft_s)
 
     def finished(self, *, ok: bool, completion_tokens: int = 0) -> None:
         if self.done:
@@ -94,13 +99,16 @@ NULL_OBSERVER = _NullObserver()
 
 def observe_request(*, model: str, tenant: object, job_class: object, tier: object,
                     targets: SloTargets | None, deadline_s: float | None,
-                    started: float | None = None) -> RequestObserver | _NullObserver:
+                    started: float | None = None, predicted_ttft_s: float | None = None
+                    ) -> RequestObserver | _NullObserver:
     """``started``: time.perf_counter() when the request arrived (default: now);
-    ``targets``: the tenant plan's; ``deadline_s``: arrival -> the request's deadline."""
+    ``targets``: the tenant plan's; ``deadline_s``: arrival -> the request's deadline;
+    ``predicted_ttft_s``: the door's prediction, checked against the first token."""
     if not enabled():
         return NULL_OBSERVER
     return RequestObserver(model=model, tenant=tenant, job_class=job_class, tier=tier,
-                           targets=targets, deadline_s=deadline_s, started=started)
+                           targets=targets, deadline_s=deadline_s, started=started,
+                           predicted_ttft_s=predicted_ttft_s)
 
 
 def record_refusal(tenant: object, error: APIError) -> None:

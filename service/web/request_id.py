@@ -56,6 +56,13 @@ def identity_headers(scope: Scope) -> dict[str, str]:
     return headers
 
 
+def request_started(scope: Scope) -> float | None:
+    """When the request reached the app (a ``time.perf_counter()`` reading); None outside
+    the middleware."""
+    started = (scope.get("state") or {}).get(_STARTED_KEY)
+    return started if isinstance(started, float) else None
+
+
 def _processing_ms(started: float) -> str:
     return str(round((time.perf_counter() - started) * 1000))
 

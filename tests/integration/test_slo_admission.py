@@ -130,3 +130,21 @@ def test_a_queueing_plan_refuses_what_would_wait_past_its_budget(small_pool: Sta
         assert error["code"] == "slo_unattainable"  # type: ignore[index]
         assert "longest queue wait (0.2 s)" in error["message"]  # type: ignore[index]
 
+
+
+def test_each_admitted_job_keeps_the_doors_prediction(small_pool: Stack) -> None:
+    """The door's predicted TTFT is stored on every realtime job it admitted, express-placed
+    or judged, so the prediction can be checked against the job's real first token; a busier
+    pool is predicted slower."""
+    settings = Settings(database_url=small_pool.database_url, redis_url=small_pool.redis_url)
+    tenant_id, key = create_tenant_with_key(settings, f"pred-{uuid.uuid4().hex[:6]}",
+                                            plan=_plan(small_pool, "queue", 60_000))
+    results = _burst(small_pool, key, 16)
+    assert [r["status"] for r in results] == [200] * 16, results
+    with sync_session(small_pool.database_url) as session:
+        rows = session.execute(select(Job.predicted_ttft_ms, Job.first_token_at, Job.created_at)
+                               .where(Job.tenant_id == tenant_id)).all()
+    assert len(rows) == 16
+    predicted = sorted(r.predicted_ttft_ms for r in rows)
+    assert all(p is not None and p >= 0 for p in predicted), predicted
+    assert predicted[-1] > predicted[0]  # 16 on 4 slots: the last ones wait behind the first

@@ -105,6 +105,9 @@ class Job(Base):
     slo_plan: Mapped[str | None] = mapped_column(String(32))
     ttft_slo_ms: Mapped[int | None] = mapped_column(Integer)
     tpot_slo_ms: Mapped[int | None] = mapped_column(Integer)
+    # The door's predicted time to first token when it admitted the job (None: not judged),
+    # to check the prediction against what came (bench/overload.py).
+    predicted_ttft_ms: Mapped[int | None] = mapped_column(Integer)
 
     created_at: Mapped[dt.datetime] = utcnow_column()
     queued_at: Mapped[dt.datetime] = utcnow_column()

@@ -29,6 +29,9 @@ E2E_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 1
                20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
 TOKEN_GAP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
                      0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+# Actual / predicted TTFT: 1 is a perfect prediction, above 1 an under-estimate.
+PREDICTION_RATIO_BUCKETS = (0.25, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0,
+                            10.0, 20.0)
 DECISION_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                     0.05, 0.1, 0.25, 0.5, 1.0)
 
@@ -89,6 +92,10 @@ HTTP_REQUESTS = _c("fairway_http_requests", "HTTP requests by route template and
                    ("method", "route", "status"))
 IN_FLIGHT = _g("fairway_api_requests_in_flight",
                "Completion requests the API is relaying now.", ("class",))
+TTFT_PREDICTION = _h("fairway_ttft_prediction_ratio",
+                     "A realtime request's TTFT at the API over the door's prediction when it "
+                     "admitted it (above 1: the door under-estimated).", ("model_name", "tier"),
+                     PREDICTION_RATIO_BUCKETS)
 REJECTIONS = _c("fairway_admission_rejections",
                 "Requests refused at admission (quota reason, or slo_unattainable from the "
                 "dispatcher).", ("tenant", "reason"))
