@@ -353,6 +353,8 @@ def test_api_and_dispatchers(render: Any) -> None:
     assert d["ports"] == [{"name": "metrics", "containerPort": port, "protocol": "TCP"}]
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert d[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}
+    # The probes come from the kubelet, not from inside the pod: not on 127.0.0.1.
+    assert env_of(d)["FAIRWAY_METRICS_HOST"]["value"] == "0.0.0.0"
     # The API and the dispatchers share the files volume (batches).
     for doc in (api, dispatcher):
         mounts = {m["name"]: m["mountPath"] for m in pod_spec(doc)["containers"][0]
@@ -443,7 +445,10 @@ def test_one_worker_deployment_per_model_with_its_gpu(render: Any) -> None:
         assert env["FAIRWAY_WORKER_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
         assert c["command"] == ["fairway", "worker", "--engine", "vllm"]
         assert spec["terminationGracePeriodSeconds"] >= 300  # batch tasks finish first
-        assert c["startupProbe"]["httpGet"]["path"] == "/metrics"
+        assert c["startupProbe"]["httpGet"] == {"path": "/metrics", "port": "metrics"}
+        port = int(env["FAIRWAY_WORKER_METRICS_PORT"]["value"])
+        assert c["ports"] == [{"name": "metrics", "containerPort": port, "protocol": "TCP"}]
+        assert env["FAIRWAY_METRICS_HOST"]["value"] == "0.0.0.0"
         budget = c["startupProbe"]["periodSeconds"] * c["startupProbe"]["failureThreshold"]
         assert budget >= 1800  # model load
         assert "lifecycle" not in c
