@@ -137,7 +137,7 @@ class WorkerSettings(SettingsGroup):
         description="Celery pool threads beyond the engine's `FAIRWAY_MAX_NUM_SEQS` (batch "
                     "tasks; realtime jobs come by the hand-off stream and take no thread)")
     heartbeat_seconds: float = Field(
-        default=2.0,
+        default=1.0,
         description="how often a worker publishes its heartbeat and renews its jobs' leases; "
                     "its keys in Redis live 5 beats (at least 5 s)")
 
