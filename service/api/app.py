@@ -8,6 +8,9 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from fastapi.responses import PlainTextResponse
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from service.admin.routes import router as admin_router
 from service.admin.routes_state import router as admin_state_router
@@ -40,6 +43,19 @@ from service.web.request_id import RequestId
 from service.web.responses import install_openapi
 
 
+def api_redis(settings: Settings) -> Redis:
+    """The API's Redis client. A Redis that hangs (stopped, wedged) answers nothing: each
+    command and connection gives up after ``redis_timeout_seconds``, and a timeout is not
+    tried again (a refused or reset connection still is), so the request gets its 503 then
+    instead of after several timeouts."""
+    timeout_s = settings.api.redis_timeout_seconds
+    return Redis.from_url(
+        settings.redis_url, max_connections=settings.redis_max_connections,
+        socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+        retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=1), 10,
+                    supported_errors=(RedisConnectionError,)))
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
 
@@ -47,22 +63,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         configure_logging(settings.logging.level)
         app.state.settings = settings
-        app.state.sessionmaker = async_sessionmaker_for(settings.database_url)
-        app.state.redis = Redis.from_url(settings.redis_url,
-                                         max_connections=settings.redis_max_connections)
+        deadline_s = settings.api.database_timeout_seconds
+        app.state.sessionmaker = async_sessionmaker_for(settings.database_url, deadline_s)
+        app.state.redis = api_redis(settings)
         app.state.catalog = ModelCatalog(settings, app.state.redis)
         app.state.slo_gate = SloGate(app.state.redis)
         app.state.quota_store = QuotaStore(app.state.redis)
         policies = DoorPolicies(PolicyCache(), app.state.sessionmaker)
         app.state.door = Door(settings, app.state.slo_gate, policies,
                               RequestQuotas(app.state.quota_store, policies))
-        db = async_engine(settings.database_url)
+        db = async_engine(settings.database_url, deadline_s)
         await warm_up(db, app.state.redis, connections=db.pool.size())  # type: ignore[attr-defined]
         try:
             yield
         finally:
             await app.state.redis.aclose()
-            await async_engine(settings.database_url).dispose()
+            await async_engine(settings.database_url, deadline_s).dispose()
 
     app = FastAPI(title="Fairway", version="0.1.0", lifespan=lifespan,
                   dependencies=[Depends(storable_params)])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
@@ -18,7 +19,9 @@ from service.store.telemetry import metrics as m
 from service.store.telemetry.metrics import REGISTRY
 from service.web.errors import DATABASE
 
-CHECK_TIMEOUT_S = 2.0
+CHECK_TIMEOUT_S = 1.0  # a probe's own timeout is often 1 s (Kubernetes' default)
+RETRY_AFTER_S = 2
+T = TypeVar("T")
 
 
 class RequestCounter:
@@ -51,36 +54,70 @@ async def metrics_response(_: Request) -> Response:
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
 
-async def readiness(state: Any) -> tuple[bool, dict[str, Any]]:
-    """DB, Redis, and a live worker for every model this API serves; reasons when not."""
+async def _within(call: Awaitable[T], budget_s: float) -> T:
+    """``call``'s result, or TimeoutError after ``budget_s``. Unlike ``asyncio.wait_for``, this
+    does not wait for the cancelled call to unwind: psycopg, cancelled on a Postgres that
+    hangs, waits up to 10 s more trying to cancel the query on the server."""
+    task = asyncio.ensure_future(call)
+    done, _ = await asyncio.wait({task}, timeout=budget_s)
+    if not done:
+        task.cancel()
+        _unwinding.add(task)
+        task.add_done_callback(_forget)
+        raise TimeoutError(f"no answer within {budget_s:g} s")
+    return task.result()
+
+
+_unwinding: set[asyncio.Future[Any]] = set()  # cancelled checks still unwinding (referenced)
+
+
+def _forget(task: asyncio.Future[Any]) -> None:
+    _unwinding.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: a check that failed late is not logged as unhandled
+
+
+async def _database_check(state: Any) -> None:
+    async with state.sessionmaker() as session:
+        await session.execute(text("SELECT 1"))
+
+
+async def _redis_check(state: Any) -> tuple[list[dict[str, Any]], LeaderBeat | None]:
     from service.web.catalog import live_workers
 
+    await state.redis.ping()
+    workers = await live_workers(state.redis)
+    return workers, LeaderBeat.decode(await state.redis.get(LEADER_KEY))
+
+
+async def readiness(state: Any) -> tuple[bool, dict[str, Any]]:
+    """DB, Redis, and a live worker for every model this API serves; reasons when not. The
+    checks run side by side, each within CHECK_TIMEOUT_S: a dependency that hangs makes the
+    answer "not ready" in that time, not a probe that waits with it."""
     checks: dict[str, Any] = {}
     reasons: list[str] = []
-    try:
-        async with state.sessionmaker() as session:
-            await asyncio.wait_for(session.execute(text("SELECT 1")), CHECK_TIMEOUT_S)
+    database, redis = await asyncio.gather(
+        _within(_database_check(state), CHECK_TIMEOUT_S),
+        _within(_redis_check(state), CHECK_TIMEOUT_S), return_exceptions=True)
+    if isinstance(database, BaseException):
+        checks["database"] = "down"
+        reasons.append(f"database unreachable: {type(database).__name__}")
+    else:
         checks["database"] = "ok"
         DATABASE.ok()
-    except Exception as exc:
-        checks["database"] = "down"
-        reasons.append(f"database unreachable: {type(exc).__name__}")
     workers: list[dict[str, Any]] = []
-    try:
-        await asyncio.wait_for(state.redis.ping(), CHECK_TIMEOUT_S)
+    if isinstance(redis, BaseException):
+        checks["redis"] = "down"
+        reasons.append(f"redis unreachable: {type(redis).__name__}")
+    else:
         checks["redis"] = "ok"
-        workers = await asyncio.wait_for(live_workers(state.redis), CHECK_TIMEOUT_S)
-        leader = LeaderBeat.decode(await asyncio.wait_for(state.redis.get(LEADER_KEY),
-                                                          CHECK_TIMEOUT_S))
+        workers, leader = redis
         age = time.time() - leader.ts if leader else None
         checks["dispatcher"] = ({"leader": leader.dispatcher, "age_s": round(age, 2)}
                                 if leader and age is not None and age <= LEADER_TTL_S
                                 else "none")
         if checks["dispatcher"] == "none":
             reasons.append("no live dispatcher: nothing is scheduling jobs")
-    except Exception as exc:
-        checks["redis"] = "down"
-        reasons.append(f"redis unreachable: {type(exc).__name__}")
     served = {state.settings.engine.served_model_name}
     per_model = {name: 0 for name in served}
     for worker in workers:
@@ -96,4 +133,6 @@ async def readiness(state: Any) -> tuple[bool, dict[str, Any]]:
 
 async def readyz_response(request: Request) -> JSONResponse:
     ready, body = await readiness(request.app.state)
-    return JSONResponse(body, status_code=200 if ready else 503)
+    if ready:
+        return JSONResponse(body)
+    return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
+from service.store import pg_deadline
 from service.store.settings import to_sqlalchemy_url
 
 NAMING_CONVENTION = {
@@ -96,11 +97,14 @@ def sync_engine(url: str) -> Engine:
 
 
 @functools.lru_cache(maxsize=8)
-def async_engine(url: str) -> AsyncEngine:
+def async_engine(url: str, deadline_s: float | None = None) -> AsyncEngine:
+    """``deadline_s``: each round trip to Postgres ends by then (service.store.pg_deadline),
+    for the API, which must answer a request even while Postgres hangs."""
     # One stack opens an API, a dispatcher and a worker pool per worker: keep each modest so a
     # default Postgres (100 connections) holds several stacks.
-    engine = create_async_engine(to_sqlalchemy_url(url), pool_size=10, max_overflow=10,
-                                 pool_use_lifo=True)
+    engine = create_async_engine(
+        to_sqlalchemy_url(url), pool_size=10, max_overflow=10, pool_use_lifo=True,
+        connect_args=pg_deadline.connect_args(deadline_s) if deadline_s is not None else {})
     check_on_checkout(engine.sync_engine)
     return engine
 
@@ -128,8 +132,9 @@ def _autocommit(engine: Engine) -> Engine:
     return engine.execution_options(isolation_level="AUTOCOMMIT")
 
 
-def async_sessionmaker_for(url: str) -> async_sessionmaker[AsyncSession]:
-    return async_sessionmaker(async_engine(url), expire_on_commit=False)
+def async_sessionmaker_for(url: str, deadline_s: float | None = None
+                           ) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(async_engine(url, deadline_s), expire_on_commit=False)
 
 
 @contextmanager

@@ -61,6 +61,16 @@ class ApiSettings(SettingsGroup):
         description="failed admin-token attempts one client address may make in a minute "
                     "(counted in Redis, across API processes); past them every admin request "
                     "from it gets 429 + Retry-After until the minute ends; 0: no limit")
+    database_timeout_seconds: float = Field(
+        default=3.0, gt=0,
+        description="how long the API waits on Postgres for one statement, commit or new "
+                    "connection; past it the request gets 503 + Retry-After (a Postgres that "
+                    "hangs answers nothing, so nothing else ends the wait)")
+    redis_timeout_seconds: float = Field(
+        default=2.0, ge=1.5,
+        description="how long the API waits on Redis for one command or new connection; past "
+                    "it the request gets 503 + Retry-After (at least 1.5: a token stream's "
+                    "blocking read waits 1 s)")
 
 
 class LimitSettings(SettingsGroup):
