@@ -68,7 +68,8 @@ def test_live_view_and_metrics_agree_per_kind(sim_stack: Stack, admin: Admin):
 
 def test_jobs_are_judged_under_the_plan_they_were_admitted_on(sim_stack: Stack, admin: Admin):
     """Moving a tenant to another plan does not re-judge its past jobs: they keep the plan and
-    targets they were admitted under, in /admin/live (the SLO chart reads the same stored targets) and the counters alike."""
+    targets they were admitted under, in /admin/live (the SLO chart reads the same stored
+    targets) and the counters alike."""
     loose, tight = (f"loose{uuid.uuid4().hex[:6]}", f"tight{uuid.uuid4().hex[:6]}")
     for plan, ttft_ms in ((loose, 60_000), (tight, 1)):
         admin.ok("PUT", f"/admin/tiers/{plan}", json={
