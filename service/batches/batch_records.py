@@ -20,7 +20,12 @@ from service.store.batch_lifecycle import BatchEvent
 from service.store.models.batches import Batch, BatchStatus
 from service.store.models.files import parse_file_id
 from service.store.models.jobs import Job, JobStatus
+from service.store.pg_deadline import waiting_for_locks
 from service.web.errors import APIError
+
+# Cancelling waits for a validating batch's row lock (the whole validation: ~10 s for a 200 MB
+# file), longer than the API's usual deadline on a Postgres round trip.
+VALIDATION_LOCK_WAIT_S = 60.0
 
 
 async def create_batch(session: AsyncSession, *, tenant_id: uuid.UUID, body: BatchCreate,
@@ -71,8 +76,9 @@ async def cancel_batch(session: AsyncSession, *, batch: Batch) -> Batch:
     is in_progress with all its jobs, and the same statements cancel it.
     """
     now = dt.datetime.now(dt.UTC)
-    moved = await session.scalar(batches.guarded(BatchEvent.CANCEL, Batch.id == batch.id, now=now)
-                                 .returning(Batch.id))
+    with waiting_for_locks(VALIDATION_LOCK_WAIT_S):
+        moved = await session.scalar(batches.guarded(BatchEvent.CANCEL, Batch.id == batch.id,
+                                                     now=now).returning(Batch.id))
     if moved is None:
         await session.rollback()
         await session.refresh(batch)
@@ -92,9 +98,10 @@ async def cancel_tenant_batches(session: AsyncSession, *, tenant_id: uuid.UUID
     it is suspended. Does not commit: the caller's transaction (and its audit entry) does.
     Like cancel_batch, a batch being validated is waited for (the validator's row lock)."""
     now = dt.datetime.now(dt.UTC)
-    ids = list((await session.scalars(
-        batches.guarded(BatchEvent.CANCEL, Batch.tenant_id == tenant_id, now=now)
-        .returning(Batch.id))).all())
+    with waiting_for_locks(VALIDATION_LOCK_WAIT_S):
+        ids = list((await session.scalars(
+            batches.guarded(BatchEvent.CANCEL, Batch.tenant_id == tenant_id, now=now)
+            .returning(Batch.id))).all())
     if ids:
         await _cancel_queued_lines(session, ids, now)
     return ids

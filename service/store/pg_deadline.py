@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import psycopg
@@ -25,6 +28,21 @@ from psycopg import errors as pg_errors
 
 # psycopg's wait functions raise this when their timeout passes (internal, hence looked up).
 _WAIT_TIMEOUT: type[Exception] | None = getattr(pg_errors, "_WaitTimeout", None)
+
+
+_PATIENCE: ContextVar[float] = ContextVar("pg_deadline_patience", default=0.0)
+
+
+@contextmanager
+def waiting_for_locks(seconds: float) -> Iterator[None]:
+    """Round trips inside (in this task) may take up to ``seconds``: for a statement that can
+    wait on another transaction's row lock by design (cancelling a batch while it is being
+    validated), where a busy Postgres and a hung one look alike."""
+    token = _PATIENCE.set(seconds)
+    try:
+        yield
+    finally:
+        _PATIENCE.reset(token)
 
 
 class DeadlineConnection(psycopg.AsyncConnection[Any]):
@@ -36,14 +54,15 @@ class DeadlineConnection(psycopg.AsyncConnection[Any]):
                    timeout: float | None = None) -> Any:
         if timeout is not None:  # psycopg's own bounded waits keep their meaning
             return await super().wait(gen, interval, timeout)
+        deadline_s = max(self.deadline_s, _PATIENCE.get())
         try:
-            return await super().wait(gen, interval, self.deadline_s)
+            return await super().wait(gen, interval, deadline_s)
         except psycopg.OperationalError as exc:
             if _WAIT_TIMEOUT is None or not isinstance(exc, _WAIT_TIMEOUT):
                 raise
             self.pgconn.finish()  # mid-protocol: never to be used again
             raise psycopg.OperationalError(
-                f"Postgres did not answer within {self.deadline_s:g} s") from None
+                f"Postgres did not answer within {deadline_s:g} s") from None
 
 
 @functools.lru_cache(maxsize=8)
