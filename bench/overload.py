@@ -3,6 +3,7 @@ door (service/api/slo_gate.py) on, and off for comparison.
 
     python bench/overload.py [--factor 4] [--seconds 60] [--workers 2] [--slots 4]
                              [--admission-mode queue|shed] [--max-queue-wait-ms 30000]
+                             [--burst N]
 
 A private stack (embedded Postgres and Redis, simulated engines with few slots, so that the
 engines, not the API and the load generator on a small host, are what saturates) serves two
@@ -11,8 +12,10 @@ tenants: premium (500 ms TTFT target) and standard (1 s), both plans set to
 sustainable rate is measured: a saturating burst with admission off, completions per second.
 Then Poisson arrivals at ``factor`` times that rate, streamed, half from each tenant, once
 with admission on and once off. Printed per
-run: accepted and refused, accepted TTFT p50/p99 and p99 / target per plan, refusal latency
-p50/p99, and accepted requests that did not finish (lost).
+run: accepted and refused, accepted TTFT p50/p99 and p99 / target per plan, accepted
+attainment, refusals that would have met their target, refusal latency p50/p99, accepted
+requests that did not finish (lost), and the door's predicted TTFT against what came
+(bench/overload_report.py). ``--burst N`` sends N streams at once instead.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from harness import pct  # noqa: E402
+from overload_lean import lean_one  # noqa: E402
+from overload_report import honesty, prediction_error  # noqa: E402
 
 from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
 from service.cli.embedded import EmbeddedServers  # noqa: E402
@@ -62,6 +67,7 @@ class Outcome:
     finished: bool = False  # a final chunk (finish_reason) and [DONE]
     error_code: str | None = None  # an error event in the stream, or the refusal's code
     sent_at: float = 0.0  # when sent: time.monotonic(), then seconds into the run (drive)
+    job_hex: str | None = None  # the job's id, from the stream's chunk id (chatcmpl-<hex>)
 
 
 async def one(client: httpx.AsyncClient, base: str, key: str, plan: str) -> Outcome:
@@ -85,6 +91,8 @@ async def one(client: httpx.AsyncClient, base: str, key: str, plan: str) -> Outc
                 if out.ttft_s is not None and '"finish_reason":null' in line:
                     continue  # a token: this client's CPU goes to timing the service, not parsing
                 event = json.loads(line[6:])
+                if out.job_hex is None and str(event.get("id", "")).startswith("chatcmpl-"):
+                    out.job_hex = event["id"][len("chatcmpl-"):]
                 if "error" in event:
                     out.error_code = event["error"].get("code") or "error"
                     continue
@@ -95,6 +103,35 @@ async def one(client: httpx.AsyncClient, base: str, key: str, plan: str) -> Outc
     except httpx.HTTPError:  # counted as "other"; an accepted stream cut off counts as lost
         out.status = out.status or -1
     return out
+
+
+async def burst(bases: list[str], keys: dict[str, str], n: int, warm: bool = False,
+                lean: bool = False) -> list[Outcome]:
+    """``n`` streams sent at once, alternating plans and API replicas. ``warm``: each tenant
+    sends one request first (a tenant already in use, its key and policy cached in the API),
+    else the burst is each tenant's first contact."""
+    plans = list(keys)
+    limits = httpx.Limits(max_connections=2000, max_keepalive_connections=200)
+    async with httpx.AsyncClient(timeout=300, limits=limits) as client:
+        if warm:
+            for plan in plans:
+                for base in bases:
+                    await one(client, base, keys[plan], plan)
+        start = time.monotonic()
+        watch = asyncio.create_task(watch_lag(start + 5.0))
+        if lean:  # every request leaves at once: no client work per request before it
+            outs = list(await asyncio.gather(*(
+                lean_one(bases[i % len(bases)], keys[plans[i % len(plans)]], BODY,
+                         Outcome(plans[i % len(plans)], sent_at=time.monotonic()))
+                for i in range(n))))
+        else:
+            outs = list(await asyncio.gather(*(
+                one(client, bases[i % len(bases)], keys[plans[i % len(plans)]],
+                    plans[i % len(plans)]) for i in range(n))))
+        await watch
+    for out in outs:
+        out.sent_at -= start
+    return outs
 
 
 async def drive(bases: list[str], keys: dict[str, str], rate: float, seconds: float,
@@ -158,7 +195,7 @@ def capacity_tenant(base: str, settings: Settings) -> str:
                                   plan="bench-capacity")[1]
 
 
-def report(name: str, outs: list[Outcome]) -> None:
+def report(name: str, outs: list[Outcome], door_off: list[Outcome] | None = None) -> None:
     accepted = [o for o in outs if o.status == 200]
     refused = [o for o in outs if o.status == 429]
     later = [o for o in accepted if o.error_code is not None]
@@ -174,6 +211,7 @@ def report(name: str, outs: list[Outcome]) -> None:
             p99 = pct(ttfts, 99)
             print(f"  {plan:<9} target {target:.2f} s: TTFT p50 {pct(ttfts, 50):.3f} s, "
                   f"p99 {p99:.3f} s = {p99 / target:.2f}x target ({len(ttfts)} accepted)")
+    honesty(outs, TARGETS, door_off)
     if refused:
         lat = [o.latency_s * 1000 for o in refused]
         print(f"  refusal latency p50 {pct(lat, 50):.1f} ms, p99 {pct(lat, 99):.1f} ms "
@@ -271,6 +309,14 @@ def main() -> None:
     parser.add_argument("--max-queue-wait-ms", type=int, default=30_000)
     parser.add_argument("--on-only", action="store_true",
                         help="skip the run with admission off (measure capacity only)")
+    parser.add_argument("--burst", type=int, default=0,
+                        help="instead of Poisson arrivals, send this many streams at once "
+                             "(admission on only; no capacity run)")
+    parser.add_argument("--client", choices=["httpx", "lean"], default="httpx",
+                        help="with --burst: the load generator's client (lean: raw "
+                             "connections, bench/overload_lean.py)")
+    parser.add_argument("--warm", action="store_true",
+                        help="with --burst: each tenant sends one request first")
     args = parser.parse_args()
     servers = EmbeddedServers(Path(tempfile.mkdtemp(prefix="fairway-overload-")))
     servers.start(need_db=True, need_redis=True)
@@ -296,10 +342,13 @@ def main() -> None:
         for i in range(args.workers):
             stack.start_worker(f"ov-{i}")
         runs: dict[str, list[Outcome]] = {}
+        rate = args.rate or 0.0
         for admission in ("false", "true"):
             stack.env_overrides["FAIRWAY_SLO_ADMISSION"] = admission
             stack.start_api()
-            if admission == "false" and args.rate:
+            if args.burst:
+                pass  # the same burst with the door off: how many the pool serves in time
+            elif admission == "false" and args.rate:
                 rate = args.rate
             elif admission == "false":
                 rate = asyncio.run(capacity(stack.base_url, capacity_tenant(
@@ -317,14 +366,23 @@ def main() -> None:
             freeze_startup_heap("bench")
             bases = [stack.base_url] + [stack.start_api_replica(f"api-{i}")
                                         for i in range(1, args.api_replicas)]
-            runs[admission] = asyncio.run(drive(bases, keys, args.factor * rate, args.seconds))
+            runs[admission] = asyncio.run(
+                burst(bases, keys, args.burst, args.warm, args.client == "lean") if args.burst
+                else drive(bases, keys, args.factor * rate, args.seconds))
             for name in [n for n in stack.procs if n.startswith("api")]:
                 stack.kill(name)
-        print(f"\narrivals: Poisson at {args.factor:g} x {rate:.2f} = {args.factor * rate:.1f}/s "
-              f"for {args.seconds:g} s, half premium, half standard, streamed")
+        if args.burst:
+            print(f"\narrivals: {args.burst} streams at once, half premium, half standard"
+                  + (", each tenant's key and policy warm" if args.warm else
+                     ", each tenant's first contact"))
+        else:
+            print(f"\narrivals: Poisson at {args.factor:g} x {rate:.2f} = "
+                  f"{args.factor * rate:.1f}/s for {args.seconds:g} s, half premium, half "
+                  f"standard, streamed")
         if "false" in runs:
             report("admission off", runs["false"])
-        report("admission on (default)", runs["true"])
+        report("admission on (default)", runs["true"], runs.get("false"))
+        prediction_error(servers.database_url, runs["true"])
         if args.dump:
             args.dump.write_text("".join(json.dumps(asdict(o)) + "\n" for o in runs["true"]))
         explain(servers.database_url, {t: tid for t, (tid, _) in made.items()}, started)

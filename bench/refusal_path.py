@@ -28,10 +28,12 @@ if str(ROOT) not in sys.path:
 
 import httpx  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
+from sqlalchemy import text  # noqa: E402
 
 from scheduler.outlook import RealtimeOutlook  # noqa: E402
 from service.api.app import create_app  # noqa: E402
 from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
+from service.store.db import sync_session  # noqa: E402
 from service.store.heartbeats import encode_outlook  # noqa: E402
 from service.store.keys import outlook_key  # noqa: E402
 from service.store.settings import Settings  # noqa: E402
@@ -110,6 +112,12 @@ def main() -> None:
                       FAIRWAY_LOG_LEVEL="WARNING")
     settings = Settings(database_url=db_url, redis_url=redis_url(12))
     try:
+        # A plan that sheds by its TTFT target: the built-in plans queue, and a queueing plan
+        # would admit these requests (their wait is within its budget), not refuse them.
+        with sync_session(db_url) as session:
+            session.execute(text("UPDATE tiers SET admission_mode = 'shed' "
+                                 "WHERE name = 'premium'"))
+            session.commit()
         _, key = create_tenant_with_key(settings, f"refusal-{uuid.uuid4().hex[:6]}",
                                         plan="premium")
         asyncio.run(bench(settings, key, [int(c) for c in args.clients.split(",")],

@@ -133,6 +133,7 @@ def door_verdict(
     o: RealtimeOutlook, *, prompt_tokens: int, target_s: float, extra_jobs: int = 0,
     admit_below: float = ADMIT_BELOW, tenant: str | None = None, weight: float = 1.0,
     own_extra: int = 0, max_wait_s: float | None = None, api_delay_s: float = 0.0,
+    age_s: float = 0.0,
 ) -> DoorVerdict:
     """The door's rule, with its prediction.
 
@@ -142,10 +143,12 @@ def door_verdict(
     before its own prefill starts is past ``max_wait_s``, or when it would miss ``target_s``,
     then its deadline. Either way a request that would miss even on an idle pool is admitted:
     refusing it would relieve nothing. ``api_delay_s``: the time the request is expected to
-    spend in the API before its job exists (its backlog in a burst), part of its wait."""
-    predicted = api_delay_s + predict_new_ttft(
-        o, prompt_tokens=prompt_tokens, extra_jobs=extra_jobs, tenant=tenant, weight=weight,
-        own_extra=own_extra)
+    spend in the API before its job exists (its backlog in a burst), part of its wait.
+    ``age_s``: judge as if the pool had since served that much of the wait the outlook
+    predicts (an outlook that old: no pool serves more in that time)."""
+    pool_wait = max(0.0, predict_new_wait(o, extra_jobs=extra_jobs, tenant=tenant,
+                                          weight=weight, own_extra=own_extra) - age_s)
+    predicted = api_delay_s + pool_wait + own_start_s(o, prompt_tokens)
     if max_wait_s is not None:
         wait = predicted - own_start_s(o, prompt_tokens)
         if wait > max_wait_s:

@@ -68,6 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.redis = api_redis(settings)
         app.state.catalog = ModelCatalog(settings, app.state.redis)
         app.state.slo_gate = SloGate(app.state.redis)
+        app.state.slo_gate.backlog.loop_lag.start()
         app.state.quota_store = QuotaStore(app.state.redis)
         policies = DoorPolicies(PolicyCache(), app.state.sessionmaker)
         app.state.door = Door(settings, app.state.slo_gate, policies,
@@ -77,6 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            await app.state.slo_gate.backlog.loop_lag.stop()
             await app.state.redis.aclose()
             await async_engine(settings.database_url, deadline_s).dispose()
 

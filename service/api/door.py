@@ -114,6 +114,10 @@ class Door:
 
     @tracing.traced("fairway.api.door")
     async def admit(self, session: AsyncSession, req: DoorRequest) -> Admitted:
+        with self.gate.backlog.in_door():
+            return await self._admit(session, req)
+
+    async def _admit(self, session: AsyncSession, req: DoorRequest) -> Admitted:
         now = dt.datetime.now(dt.UTC)
         if req.deadline_ms is not None:
             await check_deadline(self.gate, req.model, deadline_ms=req.deadline_ms,
@@ -159,7 +163,12 @@ class Door:
                            express=door_entry(req, job_id, classification.priority)
                            if express else None)
             try:
-                admission = await self.quotas.reserve(session, ask, door, req.prompt_tokens)
+                # Between the gate's two looks, counted as on its way: a burst whose first
+                # looks all pass before any is counted would otherwise reach the quota script
+                # whole, and most of it be refused only after (a round trip and a refund each).
+                with self.gate.on_the_way(req.model) if gated else nullcontext():
+                    admission = await self.quotas.reserve(session, ask, door,
+                                                          req.prompt_tokens)
             except APIError as exc:
                 self._refuse(req, exc)
         if isinstance(admission, StalePolicy):

@@ -16,9 +16,11 @@ first token on an idle pool can never be met, whatever the load, so retrying is 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections import defaultdict, deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
@@ -49,6 +51,11 @@ REFRESH_S = 0.2
 # fresh read, and requests admitted on it are counted on top (``_admitted``), so a burst after
 # the quiet is refused by its own count or by the read that the first of it started.
 STALE_S = 30.0
+# While this process's own event loop lags, a read of Redis costs that lag before its answer is
+# seen: an outlook no older than twice the lag is then as fresh as waiting for a new one would
+# make it, and judging on it keeps a burst's refusals from all waiting on one read behind the
+# burst (a 400-stream burst: refusals p50 256 ms in the API that way). Never older than this.
+LAGGING_REFRESH_MAX_S = 1.0
 # No outlook admits everything, so its absence is looked at again sooner: at start-up the
 # dispatcher publishes its first one moments after the API serves, and a burst in between
 # would otherwise all be admitted on one empty read.
@@ -74,6 +81,7 @@ class SloGate:
         self._reading: SingleFlight[str, RealtimeOutlook | None] = SingleFlight()
         # model -> (epoch time, tenant) of each request admitted here, until an outlook has it
         self._admitted: dict[str, deque[tuple[float, str]]] = defaultdict(deque)
+        self._on_the_way: dict[str, int] = defaultdict(int)  # model -> between the looks
 
     async def check(self, model: str, *, prompt_tokens: int, target_s: float,
                     count: bool = True, tenant: str | None = None, weight: float = 1.0,
@@ -95,15 +103,22 @@ class SloGate:
 
         A stale outlook may admit, never refuse: a refusal it would make is judged again on a
         fresh read (one read shared by every request waiting on it). A stale outlook from a
-        busy moment must not refuse a request on a pool that has gone quiet since.
+        busy moment must not refuse a request on a pool that has gone quiet since (its
+        clients gone, their jobs cancelled). Except in a burst in this process (its door
+        full, ``ApiBacklog.bursting``), where every refusal would wait on that read behind
+        the whole burst: then a stale outlook refuses what it would refuse even if the pool
+        had worked through its whole age since (its wait that much shorter).
         ``max_wait_s``: the plan queues (scheduler.outlook.door_refusal), ``target_s`` is then
         the request's deadline."""
         outlook, fresh = await self._outlook(model)
         rule = _Rule(prompt_tokens, target_s, tenant, weight, max_wait_s)
         verdict = self._judge(outlook, model, rule)
         if verdict is not None and verdict.retry_after is not None and not fresh:
-            outlook, _ = await self._outlook(model, fresh=True)
-            verdict = self._judge(outlook, model, rule)
+            aged = (self._judge(outlook, model, rule, age_s=self._age_s(model))
+                    if self.backlog.bursting() else None)
+            if aged is None or aged.retry_after is None:
+                outlook, _ = await self._outlook(model, fresh=True)
+                verdict = self._judge(outlook, model, rule)
         if verdict is not None and verdict.retry_after is None and count:
             self._admitted[model].append((time.time(), tenant or ""))
         return verdict
@@ -122,6 +137,16 @@ class SloGate:
             cached[1], prompt_tokens=prompt_tokens, extra_jobs=len(admitted), tenant=tenant,
             weight=weight, own_extra=own)
 
+    @contextlib.contextmanager
+    def on_the_way(self, model: str) -> Iterator[None]:
+        """A request that passed the first look and awaits its quota: every look meanwhile
+        counts it ahead, as an admitted one (the second look counts it for good)."""
+        self._on_the_way[model] += 1
+        try:
+            yield
+        finally:
+            self._on_the_way[model] -= 1
+
     def count(self, model: str, tenant: str) -> None:
         """Count an admission made without a look (a job placed on a lent express ticket),
         against the next request, as ``check`` counts one it admits."""
@@ -129,8 +154,13 @@ class SloGate:
         if cached is not None and cached[1] is not None:
             self._admitted[model].append((time.time(), tenant))
 
-    def _judge(self, outlook: RealtimeOutlook | None, model: str, rule: _Rule
-               ) -> DoorVerdict | None:
+    def _age_s(self, model: str) -> float:
+        cached = self._outlooks.get(model)
+        return math.inf if cached is None else time.monotonic() - cached[0]
+
+    def _judge(self, outlook: RealtimeOutlook | None, model: str, rule: _Rule,
+               age_s: float = 0.0) -> DoorVerdict | None:
+        """``age_s``: judge as if the pool had served that many seconds of the wait since."""
         if outlook is None:
             return None
         admitted = self._admitted[model]
@@ -139,9 +169,10 @@ class SloGate:
         tenant = rule.tenant
         own = sum(1 for _, t in admitted if t == tenant) if tenant is not None else 0
         return door_verdict(outlook, prompt_tokens=rule.prompt_tokens, target_s=rule.target_s,
-                            extra_jobs=len(admitted), tenant=tenant, weight=rule.weight,
+                            extra_jobs=len(admitted) + self._on_the_way[model],
+                            tenant=tenant, weight=rule.weight,
                             own_extra=own, max_wait_s=rule.max_wait_s,
-                            api_delay_s=self.backlog.delay_s())
+                            api_delay_s=self.backlog.delay_s(), age_s=age_s)
 
     async def idle_ttft_s(self, model: str, *, prompt_tokens: int) -> float | None:
         """The request's predicted time to first token on an idle pool; None without an
@@ -158,13 +189,18 @@ class SloGate:
         now = time.monotonic()
         cached = self._outlooks.get(model)
         if cached is not None and now - cached[0] < (
-                REFRESH_S if cached[1] is not None else ABSENT_REFRESH_S):
+                self._refresh_s() if cached[1] is not None else ABSENT_REFRESH_S):
             return cached[1], True
         if not fresh and cached is not None and cached[1] is not None \
                 and now - cached[0] < STALE_S:
             self._reading.run(model, lambda: self._read(model))
             return cached[1], False
         return await self._reading.run(model, lambda: self._read(model)), True
+
+    def _refresh_s(self) -> float:
+        """How old an outlook is still fresh: REFRESH_S, or twice the loop's lag while it
+        lags (LAGGING_REFRESH_MAX_S at most)."""
+        return min(LAGGING_REFRESH_MAX_S, max(REFRESH_S, 2 * self.backlog.loop_lag.lag_s()))
 
     async def _read(self, model: str) -> RealtimeOutlook | None:
         try:

@@ -165,6 +165,7 @@ async def read_door_policy(session: AsyncSession, req: DoorRequest) -> DoorPolic
 
 
 HintKey = tuple[uuid.UUID, str, str | None]
+FRESH_READ_TASK = "fairway-policy-read"  # a shared read on requests' path (not a renewal)
 
 
 class DoorPolicies:
@@ -176,6 +177,7 @@ class DoorPolicies:
         self._sessions = sessions
         self._hints: TTLCache[HintKey, DoorPolicy] = TTLCache(maxsize=HINT_MAX,
                                                               ttl=hint_ttl_s)
+        self._fresh: SingleFlight[tuple[uuid.UUID, str], TenantPolicy] = SingleFlight()
 
     def hint(self, req: DoorRequest) -> DoorPolicy | None:
         """The policy this tenant's last request with the same service tier was judged by,
@@ -201,13 +203,30 @@ class DoorPolicies:
 
     async def read(self, session: AsyncSession, req: DoorRequest) -> DoorPolicy:
         """A fresh read, cached under the generation this process saw before it (a change
-        that commits during the read leaves it stale, never trusted); or the 403."""
+        that commits during the read leaves it stale, never trusted); or the 403.
+
+        Requests of the tenant that come while its read is under way share that read (in a
+        session of its own), as a key's lookup is shared: a cold burst of hundreds would
+        otherwise send one query each and stand in line for the pool's connections, the
+        refusals among them too. A shared read began at most a round trip before the request
+        came; an admin change committed in between is caught by the quota script's
+        generation check, which reads again."""
         tenant = req.tenant
-        self.cache.drop(tenant.id, tenant.plan)
-        stamp = self.cache.stamp(tenant.id)
-        door = await read_door_policy(session, req)
-        self.cache.store(tenant.id, tenant.plan, door.policy, stamp)
-        return self._hinted(req, door)
+        policy = await self._fresh.run((tenant.id, tenant.plan),
+                                       lambda: self._read_and_cache(tenant.id, tenant.plan),
+                                       name=FRESH_READ_TASK)
+        service_tier = resolve_service_tier(req.requested_service_tier,
+                                            policy.allowed_service_tiers)
+        if service_tier is None:
+            raise not_allowed(req.payload.get("service_tier"), policy)
+        return self._hinted(req, DoorPolicy(policy, service_tier))
+
+    async def _read_and_cache(self, tenant_id: uuid.UUID, plan: str) -> TenantPolicy:
+        self.cache.drop(tenant_id, plan)
+        stamp = self.cache.stamp(tenant_id)
+        policy = await self._read_apart(tenant_id, plan)
+        self.cache.store(tenant_id, plan, policy, stamp)
+        return policy
 
     def observe(self, tenant_id: uuid.UUID, generation: int) -> None:
         """The tenant's policy generation, as an admission's quota script read it."""

@@ -25,16 +25,17 @@ class SingleFlight(Generic[K, T]):
         self._runs: dict[K, asyncio.Task[T]] = {}  # also holds the tasks (asyncio only weakly)
 
     def run(self, key: K, start: Callable[[], Coroutine[Any, Any, T]], *,
-            after_s: float = 0.0) -> asyncio.Task[T]:
+            after_s: float = 0.0, name: str | None = None) -> asyncio.Task[T]:
         """The run for ``key`` under way, or a new one of ``start()``. Awaiting it is
         optional: a failed run nobody awaits is dropped quietly, and the next call starts
         another. ``after_s``: a new run starts that much later (and counts as under way
         meanwhile), e.g. a renewal that should not share the event loop with the request
-        that found its entry old (``RENEW_AFTER_S``)."""
+        that found its entry old (``RENEW_AFTER_S``). ``name``: the new run's task name,
+        to tell a read on requests' path from a background one (logs, tests)."""
         task = self._runs.get(key)
         if task is None:
             work = start() if not after_s else _after(after_s, start)
-            task = self._runs[key] = asyncio.get_running_loop().create_task(work)
+            task = self._runs[key] = asyncio.get_running_loop().create_task(work, name=name)
             task.add_done_callback(lambda done: self._finished(key, done))
         return task
 

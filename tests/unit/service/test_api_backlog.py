@@ -5,12 +5,13 @@ mode even when the dispatcher's queue looks empty, and the estimate fades on a q
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
 
 from scheduler.outlook import RealtimeOutlook, door_verdict
-from service.api.api_backlog import ApiBacklog
+from service.api.api_backlog import ApiBacklog, LoopLag
 from service.api.slo_gate import SloGate
 from service.store.heartbeats import encode_outlook
 
@@ -83,3 +84,122 @@ def test_the_gate_predicts_with_its_backlog_and_for_an_unjudged_request_too():
         assert gate.predicted_ttft_s("other-model", prompt_tokens=50, tenant="t") is None
 
     asyncio.run(run())
+
+
+def test_the_loop_lag_shows_a_blocked_loop_and_fades():
+    async def run() -> tuple[float, float]:
+        lag = LoopLag(tick_s=0.005)
+        lag.start()
+        await asyncio.sleep(0.03)
+        time.sleep(0.1)  # the loop is blocked, as by a burst's work
+        await asyncio.sleep(0.002)  # the ticker, overdue, runs first
+        during = lag.lag_s()
+        await asyncio.sleep(0.3)
+        after = lag.lag_s()
+        await lag.stop()
+        return during, after
+
+    during, after = asyncio.run(run())
+    assert during >= 0.08
+    assert after < 0.02
+
+
+def test_the_backlog_adds_the_loop_lag_to_the_stored_requests_time():
+    clock = Clock()
+    lag = LoopLag()
+    backlog = ApiBacklog(clock=clock, loop_lag=lag)
+    for _ in range(30):
+        backlog.stored(clock.now - 0.2)
+    lag.observe(0.5)
+    assert backlog.delay_s() == pytest.approx(0.7, rel=0.02)
+
+
+def test_a_lagging_loop_refuses_on_the_outlook_at_hand(monkeypatch: pytest.MonkeyPatch):
+    """While the loop lags, an outlook a little past REFRESH_S still refuses at once: a new
+    read would cost the lag before its answer is seen."""
+    from service.api import slo_gate
+    monkeypatch.setattr(slo_gate, "REFRESH_S", 0.01)
+
+    async def run() -> tuple[int, int]:
+        busy = RealtimeOutlook(model="m", at=time.time() + 3600, workers=1, slots_total=4,
+                               rt_load=200, rt_queued_prefill=0, mean_prompt_tokens=50,
+                               job_service_s=1.0, step_s=0.02, prefill_per_token_s=1e-4,
+                               prefill_step_s=0.01, token_budget=512)
+        redis = CountingRedis(encode_outlook(busy))
+        lag = LoopLag()
+        gate = SloGate(redis, ApiBacklog(loop_lag=lag))  # type: ignore[arg-type]
+        assert await gate.check("m", prompt_tokens=50, target_s=1.0) is not None
+        await asyncio.sleep(0.03)  # past REFRESH_S
+        calm_reads = redis.gets
+        assert await gate.check("m", prompt_tokens=50, target_s=1.0) is not None
+        reads_when_calm = redis.gets - calm_reads  # a stale outlook's refusal re-reads
+        await asyncio.sleep(0.03)
+        lag.observe(0.2)  # the loop is 200 ms behind
+        before = redis.gets
+        assert await gate.check("m", prompt_tokens=50, target_s=1.0) is not None
+        return reads_when_calm, redis.gets - before
+
+    calm, lagging = asyncio.run(run())
+    assert calm == 1 and lagging == 0
+
+
+class CountingRedis:
+    def __init__(self, value: str) -> None:
+        self.value = value
+        self.gets = 0
+
+    async def get(self, key: str) -> str:
+        self.gets += 1
+        return self.value
+
+
+def test_in_a_burst_a_stale_outlook_refuses_what_its_age_cannot_change(
+        monkeypatch: pytest.MonkeyPatch):
+    """Outside a burst a stale outlook's refusal is judged again on a fresh read (a pool may
+    have gone quiet); with the door full, one far past the target refuses at once."""
+    from service.api import slo_gate
+    monkeypatch.setattr(slo_gate, "REFRESH_S", 0.01)
+
+    async def run() -> tuple[int, int]:
+        busy = RealtimeOutlook(model="m", at=time.time() + 3600, workers=1, slots_total=4,
+                               rt_load=200, rt_queued_prefill=0, mean_prompt_tokens=50,
+                               job_service_s=1.0, step_s=0.02, prefill_per_token_s=1e-4,
+                               prefill_step_s=0.01, token_budget=512)
+        redis = CountingRedis(encode_outlook(busy))
+        backlog = ApiBacklog()
+        gate = SloGate(redis, backlog)  # type: ignore[arg-type]
+        assert await gate.check("m", prompt_tokens=50, target_s=1.0) is not None
+        await asyncio.sleep(0.03)
+        before = redis.gets
+        assert await gate.check("m", prompt_tokens=50, target_s=1.0) is not None
+        quiet_reads = redis.gets - before
+        await asyncio.sleep(0.03)
+        backlog.judging = 10  # a burst in the door
+        before = redis.gets
+        assert await gate.check("m", prompt_tokens=50, target_s=1.0) is not None
+        return quiet_reads, redis.gets - before
+
+    quiet, burst = asyncio.run(run())
+    assert quiet == 1  # the refusal waited on a fresh read
+    assert burst == 0  # refused at once; the background refresh only starts afterwards
+
+
+def test_requests_between_the_looks_count_ahead_of_a_new_one():
+    """A burst whose first looks all pass before any is counted: each request waiting on its
+    quota counts ahead of the next look, so the burst is refused before the quota script."""
+    async def run() -> tuple[int | None, int | None, int | None]:
+        small = RealtimeOutlook(model="m", at=time.time() + 3600, workers=1, slots_total=4,
+                                rt_load=0, rt_queued_prefill=0, mean_prompt_tokens=50,
+                                job_service_s=1.0, step_s=0.02, prefill_per_token_s=1e-4,
+                                prefill_step_s=0.01, token_budget=512)
+        gate = SloGate(CountingRedis(encode_outlook(small)))  # type: ignore[arg-type]
+        alone = await gate.check("m", prompt_tokens=50, target_s=1.0, count=False)
+        with contextlib.ExitStack() as stack:
+            for _ in range(40):
+                stack.enter_context(gate.on_the_way("m"))
+            crowded = await gate.check("m", prompt_tokens=50, target_s=1.0, count=False)
+        after = await gate.check("m", prompt_tokens=50, target_s=1.0, count=False)
+        return alone, crowded, after
+
+    alone, crowded, after = asyncio.run(run())
+    assert alone is None and crowded is not None and after is None

@@ -9,14 +9,18 @@ id, and a job it placed on a lent ticket is counted, never refused after it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from scheduler.outlook import DoorVerdict
 from service.api import door
+from service.api.api_backlog import ApiBacklog
 from service.jobs.door_request import DoorRequest
 from service.quotas.door_policy import DoorPolicy
 from service.quotas.policy import TenantPolicy
@@ -33,21 +37,36 @@ class FakeGate:
         self.admitted = 0
         self.prompts: list[int] = []
         self.rules: list[tuple[float, float | None]] = []  # (target_s, max_wait_s) per look
+        self.backlog = ApiBacklog()
+        self.on_the_way_at_quota: list[int] = []
+        self.moving = 0
 
-    async def check(self, model: str, *, prompt_tokens: int, target_s: float,
+    async def judge(self, model: str, *, prompt_tokens: int, target_s: float,
                     count: bool = True, tenant: str | None = None, weight: float = 1.0,
-                    max_wait_s: float | None = None) -> int | None:
+                    max_wait_s: float | None = None) -> DoorVerdict:
         assert tenant == str(TENANT.id) and weight == TENANT.weight  # judged as its tenant
         self.prompts.append(prompt_tokens)
         self.rules.append((target_s, max_wait_s))
         retry = self.counted_retry if count else self.retry
         if retry is None and count:
             self.admitted += 1
-        return retry
+        return DoorVerdict(0.1, retry)
+
+    @contextlib.contextmanager
+    def on_the_way(self, model: str) -> Iterator[None]:
+        self.moving += 1
+        try:
+            yield
+        finally:
+            self.moving -= 1
 
     def count(self, model: str, tenant: str) -> None:
         assert tenant == str(TENANT.id)
         self.admitted += 1
+
+    def predicted_ttft_s(self, model: str, *, prompt_tokens: int, tenant: str,
+                         weight: float = 1.0) -> float | None:
+        return 0.1
 
 
 class FakePolicies:
@@ -209,3 +228,22 @@ def test_a_shedding_plan_is_judged_by_its_ttft_target(monkeypatch: pytest.Monkey
     asyncio.run(_admit(the_door))
     assert gate.rules[0] == (0.5, None)
 
+
+
+def test_a_request_awaiting_its_quota_counts_on_the_way(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """Between the gate's two looks a request is counted ahead of others' looks (a burst
+    whose first looks all pass is refused before the quota script), and no longer after."""
+    gate = FakeGate(retry=None)
+    the_door, _ = _door(monkeypatch, gate, quota_error=None)
+    seen: list[int] = []
+    original = the_door.quotas.reserve
+
+    async def reserve(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gate.moving)
+        return await original(*args, **kwargs)
+
+    the_door.quotas.reserve = reserve  # type: ignore[method-assign]
+    admitted = asyncio.run(_admit(the_door))
+    assert seen == [1] and gate.moving == 0
+    assert admitted.predicted_ttft_s == 0.1  # kept for its job row
