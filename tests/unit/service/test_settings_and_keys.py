@@ -88,6 +88,12 @@ NEW_VARIABLES: dict[str, tuple[str, str, Any]] = {
     "FAIRWAY_FIRST_TOKEN_STAMP_SECONDS": ("2", "jobs.first_token_stamp_seconds", 2.0),
     "FAIRWAY_EXPRESS_TICKETS": ("0", "dispatcher.express_tickets", 0),
     "FAIRWAY_ENFORCE_EAGER": ("true", "engine.enforce_eager", True),
+    "FAIRWAY_MAX_HEADER_BYTES": ("32768", "api.max_header_bytes", 32768),
+    "FAIRWAY_HEADER_TIMEOUT_SECONDS": ("4", "api.header_timeout_seconds", 4.0),
+    "FAIRWAY_ADMIN_AUTH_FAILURES_PER_MINUTE": ("5", "api.admin_auth_failures_per_minute", 5),
+    "FAIRWAY_DATABASE_TIMEOUT_SECONDS": ("7", "api.database_timeout_seconds", 7.0),
+    "FAIRWAY_REDIS_TIMEOUT_SECONDS": ("3", "api.redis_timeout_seconds", 3.0),
+    "FAIRWAY_LEADER_TIMEOUT_SECONDS": ("8", "dispatcher.leader_timeout_seconds", 8.0),
 }
 ALL_VARIABLES = {**OLD_VARIABLES, **NEW_VARIABLES}
 
