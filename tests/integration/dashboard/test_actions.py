@@ -87,6 +87,25 @@ def test_confirmations_cancel_then_accept(session: Callable[..., Session],
     assert admin.http.get(f"/admin/tenants/{tid}").status_code == 404
 
 
+def test_new_tenant_shows_its_first_key_secret(session: Callable[..., Session],
+                                               world: dict[str, Any]):
+    """Creating a tenant from the form lands on its page with the first key's secret (the
+    string), not the key object."""
+    admin = world["admin"]
+    name = f"new-{uuid.uuid4().hex[:6]}"
+    s = session(1280)
+    page = s.go("tenants")
+    page.fill("#f-new-name", name)
+    page.click("#create-tenant button[type=submit]")
+    secret = page.locator("#new-key-secret")
+    expect(secret).to_have_value(re.compile(r"^fw-"))
+    bearer = {"Authorization": f"Bearer {secret.input_value()}"}
+    models = admin.http.get("/v1/models", headers=bearer)
+    assert models.status_code == 200
+    tid = page.url.rsplit("/", 1)[-1]
+    admin.ok("DELETE", f"/admin/tenants/{tid}")
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_plan_save_confirms_reweighting(session: Callable[..., Session], world: dict[str, Any],
                                         width: int):

@@ -21,7 +21,8 @@ function CreateTenant({ plans }) {
     const r = await attempt(() => api("POST", "/admin/tenants", { name, tier: plan }),
       `Tenant ${name} created`, { inForm: true });
     if (r.ok) {
-      stashNewKey(r.out.id, r.out.key);
+      // The answer's `key` is the key object (id, name, ...); its secret is `key.key`.
+      stashNewKey(r.out.id, r.out.key && r.out.key.key);
       navigate(`tenants/${r.out.id}`);
     } else if (r.err instanceof ApiError) {
       setErrors(serverErrors(r.err, ["name", "tier"]));
