@@ -34,6 +34,15 @@ class ApiSettings(SettingsGroup):
     request_timeout_seconds: float = Field(
         default=600.0,
         description="how long a request waits for its job's tokens before it gives up")
+    drain_delay_seconds: float = Field(
+        default=2.0, ge=0, validation_alias="FAIRWAY_API_DRAIN_DELAY_SECONDS",
+        description="on SIGTERM, `/readyz` answers 503 this long before the API stops "
+                    "accepting connections, so a balancer stops sending it new ones first")
+    drain_grace_seconds: float = Field(
+        default=60.0, ge=0, validation_alias="FAIRWAY_API_DRAIN_GRACE_SECONDS",
+        description="on SIGTERM, requests and streams in flight get this long to finish once "
+                    "the API stops accepting; past it they are cut (their jobs still end, "
+                    "`GET /v1/jobs/{id}`)")
     realtime_deadline_seconds: float = Field(
         default=60.0, description="the deadline of a realtime job without its own `deadline_ms`")
     flex_deadline_seconds: float = Field(
@@ -150,6 +159,12 @@ class WorkerSettings(SettingsGroup):
         default=1.0,
         description="how often a worker publishes its heartbeat and renews its jobs' leases; "
                     "its keys in Redis live 5 beats (at least 5 s)")
+    drain_grace_seconds: float = Field(
+        default=30.0, ge=0, validation_alias="FAIRWAY_WORKER_DRAIN_GRACE_SECONDS",
+        description="on SIGTERM the worker drains: nothing new is placed on it, its batch jobs "
+                    "park with their checkpoints at once, and its realtime streams get this "
+                    "long to finish; those still running then park too and resume on another "
+                    "worker from their tokens (docs/jobs.md \"Draining\")")
 
 
 class EngineSettings(SettingsGroup):

@@ -94,6 +94,9 @@ NEW_VARIABLES: dict[str, tuple[str, str, Any]] = {
     "FAIRWAY_DATABASE_TIMEOUT_SECONDS": ("7", "api.database_timeout_seconds", 7.0),
     "FAIRWAY_REDIS_TIMEOUT_SECONDS": ("3", "api.redis_timeout_seconds", 3.0),
     "FAIRWAY_LEADER_TIMEOUT_SECONDS": ("8", "dispatcher.leader_timeout_seconds", 8.0),
+    "FAIRWAY_WORKER_DRAIN_GRACE_SECONDS": ("12", "worker.drain_grace_seconds", 12.0),
+    "FAIRWAY_API_DRAIN_DELAY_SECONDS": ("0.5", "api.drain_delay_seconds", 0.5),
+    "FAIRWAY_API_DRAIN_GRACE_SECONDS": ("20", "api.drain_grace_seconds", 20.0),
 }
 ALL_VARIABLES = {**OLD_VARIABLES, **NEW_VARIABLES}
 
