@@ -181,6 +181,12 @@ class TierUpsert(StorableModel):
     max_queue_wait_ms: int = Field(30_000, gt=0, le=SLO_MAX_MS, strict=True,
                                    description="queue mode: the longest predicted wait a "
                                                "realtime request is admitted with")
+    over_quota: Literal["refuse", "overflow"] = Field(
+        "refuse", description="a realtime request past the plan's rate limits (requests or "
+                              "tokens per minute, concurrent requests): `refuse` answers 429, "
+                              "`overflow` runs it at batch priority when capacity is idle "
+                              "(its response says `service_tier: flex`); the monthly token "
+                              "budget binds either way")
     quotas: TierQuotas
 
     @field_validator("allowed_service_tiers")

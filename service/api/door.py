@@ -10,6 +10,8 @@
 5. The quota script takes the request's tokens and concurrency slot (or 429), and in the same
    Redis call places a realtime request on the worker of the model's next express ticket and
    sends its hand-off (service.jobs.express_handoff; docs/architecture.md, "The express path").
+   Past a rate limit on a plan that overflows, the request runs as flex-class work instead
+   (service.quotas.overflow).
 6. The gate counts the admission: a placed job without a second look (the lender saw room),
    any other with a counted look that may still refuse it (its quota is given back).
 
@@ -20,6 +22,7 @@ on at 5, is judged again from a fresh read (3-6 once more); the script's own ref
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import uuid
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -39,12 +42,15 @@ from service.jobs.express_handoff import Ticket, decode_ticket, door_entry, expr
 from service.jobs.job_records import create_job
 from service.observability.requests import record_refusal
 from service.quotas.door_policy import DoorPolicy
+from service.quotas.overflow import overflow_ask, overflow_classification, overflows
 from service.quotas.reservation import Admission, QuotaAsk, StalePolicy
 from service.store import tracing
 from service.store.db import without_transaction
 from service.store.models.jobs import Job, JobKind
 from service.store.settings import Settings
 from service.web.errors import APIError
+
+log = logging.getLogger("fairway.api")
 
 
 class Policies(Protocol):
@@ -170,7 +176,9 @@ class Door:
                     admission = await self.quotas.reserve(session, ask, door,
                                                           req.prompt_tokens)
             except APIError as exc:
-                self._refuse(req, exc)
+                if not overflows(exc, ask, classification):
+                    self._refuse(req, exc)
+                return await self._overflow(session, req, door, ask, classification, now)
         if isinstance(admission, StalePolicy):
             return None
         placed = decode_ticket(admission.express_ticket)
@@ -183,6 +191,23 @@ class Door:
         slo = (AdmittedSlo(door.policy.plan, door.policy.ttft_slo_ms, door.policy.tpot_slo_ms)
                if classification.kind == JobKind.REALTIME else None)
         return Admitted(admission, classification, now, placed, slo, predicted)
+
+    async def _overflow(self, session: AsyncSession, req: DoorRequest, door: DoorPolicy,
+                        ask: QuotaAsk, classification: Classification, now: dt.datetime
+                        ) -> Admitted | None:
+        """Past its rate limits on a plan that overflows: the request runs as flex-class work
+        (service.quotas.overflow), its tokens asked again with the rate limits lifted; the
+        month still binds. Not gated: flex is the dispatcher's to shed."""
+        try:
+            admission = await self.quotas.reserve(session, overflow_ask(ask), door,
+                                                  req.prompt_tokens)
+        except APIError as exc:
+            self._refuse(req, exc)
+        if isinstance(admission, StalePolicy):
+            return None
+        log.info("over its rate limits: running as overflow",
+                 extra={"tenant_id": str(req.tenant.id), "job_id": str(ask.ticket)})
+        return Admitted(admission, overflow_classification(classification), now)
 
     async def _refuse_on_hint(self, req: DoorRequest, hint: DoorPolicy,
                               now: dt.datetime) -> None:

@@ -1,6 +1,7 @@
-"""`fairway plan list` and `fairway plan set NAME ...`: tenant plans (weight, SLO targets and
-how realtime requests are admitted) through the running stack's admin API, audited as the
-CLI's changes. `set` changes only the fields it is given; the rest keep their values."""
+"""`fairway plan list` and `fairway plan set NAME ...`: tenant plans (weight, SLO targets, how
+realtime requests are admitted and what happens past a rate limit) through the running
+stack's admin API, audited as the CLI's changes. `set` changes only the fields it is given;
+the rest keep their values."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ def add_parser(sub: Any) -> None:
     ps.add_argument("--admission-mode", choices=("queue", "shed"),
                     help="queue: admit while the predicted wait is within --max-queue-wait-ms; "
                          "shed: refuse a request predicted to miss its TTFT target")
+    ps.add_argument("--over-quota", choices=("refuse", "overflow"),
+                    help="past a rate limit: refuse (429), or overflow (run at batch "
+                         "priority when capacity is idle)")
     for field, kind, text in _FIELDS:
         ps.add_argument("--" + field.replace("_", "-"), type=kind, help=text)
     ps.set_defaults(func=cmd_plan_set)
@@ -42,9 +46,10 @@ def _admission(plan: dict[str, Any]) -> str:
 
 def cmd_plan_list(args: argparse.Namespace) -> int:
     plans = AdminClient(args).call("GET", "/admin/tiers")["data"]
-    print_table(("PLAN", "WEIGHT", "TTFT", "TPOT", "ADMISSION", "SERVICE TIERS"),
+    print_table(("PLAN", "WEIGHT", "TTFT", "TPOT", "ADMISSION", "OVER QUOTA", "SERVICE TIERS"),
                 [(p["name"], f"{p['weight']:g}", f"{p['ttft_slo_ms']} ms",
-                  f"{p['tpot_slo_ms']} ms", _admission(p), ", ".join(p["allowed_service_tiers"]))
+                  f"{p['tpot_slo_ms']} ms", _admission(p), p["over_quota"],
+                  ", ".join(p["allowed_service_tiers"]))
                  for p in plans], empty="No plans: create one with the admin API.")
     return 0
 
@@ -57,15 +62,17 @@ def cmd_plan_set(args: argparse.Namespace) -> int:
         raise CLIError(f"no plan named {args.name!r} (see `fairway plan list`)")
     changes = {field: getattr(args, field) for field, _, _ in _FIELDS
                if getattr(args, field) is not None}
-    if args.admission_mode is not None:
-        changes["admission_mode"] = args.admission_mode
+    for choice in ("admission_mode", "over_quota"):
+        if getattr(args, choice) is not None:
+            changes[choice] = getattr(args, choice)
     if not changes:
-        raise CLIError("nothing to change: give at least one of --admission-mode, "
+        raise CLIError("nothing to change: give at least one of --admission-mode, --over-quota, "
                        + ", ".join("--" + f.replace("_", "-") for f, _, _ in _FIELDS))
     body = {key: plan[key] for key in ("weight", "allowed_service_tiers", "ttft_slo_ms",
                                        "tpot_slo_ms", "admission_mode", "max_queue_wait_ms",
-                                       "quotas")}
+                                       "over_quota", "quotas")}
     out = admin.call("PUT", f"/admin/tiers/{args.name}", json={**body, **changes})
     print(f"plan {out['name']}: weight {out['weight']:g}, TTFT {out['ttft_slo_ms']} ms, "
-          f"TPOT {out['tpot_slo_ms']} ms, admission {_admission(out)}")
+          f"TPOT {out['tpot_slo_ms']} ms, admission {_admission(out)}, over quota: "
+          f"{out['over_quota']}")
     return 0

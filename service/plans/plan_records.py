@@ -18,7 +18,7 @@ def plan_view(plan: Plan) -> dict[str, Any]:
             "allowed_service_tiers": list(plan.allowed_service_tiers),
             "ttft_slo_ms": plan.ttft_slo_ms, "tpot_slo_ms": plan.tpot_slo_ms,
             "admission_mode": plan.admission_mode, "max_queue_wait_ms": plan.max_queue_wait_ms,
-            "quotas": dict(plan.quotas)}
+            "over_quota": plan.over_quota, "quotas": dict(plan.quotas)}
 
 
 async def list_plans(session: AsyncSession) -> list[Plan]:
@@ -31,7 +31,7 @@ async def get_plan(session: AsyncSession, *, name: str) -> Plan | None:
 
 # What an upsert sets: every column of a plan but its name and its timestamps.
 PLAN_FIELDS = ("weight", "allowed_service_tiers", "ttft_slo_ms", "tpot_slo_ms",
-               "admission_mode", "max_queue_wait_ms", "quotas")
+               "admission_mode", "max_queue_wait_ms", "over_quota", "quotas")
 
 
 async def upsert_plan(session: AsyncSession, *, name: str, fields: dict[str, Any]

@@ -10,7 +10,7 @@ from sqlalchemy import Row, Select, String, Uuid, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
-from service.store.models.plans import QUEUE, Plan
+from service.store.models.plans import QUEUE, REFUSE, Plan
 from service.store.models.quotas import TenantQuota
 from service.store.quota_limits import QuotaLimits, effective_limits
 
@@ -25,6 +25,7 @@ class TenantPolicy:
     # How the door admits the plan's realtime requests (service.store.models.plans).
     admission_mode: str = QUEUE
     max_queue_wait_ms: int = 30_000
+    over_quota: str = REFUSE  # past a rate limit: refuse, or run as overflow
 
     @property
     def max_wait_s(self) -> float | None:
@@ -36,7 +37,7 @@ class TenantPolicy:
 # the lookup; service.store.lifecycle, "built once").
 _POLICY: Select[Any] = (
     select(Plan.quotas, Plan.allowed_service_tiers, Plan.ttft_slo_ms, Plan.tpot_slo_ms,
-           Plan.admission_mode, Plan.max_queue_wait_ms, TenantQuota.overrides)
+           Plan.admission_mode, Plan.max_queue_wait_ms, Plan.over_quota, TenantQuota.overrides)
     .select_from(Plan)
     .outerjoin(TenantQuota, TenantQuota.tenant_id == bindparam("p_tenant_id", type_=Uuid()))
     .where(Plan.name == bindparam("p_plan", type_=String())))
@@ -51,7 +52,7 @@ def _policy(plan: str, row: Row[Any] | None) -> TenantPolicy:
         return TenantPolicy(plan, QuotaLimits(0, 0, 0, 0, 0), (), 0, 0)
     return TenantPolicy(plan, effective_limits(row.quotas, row.overrides),
                         tuple(row.allowed_service_tiers), row.ttft_slo_ms, row.tpot_slo_ms,
-                        row.admission_mode, row.max_queue_wait_ms)
+                        row.admission_mode, row.max_queue_wait_ms, row.over_quota)
 
 
 async def load_policy(session: AsyncSession, *, tenant_id: uuid.UUID, plan: str) -> TenantPolicy:

@@ -34,11 +34,11 @@ def test_plan_set_changes_only_what_it_is_given(sim_stack: Stack, capsys):
     assert plan["quotas"]["concurrent_requests"] == 7
 
     assert fairway(sim_stack, "plan", "set", name, "--admission-mode", "queue",
-                   "--max-queue-wait-ms", "5000") == 0
+                   "--max-queue-wait-ms", "5000", "--over-quota", "overflow") == 0
     assert fairway(sim_stack, "plan", "list") == 0
     listed = next(line for line in capsys.readouterr().out.splitlines()
                   if line.startswith(name + " "))
-    assert "queue (wait <= 5 s)" in listed and "1500 ms" in listed
+    assert "queue (wait <= 5 s)" in listed and "1500 ms" in listed and "overflow" in listed
 
 
 @pytest.mark.parametrize("args, says", [

@@ -18,6 +18,11 @@ from service.store.db import Base, utcnow_column
 # TTFT target then only orders work), "shed" when its predicted TTFT meets the target.
 ADMISSION_MODES = ("queue", "shed")
 QUEUE, SHED = ADMISSION_MODES
+# What happens to a realtime request past its plan's rate limits (requests or tokens per
+# minute, concurrent requests): "refuse" (429), or "overflow": it runs at batch priority,
+# when capacity is idle, instead. The monthly token budget binds either way.
+OVER_QUOTA_MODES = ("refuse", "overflow")
+REFUSE, OVERFLOW = OVER_QUOTA_MODES
 
 
 class Plan(Base):
@@ -25,6 +30,7 @@ class Plan(Base):
     __table_args__ = (
         CheckConstraint("admission_mode IN ('queue', 'shed')", name="admission_mode"),
         CheckConstraint("max_queue_wait_ms > 0", name="max_queue_wait_ms"),
+        CheckConstraint("over_quota IN ('refuse', 'overflow')", name="over_quota"),
     )
 
     name: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -34,6 +40,9 @@ class Plan(Base):
     tpot_slo_ms: Mapped[int] = mapped_column(Integer)
     admission_mode: Mapped[str] = mapped_column(String(8), server_default=QUEUE)
     max_queue_wait_ms: Mapped[int] = mapped_column(Integer, server_default="30000")
+    # A realtime request past its rate limits: refused (429), or run as overflow at batch
+    # priority when capacity is idle (service.api.overflow).
+    over_quota: Mapped[str] = mapped_column(String(8), server_default=REFUSE)
     # QuotaLimits fields; None lifts a limit. JSONB so a new limit needs no migration.
     quotas: Mapped[dict[str, Any]] = mapped_column(JSONB)
     created_at: Mapped[dt.datetime] = utcnow_column()

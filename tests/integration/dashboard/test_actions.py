@@ -176,6 +176,18 @@ def test_plan_admission_mode_and_wait_budget(session: Callable[..., Session],
     while saved_mode()[0] != "shed" and time.monotonic() < deadline:
         time.sleep(0.1)
     assert saved_mode() == ("shed", 12_000)
+    # What happens past a rate limit: refused by default, overflow when chosen.
+    page.reload()
+    form = page.locator(f'form[data-plan="{plan}"]')
+    expect(form.locator('select[name="over_quota"]')).to_have_value("refuse")
+    form.locator('select[name="over_quota"]').select_option("overflow")
+    form.get_by_role("button", name="Save").click()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and {p["name"]: p for p in admin.ok(
+            "GET", "/admin/tiers")["data"]}[plan]["over_quota"] != "overflow":
+        time.sleep(0.1)
+    assert {p["name"]: p for p in admin.ok("GET", "/admin/tiers")["data"]}[plan][
+        "over_quota"] == "overflow"
     admin.ok("DELETE", f"/admin/tiers/{plan}")
 
 

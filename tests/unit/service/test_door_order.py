@@ -247,3 +247,56 @@ def test_a_request_awaiting_its_quota_counts_on_the_way(monkeypatch: pytest.Monk
     admitted = asyncio.run(_admit(the_door))
     assert seen == [1] and gate.moving == 0
     assert admitted.predicted_ttft_s == 0.1  # kept for its job row
+
+
+class RateLimitedQuotas(FakeQuotas):
+    """The first ask is past a rate limit (or ``reason``); later asks are admitted."""
+
+    def __init__(self, calls: list[str], reason: str) -> None:
+        super().__init__(calls, None, None)
+        self.reason = reason
+        self.asks: list[QuotaAsk] = []
+
+    async def reserve(self, session: Any, ask: QuotaAsk, door: DoorPolicy,
+                      prompt_estimate: int) -> Any:
+        self.asks.append(ask)
+        if len(self.asks) == 1:
+            self.calls.append("reserve")
+            raise APIError(429, "past the limit", code="rate_limit_exceeded",
+                           reason=self.reason)
+        return await super().reserve(session, ask, door, prompt_estimate)
+
+
+OVERFLOWING = replace(POLICY, over_quota="overflow",
+                      limits=QuotaLimits(5, 1000, 2, None, 100_000))
+
+
+@pytest.mark.parametrize("reason", ["requests_per_minute", "tokens_per_minute",
+                                    "concurrent_requests"])
+def test_past_a_rate_limit_an_overflowing_plan_runs_the_request_as_flex(
+        monkeypatch: pytest.MonkeyPatch, reason: str) -> None:
+    gate = FakeGate(retry=None)
+    the_door, calls = _door(monkeypatch, gate, quota_error=None, policy=OVERFLOWING)
+    quotas = RateLimitedQuotas(calls, reason)
+    the_door.quotas = quotas  # type: ignore[assignment]
+    admitted = asyncio.run(_admit(the_door))
+    assert calls == ["policy", "reserve", "reserve"]
+    assert admitted.classification.kind.value == "batch"
+    assert admitted.classification.service_tier == "flex"
+    again = quotas.asks[1]
+    assert (again.policy.limits.requests_per_minute, again.policy.limits.tokens_per_minute,
+            again.policy.limits.concurrent_requests) == (None, None, None)
+    assert again.policy.limits.monthly_tokens == 100_000  # the month still binds
+    assert not again.hold_slot and again.express is None
+    assert gate.admitted == 0  # flex is not counted at the realtime gate
+
+
+@pytest.mark.parametrize("policy, reason", [(POLICY, "requests_per_minute"),
+                                            (OVERFLOWING, "monthly_tokens")])
+def test_a_refusing_plan_or_the_month_still_answer_429(
+        monkeypatch: pytest.MonkeyPatch, policy: TenantPolicy, reason: str) -> None:
+    the_door, calls = _door(monkeypatch, FakeGate(retry=None), quota_error=None, policy=policy)
+    the_door.quotas = RateLimitedQuotas(calls, reason)  # type: ignore[assignment]
+    with pytest.raises(APIError) as refused:
+        asyncio.run(_admit(the_door))
+    assert refused.value.status == 429 and calls == ["policy", "reserve"]

@@ -1,5 +1,5 @@
-// Tenant plans as forms: weight, SLO targets, admission mode, allowed service tiers, default
-// quotas. Saving a
+// Tenant plans as forms: weight, SLO targets, admission mode, what happens past a rate limit,
+// allowed service tiers, default quotas. Saving a
 // plan that has tenants changes their service: it asks first (and says when it reweights them).
 // The admin API still calls a plan a tier: /admin/tiers, and the tenant search's tier filter.
 import { html, useState } from "../lib.js";
@@ -10,14 +10,16 @@ import { QUOTA_FIELDS, checkQuota } from "../quotas.js";
 
 const SERVICE_TIERS = ["auto", "default", "flex", "priority"];
 const FIELDS = ["name", "weight", "ttft_slo_ms", "tpot_slo_ms", "admission_mode",
-  "max_queue_wait_ms", "allowed_service_tiers", ...QUOTA_FIELDS.map(([f]) => f)];
+  "max_queue_wait_ms", "over_quota", "allowed_service_tiers", ...QUOTA_FIELDS.map(([f]) => f)];
 const MODES = [["queue", "Queue within the wait budget"], ["shed", "Refuse what would miss the TTFT target"]];
+const OVER_QUOTA = [["refuse", "Refuse (429)"], ["overflow", "Run at batch priority when idle"]];
 
 function toForm(t) {
   return { name: t ? t.name : "", weight: t ? String(t.weight) : "1",
     ttft_slo_ms: t ? String(t.ttft_slo_ms) : "1000", tpot_slo_ms: t ? String(t.tpot_slo_ms) : "100",
     admission_mode: t ? t.admission_mode : "queue",
     max_queue_wait_ms: t ? String(t.max_queue_wait_ms) : "30000",
+    over_quota: t ? t.over_quota : "refuse",
     allowed: t ? [...t.allowed_service_tiers] : ["auto", "default"],
     quotas: Object.fromEntries(QUOTA_FIELDS.map(([f]) => [f, t && t.quotas[f] != null
       ? String(t.quotas[f]) : f === "monthly_alert_percent" ? "80" : "unlimited"])) };
@@ -43,6 +45,7 @@ function check(form, isNew) {
   }
   return { errors, body: { weight: w, ttft_slo_ms: num(form.ttft_slo_ms), tpot_slo_ms: num(form.tpot_slo_ms),
     admission_mode: form.admission_mode, max_queue_wait_ms: num(form.max_queue_wait_ms),
+    over_quota: form.over_quota,
     allowed_service_tiers: SERVICE_TIERS.filter((s) => form.allowed.includes(s)), quotas } };
 }
 
@@ -93,6 +96,11 @@ function PlanForm({ plan, tenants, reload }) {
           ${MODES.map(([v, label]) => html`<option value=${v} selected=${form.admission_mode === v}>${label}</option>`)}
         </select></${Field}>
       ${form.admission_mode === "queue" && input("max_queue_wait_ms", "Longest queue wait (ms)")}
+      <${Field} label="Past a rate limit" name=${`${name}-over_quota`} error=${errors.over_quota}>
+        <select id=${`f-${name}-over_quota`} name="over_quota" value=${form.over_quota}
+          onChange=${(e) => set("over_quota", e.target.value)}>
+          ${OVER_QUOTA.map(([v, label]) => html`<option value=${v} selected=${form.over_quota === v}>${label}</option>`)}
+        </select></${Field}>
     </div>
     <fieldset class=${errors.allowed_service_tiers ? "invalid" : ""}><legend>Allowed service_tier values</legend>
       ${SERVICE_TIERS.map((s) => html`<label class="check"><input type="checkbox" checked=${form.allowed.includes(s)}
