@@ -146,21 +146,23 @@ def batch_workers(d: Demand, config: AutoscaleConfig) -> float:
     return need
 
 
-def batch_work_s(cost: CostModel, prompt_tokens: int, output_tokens: int) -> float:
-    """Engine seconds one job takes of a worker running batch at full width: its prefill
-    and its share of the decode steps at ``max_slots`` sequences (the throughput a worker
-    reaches on a deep batch queue)."""
+def batch_work_s(cost: CostModel, prompt_tokens: float, output_tokens: float,
+                 jobs: int = 1) -> float:
+    """Engine seconds ``jobs`` jobs of these token totals take of a worker running batch at
+    full width: their prefill and their share of the decode steps at ``max_slots`` sequences
+    (the throughput a worker reaches on a deep batch queue)."""
     width = max(1, cost.max_slots)
-    ctx = min(cost.kv_capacity_tokens // width, prompt_tokens + output_tokens // 2)
+    ctx = int(min(cost.kv_capacity_tokens // width,
+                  (prompt_tokens + output_tokens / 2) / max(1, jobs)))
     step = cost.step_s(width, width * ctx, 0)
     return prompt_tokens * cost.prefill_per_token_s + output_tokens * step / width
 
 
 def realtime_busy_s(cost: CostModel, prompt_tokens: float, output_tokens: float,
                     batch: int = 32) -> float:
-    """Engine seconds of realtime work: its prefill and its share of the decode steps at a
-    realtime batch of ``batch`` sequences (realtime runs narrower than batch: its steps must
-    stay short for its time per output token)."""
+    """Engine seconds of realtime work of these token totals: their prefill and their share
+    of the decode steps at a realtime batch of ``batch`` sequences (realtime runs narrower
+    than batch: its steps must stay short for its time per output token)."""
     width = max(1, min(batch, cost.max_slots))
     step = cost.step_s(width, width * 1024, 0)
     return prompt_tokens * cost.prefill_per_token_s + output_tokens * step / width

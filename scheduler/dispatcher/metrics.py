@@ -3,7 +3,8 @@ maintenance every few seconds, its queue/placement/worker gauges, the policy's f
 counters, jobs and batches by status and queued jobs by tenant and tier from Postgres
 (indexed queries on open rows only), the plans' SLO targets, and, every FAIRNESS_REFRESH_S,
 fairness per class and each tenant's service and queue wait over the last
-FAIRNESS_WINDOW_S (service.store.telemetry.fairness)."""
+FAIRNESS_WINDOW_S (service.store.telemetry.fairness); and, every AUTOSCALE_REFRESH_S, each
+model's desired workers and its inputs (scheduler.dispatcher.autoscale_feed)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Any
 
 from sqlalchemy import text
 
+from scheduler.autoscale import REASONS, AutoscaleConfig, Desired
+from scheduler.dispatcher import autoscale_feed
 from service.store.db import sync_session
 from service.store.fairness_window import WINDOW_SQL, tenant_services, window_params
 from service.store.lifecycle import ACTIVE
@@ -24,6 +27,9 @@ from service.store.telemetry.state import enabled
 REFRESH_S = 2.0
 FAIRNESS_REFRESH_S = 10.0
 FAIRNESS_WINDOW_S = 300.0
+AUTOSCALE_REFRESH_S = 5.0
+# Bounds are KEDA's (its min and max replicas); this only keeps a runaway count readable.
+AUTOSCALE = AutoscaleConfig(min_workers=0, max_workers=1024)
 OPEN_JOB_STATUSES = tuple(s.value for s in JobStatus if s in ACTIVE)
 OPEN_BATCH_STATUSES = ("validating", "in_progress", "finalizing", "cancelling")
 
@@ -42,6 +48,9 @@ _TARGETS_SQL = text("SELECT name, ttft_slo_ms, tpot_slo_ms FROM tiers")
 
 _next_refresh = 0.0
 _next_fairness = 0.0
+_next_autoscale = 0.0
+_autoscale_models: set[str] = set()  # every model exported so far: an idle one reads 0
+_desired_seen: set[tuple[str, str]] = set()  # (model, reason) series exported
 
 
 def observe_pass(seconds: float, decisions: list[Any]) -> None:
@@ -96,6 +105,35 @@ def refresh(dispatcher: Any, *, force: bool = False) -> None:
     set_queued(queued)
     set_slo_targets(targets)
     _refresh_fairness(dispatcher, force=force)
+    _refresh_autoscale(dispatcher, force=force)
+
+
+def _refresh_autoscale(dispatcher: Any, *, force: bool) -> None:
+    global _next_autoscale
+    if not force and time.monotonic() < _next_autoscale:
+        return
+    _next_autoscale = time.monotonic() + AUTOSCALE_REFRESH_S
+    with sync_session(dispatcher.settings.database_url) as session:
+        decided = autoscale_feed.decide(dispatcher.policy, session, time.time(),
+                                        _autoscale_models, AUTOSCALE)
+    set_desired(decided)
+
+
+def set_desired(decided: list[Desired]) -> None:
+    """fairway_desired_workers and its inputs; a model keeps one series, its reason's (so
+    ``sum by (model_name)`` is its count)."""
+    for d in decided:
+        _autoscale_models.add(d.model)
+        for reason in REASONS:
+            if reason != d.reason and (d.model, reason) in _desired_seen:
+                m.DESIRED_WORKERS.remove(d.model, reason)
+                _desired_seen.discard((d.model, reason))
+        m.DESIRED_WORKERS.labels(d.model, d.reason).set(d.workers)
+        _desired_seen.add((d.model, d.reason))
+        m.AUTOSCALE_REALTIME_WORKERS.labels(d.model).set(d.realtime_workers)
+        m.AUTOSCALE_BATCH_WORKERS.labels(d.model).set(d.batch_workers)
+        m.AUTOSCALE_BATCH_WORK.labels(d.model).set(d.inputs.get("batch_work_s", 0.0))
+        m.AUTOSCALE_REALTIME_BUSY.labels(d.model).set(d.inputs.get("rt_busy_s_per_s", 0.0))
 
 
 def _refresh_fairness(dispatcher: Any, *, force: bool) -> None:

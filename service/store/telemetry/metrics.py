@@ -151,6 +151,27 @@ WEBHOOK_ATTEMPTS = _c("fairway_webhook_attempts",
                       "again later) or failed (failed, retry window over).", ("outcome",))
 
 
+# -- autoscaling (the active dispatcher, scheduler.autoscale; KEDA scales workers on it) -------
+DESIRED_WORKERS = _g("fairway_desired_workers",
+                     "Workers a model wants now, with why (realtime, batch_deadline, wake, idle, "
+                     "min_workers): one series per model, its reason's.",
+                     ("model_name", "reason"))
+AUTOSCALE_REALTIME_WORKERS = _g(
+    "fairway_autoscale_realtime_workers",
+    "Workers realtime alone asks for (fractional): its engine time, slots and predicted TTFT.",
+    ("model_name",))
+AUTOSCALE_BATCH_WORKERS = _g(
+    "fairway_autoscale_batch_workers",
+    "Workers the open batch work asks for to meet its deadlines (fractional).", ("model_name",))
+AUTOSCALE_BATCH_WORK = _g(
+    "fairway_autoscale_batch_work_seconds",
+    "Open batch work of a model, in one worker's engine seconds at full batch.", ("model_name",))
+AUTOSCALE_REALTIME_BUSY = _g(
+    "fairway_autoscale_realtime_busy",
+    "Engine seconds of realtime work per second over the last minute (ended jobs' tokens).",
+    ("model_name",))
+
+
 def exported_metric_names() -> set[str]:
     """Every sample name /metrics can carry (with _total, _bucket, ... suffixes)."""
     names: set[str] = set()

@@ -1,0 +1,78 @@
+"""The dispatcher's autoscaling inputs (rows and outlooks to demands) and their gauges."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import pytest
+
+from scheduler.autoscale import AutoscaleConfig, desired_workers
+from scheduler.cost_profiles import H200_LLAMA3_8B
+from scheduler.dispatcher import metrics as dm
+from scheduler.dispatcher.autoscale_feed import RECENT_S, OpenRow, RecentRow, demands
+from scheduler.outlook import RealtimeOutlook
+from service.store.telemetry import metrics as m
+
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def outlook(model: str, workers: int = 1, rt_load: int = 0, rt_queued: int = 0
+            ) -> RealtimeOutlook:
+    return RealtimeOutlook(model, 0.0, workers, 256 * workers, rt_load, 0, 1000.0, 2.0,
+                           0.01, 3.2e-5, 0.005, 8192, rt_queued=rt_queued)
+
+
+def test_batch_rows_become_work_due_by_their_deadlines() -> None:
+    rows = [OpenRow("m", "batch", True, NOW + dt.timedelta(hours=1), 1000, 1_000_000, 250_000),
+            OpenRow("m", "batch", True, NOW + dt.timedelta(days=7), 1000, 1_000_000, 250_000)]
+    [d] = demands(rows, [], [outlook("m")], {}, now=NOW, ttft_target_s=1.0,
+                  default_cost=H200_LLAMA3_8B)
+    assert [b.due_in_s for b in d.batch_due] == [3600.0, 7 * 86400.0]
+    assert d.batch_waiting == 2000
+    assert d.batch_due[0].work_s == pytest.approx(d.batch_due[1].work_s)
+    assert d.batch_due[0].work_s > 30  # a thousand 1000-token prompts: 32 s of prefill alone
+
+
+def test_recent_batch_output_scales_the_asked_tokens() -> None:
+    rows = [OpenRow("m", "batch", True, NOW + dt.timedelta(hours=1), 100, 0, 100_000)]
+    full = demands(rows, [], [], {}, now=NOW, ttft_target_s=1.0)[0].batch_due[0].work_s
+    recent = [RecentRow("m", "batch", 10, 0, 250, 1000)]  # a quarter of max_tokens came
+    quarter = demands(rows, recent, [], {}, now=NOW, ttft_target_s=1.0)[0].batch_due[0].work_s
+    assert quarter < full / 2
+
+
+def test_realtime_rate_slots_and_prediction_come_from_the_policy_and_ended_jobs() -> None:
+    recent = [RecentRow("m", "realtime", 600, 600_000, 150_000, 300_000)]
+    o = outlook("m", workers=2, rt_load=30, rt_queued=5)
+    [d] = demands([], recent, [o], {}, now=NOW, ttft_target_s=1.0)
+    assert d.live_workers == 2 and d.slots_per_worker == 256
+    assert (d.rt_inflight, d.rt_waiting) == (25, 5)
+    assert d.rt_busy_s_per_s == pytest.approx(
+        (600_000 * 3.2e-5 + 150_000 * H200_LLAMA3_8B.step_s(32, 32 * 1024, 0) / 32) / RECENT_S)
+    assert d.predicted_ttft_s is not None and d.predicted_ttft_s > 0
+
+
+def test_realtime_queued_for_a_model_without_workers_wakes_one() -> None:
+    rows = [OpenRow("cold", "realtime", True, NOW, 1, 100, 64)]
+    [d] = demands(rows, [], [], {}, now=NOW, ttft_target_s=1.0, models=["cold"])
+    assert d.live_workers == 0 and d.rt_waiting == 1
+    decided = desired_workers(d, AutoscaleConfig())
+    assert (decided.workers, decided.reason) == (1, "wake")
+
+
+def test_desired_workers_gauge_keeps_one_series_per_model() -> None:
+    model = f"m-{uuid.uuid4().hex[:6]}"
+    value = m.REGISTRY.get_sample_value
+    config = AutoscaleConfig()
+    [wake] = [desired_workers(d, config) for d in demands(
+        [OpenRow(model, "realtime", True, NOW, 1, 100, 64)], [], [], {}, now=NOW,
+        ttft_target_s=1.0)]
+    dm.set_desired([wake])
+    assert value("fairway_desired_workers", {"model_name": model, "reason": "wake"}) == 1
+    [idle] = [desired_workers(d, config) for d in demands(
+        [], [], [], {}, now=NOW, ttft_target_s=1.0, models=[model])]
+    dm.set_desired([idle])
+    assert value("fairway_desired_workers", {"model_name": model, "reason": "wake"}) is None
+    assert value("fairway_desired_workers", {"model_name": model, "reason": "idle"}) == 0
+    assert value("fairway_autoscale_batch_workers", {"model_name": model}) == 0
