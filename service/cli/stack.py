@@ -22,6 +22,7 @@ from redis import Redis
 
 from service.cli.bootstrap import demo_key
 from service.cli.child_processes import kill_leftovers, start_child
+from service.cli.demo_plan import demo_plan_line
 from service.cli.embedded import EmbeddedServers, child_env
 from service.cli.errors import CLIError
 from service.cli.state import (
@@ -117,7 +118,7 @@ def _shown(path: Path) -> str:
 
 
 def banner(settings: Settings, *, api_url: str, key: str, admin_token: str,
-           token_is_own: bool, verbose: bool) -> str:
+           token_is_own: bool, verbose: bool, plan_line: str | None = None) -> str:
     data = settings.data_dir
     engine = "simulated engine" if settings.engine.kind == "sim" else "vLLM engine"
     token_note = (f"(kept in {_shown(data / ADMIN_TOKEN_FILE)})" if token_is_own
@@ -128,6 +129,7 @@ def banner(settings: Settings, *, api_url: str, key: str, admin_token: str,
         f"Fairway is up: {settings.engine.served_model_name} on the {engine}.",
         f"  API base URL  {api_url}/v1",
         f"  API key       {key}  (tenant demo; kept in {_shown(data / DEMO_KEY_FILE)})",
+        *([plan_line] if plan_line else []),
         f"  Dashboard     {api_url}/admin/ui/",
         f"  Admin token   {admin_token}  {token_note}",
         f"  Logs          {logs}",
@@ -169,7 +171,9 @@ def serve_stack(settings: Settings, *, verbose: bool = False) -> int:
         StackState(api_url=api_url, database_url=db_url, redis_url=redis_url,
                    admin_token=admin_token, pid=os.getpid()).write(settings.data_dir)
         print(banner(settings, api_url=api_url, key=key, admin_token=admin_token,
-                     token_is_own=token_is_own, verbose=verbose), flush=True)
+                     token_is_own=token_is_own, verbose=verbose,
+                     plan_line=demo_plan_line(db_url, engine_kind=settings.engine.kind)),
+              flush=True)
         restarts, reaped = Restarts(), set[str]()
         while not stopping:
             for role, proc in list(procs.items()):

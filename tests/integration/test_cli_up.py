@@ -32,7 +32,7 @@ from tests.support.stack import REPO
 
 FAIRWAY = [sys.executable, "-m", "service.cli.main"]
 MODEL = "sim-model"
-BANNER_LINES = 7
+BANNER_LINES = 8
 
 
 def clean_env(home: Path) -> dict[str, str]:
@@ -132,6 +132,9 @@ def test_up_explains_itself_and_keeps_its_key(home: Path):
         token = up.field("Admin token")
         assert "about a minute" not in "".join(up.before)  # the sim engine loads nothing
         assert "~/.local/share/fairway/logs/" in up.field("Logs")
+        # The demo tenant's plan, and what its target means under queue admission.
+        plan = next(x for x in up.banner if x.strip().startswith("Plan"))
+        assert "standard (tenant demo): first token in 1 s is a goal" in plan
         resp = openai.OpenAI(base_url=base, api_key=key, max_retries=0, timeout=30
                              ).chat.completions.create(
             model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}])
