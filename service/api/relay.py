@@ -311,7 +311,18 @@ def interrupted_error(ev: Interrupted, job_id: uuid.UUID) -> APIError:
                     headers={"Retry-After": "2"})
 
 
+# What a request still waiting on a job gets when the job is cancelled (by its owner, or a
+# batch or admin cancel). Not a 409: the openai SDKs resend 408, 409, 429 and 5xx by default,
+# which would run the cancelled request again under a new id and bill it twice. A 400 is not
+# retried, and x-should-retry: false says so to any SDK that reads it.
+CANCELLED_STATUS = 400
+CANCELLED_CODE = "request_cancelled"
+
+
 def job_error(failure: Failure) -> APIError:
+    if failure.code == "cancelled":  # the job row keeps "cancelled" (the jobs API's code)
+        return APIError(CANCELLED_STATUS, failure.message, code=CANCELLED_CODE,
+                        headers={"x-should-retry": "false"})
     headers = ({"Retry-After": str(failure.retry_after)} if failure.retry_after is not None
                else None)
     return APIError(failure.status, failure.message, code=failure.code, param=failure.param,

@@ -194,13 +194,40 @@ def test_cancel_a_queued_job_ends_its_waiting_request(population: dict[str, Any]
     waited = population["waiting"][0]  # the default-tier request
     answer = waited.result(timeout=15)  # at once, not at the request timeout
     assert time.monotonic() - started < 15
-    assert answer.status_code == 409 and answer.json()["error"]["code"] == "cancelled"
+    # Not a 409, which the openai SDKs resend (docs/jobs-api.md).
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["code"] == "request_cancelled"
+    assert answer.headers["x-should-retry"] == "false"
     # A finished job cannot be cancelled: 409 in OpenAI's shape.
     again = a.http.post(f"/jobs/{realtime[0]['id']}/cancel")
     assert again.status_code == 409
     assert again.json()["error"] == {"message": again.json()["error"]["message"],
                                      "type": "conflict_error", "param": None,
                                      "code": "invalid_state"}
+
+
+def test_the_sdk_does_not_resend_a_cancelled_request(idle_stack: Stack):
+    """The official SDK with its default retries, waiting on a request its owner cancels,
+    gets one clear error and does not send the request again (no second job, no second
+    bill)."""
+    admin = Admin(idle_stack.base_url)
+    api = Api(idle_stack, admin.create_tenant(f"c-{uuid.uuid4().hex[:8]}", PATIENT_PLAN)[1])
+    sdk = openai.OpenAI(base_url=idle_stack.base_url + "/v1", api_key=api.key)  # 2 retries
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(sdk.chat.completions.create, model=MODEL, max_tokens=8,
+                              messages=[{"role": "user", "content": "hi"}])
+        wait_until(lambda: len(api.ids()) == 1, 30, "the request's job", idle_stack)
+        job_id = api.ids()[0]
+        assert api.http.post(f"/jobs/{job_id}/cancel").status_code == 200
+        try:
+            with pytest.raises(openai.BadRequestError) as refused:
+                waiting.result(timeout=20)
+            assert refused.value.code == "request_cancelled"
+            time.sleep(1.0)  # a resend would have made its job by now
+            assert api.ids() == [job_id]
+        finally:
+            for other in api.ids(status="queued"):
+                api.http.post(f"/jobs/{other}/cancel")
 
 
 def test_cli_lists_gets_and_cancels(population: dict[str, Any], idle_stack: Stack,
@@ -252,7 +279,7 @@ def test_cancel_a_running_job_frees_its_slot_and_ends_its_stream(sim_stack: Stac
         assert r.status_code == 200 and r.json()["status"] == "cancelled", r.text
         rest = list(chunks)  # the stream ends now, and says why
         assert time.monotonic() - started < 10
-    assert any('"code":"cancelled"' in line for line in rest), rest[-3:]
+    assert any('"code":"request_cancelled"' in line for line in rest), rest[-3:]
     since = time.time()
     wait_until(lambda: sim_stack.engine_idle_since("sim-1", since), 15, "engine slot freed",
                sim_stack)
