@@ -170,6 +170,10 @@ BAD_VALUES = [
     ({"podSecurityContext": {"runAsNonRoot": False}}, "/podSecurityContext/runAsNonRoot"),
     ({"api": {"resources": {"requests": {"memory": "lots"}}}}, "/api/resources/requests/memory"),
     ({"autoscaling": {"keda": {"minReplicas": 0}}}, "/autoscaling/keda/minReplicas"),
+    ({"models": [{"name": "a", "servedName": "x", "source": {"hostPath": {"path": "/m"}},
+                  "autoscaling": {"minReplicas": 0}}]}, "/models/0/autoscaling/minReplicas"),
+    ({"autoscaling": {"keda": {"fallback": {"failureThreshold": 0}}}},
+     "/autoscaling/keda/fallback/failureThreshold"),
 ]
 
 
@@ -562,10 +566,30 @@ def test_a_scaled_object_per_model_on_a_metric_fairway_exports(render: Any) -> N
         assert f'model_name="{model["servedName"]}"' in query
         used = set(re.findall(r"[a-z_:]+(?=\{)", query))
         assert used and used <= exported, f"{used - exported} not exported by Fairway"
-    assert scaled["fw-fairway-worker-llama-8b"]["spec"]["triggers"][0]["metadata"][
-        "threshold"] == str(128 * 8 // 10)
+    llama = scaled["fw-fairway-worker-llama-8b"]["spec"]
+    (trigger,) = llama["triggers"]
+    # One worker per unit of the dispatcher's desired count, the leader's only.
+    assert trigger["metricType"] == "AverageValue"
+    assert trigger["metadata"]["threshold"] == "1"
+    assert trigger["metadata"]["query"].startswith("sum(fairway_desired_workers{")
+    assert "fairway_scheduler_leader == 1" in trigger["metadata"]["query"]
+    assert (llama["minReplicaCount"], llama["maxReplicaCount"]) == (1, 4)
+    assert llama["fallback"] == {"failureThreshold": 3, "replicas": 2}  # its fixed pool
+    behavior = llama["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior["scaleDown"]["stabilizationWindowSeconds"] == llama["cooldownPeriod"] == 900
     qwen = scaled["fw-fairway-worker-qwen-small"]["spec"]
     assert (qwen["maxReplicaCount"], qwen["triggers"][0]["metadata"]["threshold"]) == (8, "20")
+    assert qwen["fallback"]["replicas"] == 1
+
+
+def test_the_desired_workers_metric_carries_the_reasons_the_docs_name() -> None:
+    from scheduler.autoscale import REASONS
+
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    observability = (ROOT / "docs" / "observability.md").read_text()
+    assert "fairway_desired_workers" in deploy
+    for reason in REASONS:
+        assert f"`{reason}`" in observability, reason
 
 
 # -- install ----------------------------------------------------------------------------------
