@@ -36,6 +36,9 @@ def add_parser(sub: Any) -> None:
 
     api = sub.add_parser("api", help="run the API server")
     api.add_argument("--port", type=int, help="its port (default: $FAIRWAY_API_PORT, else 8000)")
+    api.add_argument("--workers", type=int, default=1,
+                     help="worker processes behind the one port (default 1); their metrics "
+                          "merge (docs/observability.md)")
     api.set_defaults(func=cmd_api)
 
     sched = sub.add_parser("scheduler", help="run a dispatcher (one active, others standby)")
@@ -65,21 +68,9 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_api(args: argparse.Namespace) -> int:
-    import uvicorn
+    from service.api.serve import serve
 
-    from service.api.app import create_app
-    from service.api.http_guard import guarded_protocol
-    from service.store.telemetry.gc_pauses import freeze_startup_heap
-    from service.store.telemetry.logs import configure_logging
-
-    settings = Settings(api=ApiSettings(**_given(port=args.port)))
-    configure_logging(settings.logging.level)  # uvicorn's own loggers then log JSON lines too
-    app = create_app(settings)
-    freeze_startup_heap("api")
-    http = guarded_protocol(max_header_bytes=settings.api.max_header_bytes,
-                            header_timeout_s=settings.api.header_timeout_seconds)
-    uvicorn.run(app, host=settings.api.host, port=settings.api.port, http=http,
-                log_level=settings.logging.level.lower(), access_log=False, log_config=None)
+    serve(Settings(api=ApiSettings(**_given(port=args.port))), workers=args.workers)
     return 0
 
 

@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service.store.heartbeats import LeaderBeat
 from service.store.keys import LEADER_KEY, LEADER_TTL_S
 from service.store.telemetry import metrics as m
+from service.store.telemetry import multiproc
 from service.store.telemetry.metrics import REGISTRY
 from service.web.errors import DATABASE
 
@@ -51,7 +52,9 @@ class RequestCounter:
 
 
 async def metrics_response(_: Request) -> Response:
-    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+    # Several workers behind this port: every worker's files merged, whichever one answers.
+    registry = multiproc.merged_registry() if multiproc.active() else REGISTRY
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 
 async def _within(call: Awaitable[T], budget_s: float) -> T:

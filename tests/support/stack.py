@@ -76,9 +76,10 @@ class Stack:
         self.procs[name] = proc
         return proc
 
-    def start_api(self) -> None:
+    def start_api(self, workers: int = 1) -> None:
+        """The API on a free port; ``workers`` processes behind it (`fairway api --workers`)."""
         self.port = free_port()
-        self.spawn("api", ["api", "--port", str(self.port)])
+        self.spawn("api", ["api", "--port", str(self.port), "--workers", str(workers)])
         wait_until(lambda: _http_ok(self.base_url + "/healthz"), 60, "api", self)
 
     def start_api_replica(self, name: str) -> str:
@@ -163,7 +164,8 @@ def wait_until(check, timeout_s: float, what: str, stack: Stack | None = None,  
 
 @contextmanager
 def own_stack(name: str, env: dict[str, str], *, workers: tuple[str, ...] = (),
-              engine: str = "sim", worker_timeout_s: float = 120) -> Iterator[Stack]:
+              engine: str = "sim", worker_timeout_s: float = 120,
+              api_workers: int = 1) -> Iterator[Stack]:
     """A whole stack with its own database, Redis db and files dir, torn down afterwards.
 
     For modules whose settings (windows, limits, log level) differ from the shared stack's.
@@ -173,7 +175,7 @@ def own_stack(name: str, env: dict[str, str], *, workers: tuple[str, ...] = (),
     files = tempfile.mkdtemp(prefix=f"fairway-{name}-files-")
     stack = Stack(database, redis, env_overrides={"FAIRWAY_FILES_DIR": files, **env})
     try:
-        stack.start_api()
+        stack.start_api(api_workers)
         stack.start_dispatcher()
         for worker_id in workers:
             stack.start_worker(worker_id, engine=engine, timeout_s=worker_timeout_s)

@@ -16,6 +16,8 @@ both would duplicate names. The worker exports engine numbers from its heartbeat
 
 from __future__ import annotations
 
+from typing import Literal
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -46,8 +48,12 @@ def _c(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
     return Counter(name, doc, labels, registry=REGISTRY)
 
 
-def _g(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
-    return Gauge(name, doc, labels, registry=REGISTRY)
+def _g(name: str, doc: str, labels: tuple[str, ...] = (),
+       merge: Literal["all", "livesum", "livemin"] = "all") -> Gauge:
+    # ``merge``: how an API of several worker processes adds this gauge up across them
+    # (multiproc.py; prometheus_client's multiprocess_mode). "all" keeps one series per pid,
+    # for gauges only the dispatcher or a worker sets, which never run in that mode.
+    return Gauge(name, doc, labels, registry=REGISTRY, multiprocess_mode=merge)
 
 
 # -- request latency (API for HTTP requests; worker for batch-file lines: once per job) -------
@@ -91,7 +97,7 @@ DISPATCH_LAG = _h("fairway_dispatch_lag_seconds",
 HTTP_REQUESTS = _c("fairway_http_requests", "HTTP requests by route template and status.",
                    ("method", "route", "status"))
 IN_FLIGHT = _g("fairway_api_requests_in_flight",
-               "Completion requests the API is relaying now.", ("class",))
+               "Completion requests the API is relaying now.", ("class",), merge="livesum")
 TTFT_PREDICTION = _h("fairway_ttft_prediction_ratio",
                      "A realtime request's TTFT at the API over the door's prediction when it "
                      "admitted it (above 1: the door under-estimated).", ("model_name", "tier"),
@@ -115,7 +121,7 @@ SCHED_WORKERS = _g("fairway_scheduler_workers", "Workers with a live heartbeat."
 SCHED_LEADER = _g("fairway_scheduler_leader", "1 on the active dispatcher, 0 on a standby.")
 DEPENDENCY_UP = _g("fairway_dependency_up",
                    "1 while this process reaches the dependency (postgres, redis), 0 in an outage.",
-                   ("dependency",))
+                   ("dependency",), merge="livemin")  # 0 while any live API worker sees it down
 JOBS_BY_STATUS = _g("fairway_jobs", "Jobs in a non-final status (from Postgres).",
                     ("status", "class"))
 FAIR_SHARE = _g("fairway_fair_share_counter",
