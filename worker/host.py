@@ -33,6 +33,7 @@ from service.store.keys import (
 from service.store.outages import POSTGRES, REDIS, Dependencies, is_outage
 from service.store.settings import EngineSettings, Settings, WorkerSettings
 from service.store.telemetry.endpoint import start_metrics_endpoint
+from worker.drain import Drain
 from worker.engine import step_clock
 from worker.engine.base import Engine, supports_structured_outputs
 from worker.metrics import observe_engine
@@ -50,7 +51,6 @@ HANDOFF_BLOCK_MS = 5_000  # one blocking read's wait; a new read follows at once
 # meanwhile waited up to 2 s for its hand-off to be read).
 REDIS_SOCKET_TIMEOUT_S = HANDOFF_BLOCK_MS / 1000 + 10
 HANDOFF_READ_COUNT = 256  # entries taken per read
-STOP_PATIENCE_S = 30.0  # how long a stopping worker lets its realtime jobs finish
 
 
 def default_cost_profile(engine: EngineSettings) -> str:
@@ -93,6 +93,8 @@ class EngineHost:
         self._tasks: list[asyncio.Task[None]] = []
         self._reader: asyncio.Task[None] | None = None  # the hand-off reader
         self._jobs: set[asyncio.Task[str]] = set()  # realtime jobs taken from the hand-off
+        self._batch_ids: set[str] = set()  # batch jobs (Celery tasks) running here
+        self.drain: Drain | None = None  # set up with the runner
         self._handoff_from = "0-0"  # the hand-off stream's entries after this id are ours
         self.runner: JobRunner | None = None
         self.deps = Dependencies(log)
@@ -141,6 +143,10 @@ class EngineHost:
         # previous process under this id left unread are not this one's (their jobs were
         # re-queued from their rows when that process was found dead).
         self._handoff_from = await self._handoff_tail()
+        self.drain = Drain(runner=self.runner, realtime=lambda: self._jobs,
+                           batch_ids=self._batch_ids, announce=self._beat,
+                           stop_reading=self._stop_reading,
+                           grace_s=self.settings.worker.drain_grace_seconds)
         await self._heartbeat_once()
         self._reader = asyncio.create_task(self._take_handoffs_forever())
         self._tasks = [asyncio.create_task(self._heartbeat_forever()), self._reader,
@@ -148,13 +154,22 @@ class EngineHost:
                        asyncio.create_task(self._publish_step_clock_forever()),
                        asyncio.create_task(self.outbox.deliver_forever())]
 
-    async def _stop(self) -> None:
-        # Hand-offs are read until here (through Celery's warm shutdown: realtime placed here
-        # meanwhile still runs); a job placed after is re-queued once this worker is gone.
+    def begin_drain(self) -> None:
+        """SIGTERM (Celery's warm shutdown begins): drain (worker.drain), from any thread."""
+        if self.drain is not None:
+            self.loop.call_soon_threadsafe(self.drain.begin)
+
+    def _stop_reading(self) -> None:
         if self._reader is not None:
             self._reader.cancel()
-        if self._jobs:  # realtime jobs under way finish, still heartbeating (leases renewed)
-            await asyncio.wait(self._jobs, timeout=STOP_PATIENCE_S)
+
+    async def _stop(self) -> None:
+        # The drain (begun by SIGTERM, or now) leaves no job running here, heartbeats and
+        # lease renewals going on meanwhile; a job placed after is re-queued once this
+        # worker's beat is gone.
+        if self.drain is not None:
+            await self.drain.begin()
+        self._stop_reading()
         for task in self._tasks:
             task.cancel()
         if self.redis is not None:
@@ -169,7 +184,18 @@ class EngineHost:
     # -- jobs ----------------------------------------------------------------------------------
     def run_job(self, job_id: str, attempt: int) -> str:
         assert self.runner is not None, "engine host not started"
-        return self.call(self.runner.run(job_id, attempt))
+        return self.call(self._run_batch(job_id, attempt))
+
+    async def _run_batch(self, job_id: str, attempt: int) -> str:
+        assert self.runner is not None
+        if self.drain is not None and self.drain.draining:  # re-queued once this worker goes
+            log.info("draining: batch delivery left for another worker", extra={"job_id": job_id})
+            return "skipped"
+        self._batch_ids.add(job_id)
+        try:
+            return await self.runner.run(job_id, attempt)
+        finally:
+            self._batch_ids.discard(job_id)
 
     # -- the realtime hand-off -----------------------------------------------------------------
     async def _handoff_tail(self) -> str:
@@ -313,6 +339,8 @@ class EngineHost:
             # What the engine can do beyond plain text; the API refuses what no worker
             # serving the model can (service.web.catalog).
             "capabilities": engine_capabilities(self.engine),
+            # Stopping: the dispatcher places nothing more here (scheduler.dispatcher.views).
+            "draining": self.drain is not None and self.drain.draining,
         }
         observe_engine(self.engine.model_name, stats, len(self.runner.active))
         await self.redis.set(worker_key(self.worker_id), json.dumps(beat), ex=self._key_ttl_s())

@@ -6,7 +6,7 @@ import logging
 import os
 import socket
 
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutting_down
 from redis import Redis
 
 from scheduler.cost_profiles import profile
@@ -100,6 +100,9 @@ def run_worker(settings: Settings) -> None:
     register_tasks(app, host)
     # Once Celery has booted too: a full collection then walks only what came after.
     worker_ready.connect(lambda **_: freeze_startup_heap("worker"), weak=False)
+    # SIGTERM: Celery stops taking tasks and waits for those running; the host drains them
+    # (batch parks at once, realtime gets its grace), so that wait is short (worker.drain).
+    worker_shutting_down.connect(lambda **_: host.begin_drain(), weak=False)
     concurrency = settings.engine.max_num_seqs + settings.worker.realtime_headroom_slots
     try:
         app.worker_main([

@@ -41,11 +41,17 @@ def job_view(job: QueuedJob) -> JobView:
 
 
 def worker_view(beat: dict[str, Any], assigned: dict[str, JobClass]) -> WorkerView:
+    """A draining worker (stopping: worker.drain) has no slots, so nothing more is placed
+    there, no express ticket names it and no victim is taken there for a newcomer; it stays
+    alive to the policy, its jobs booked on it, until they park or end and it goes. Its KV
+    capacity stays: a pool whose every worker drains (a one-worker restart) still knows what
+    fits, and its jobs wait for the next worker instead of being refused as too large."""
+    draining = bool(beat.get("draining", False))
     capacity = int(beat.get("kv_capacity_tokens", 0))
     return WorkerView(
         worker_id=beat["worker_id"],
         models=tuple(beat.get("models", ())),
-        max_slots=int(beat.get("max_slots", 1)),
+        max_slots=0 if draining else int(beat.get("max_slots", 1)),
         running=int(beat.get("running", 0)),
         kv_capacity_tokens=capacity,
         kv_used_tokens=int(float(beat.get("kv_usage", 0.0)) * capacity),
