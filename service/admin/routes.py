@@ -30,6 +30,7 @@ from service.store.models.plans import Plan
 from service.store.quota_limits import effective_limits
 from service.store.quota_store import QuotaStore
 from service.tenants.key_cache import key_cache
+from service.usage.reports import month_tokens_used
 from service.web.deps import AdminDep, RedisDep, SessionDep, SettingsDep, require_admin
 from service.web.errors import APIError
 from service.web.responses import ADMIN_ROUTES, WITH_BODY, errors
@@ -125,9 +126,17 @@ async def read_quotas(tenant_id: str, session: SessionDep, redis: RedisDep) -> d
     defaults = dict(plan.quotas) if plan else {}
     overrides = await ops.get_overrides(session, tenant_id=tenant.id)
     limits = effective_limits(defaults, overrides)
+    store = QuotaStore(redis)
+    # The month counter is made lazily: by a request once a monthly budget applies, never
+    # while the month is unlimited, and again after Redis lost it. Without it the month's
+    # use is Postgres' (usage_daily, a second behind the job rows), not 0. Only read here:
+    # a seed from a lagging source would undercount the month from then on.
+    month = await store.month_used(tenant_id=tenant.id)
+    if month is None:
+        month = await month_tokens_used(session, tenant_id=tenant.id)
     return {"tenant_id": tenant_id, "tier": tenant.plan, "tier_defaults": quota_view(defaults),
             "overrides": quota_view(overrides), "effective": quota_view(limits.as_dict()),
-            "live": await QuotaStore(redis).state(tenant_id=tenant.id, limits=limits)}
+            "live": await store.state(tenant_id=tenant.id, limits=limits, month_used=month)}
 
 
 @router.put("/tenants/{tenant_id}/quotas", responses={**errors(404), **WITH_BODY})

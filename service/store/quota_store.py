@@ -203,8 +203,10 @@ class QuotaStore:
     async def release_slot(self, *, tenant_id: uuid.UUID, ticket: uuid.UUID) -> None:
         await self.redis.zrem(TenantKeys(str(tenant_id)).conc, str(ticket))
 
-    async def state(self, *, tenant_id: uuid.UUID, limits: QuotaLimits) -> dict[str, Any]:
-        """What the dashboard shows: remaining bucket levels, open requests, month used."""
+    async def state(self, *, tenant_id: uuid.UUID, limits: QuotaLimits,
+                    month_used: int | None = None) -> dict[str, Any]:
+        """What the dashboard shows: remaining bucket levels, open requests, month used
+        (`month_used` when given: the caller read it, from the counter or Postgres)."""
         keys = TenantKeys(str(tenant_id))
         now = time.time()
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -214,6 +216,8 @@ class QuotaStore:
             pipe.get(keys.month(month_tag(dt.datetime.now(dt.UTC))))
             pipe.get(keys.batch)
             rpm, tpm, conc, month, batch = await pipe.execute()
+        if month_used is not None:
+            month = month_used
 
         def level(raw: list[Any], cap: int | None) -> float | None:
             if cap is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -97,6 +98,36 @@ def test_token_reservation_corrected_from_real_usage(sim_stack: Stack, admin: Ad
     assert live["tokens_per_minute_available"] >= 600 - usage["total_tokens"]
     if usage["completion_tokens"] < 300:
         assert live["tokens_per_minute_available"] > 600 - 400
+
+
+def test_month_used_read_from_postgres_when_the_counter_is_missing(sim_stack: Stack,
+                                                                    admin: Admin):
+    """The month counter lives in Redis and is made lazily: not at all while the month is
+    unlimited, and gone after Redis restarts. The quota view still shows what was used."""
+    from redis import Redis
+
+    from service.store.quota_store import TenantKeys, month_tag
+
+    tenant_id, key = new_tenant(admin)  # standard: no monthly budget, so no counter
+    used = 0
+    for _ in range(2):
+        resp = chat(sim_stack, key)
+        assert resp.status_code == 200, resp.text
+        used += resp.json()["usage"]["total_tokens"]
+
+    def shown() -> int:
+        return int(admin.quotas(tenant_id)["live"]["monthly_tokens_used"])
+
+    # usage_daily is rolled up from the job rows about once a second.
+    wait_until(lambda: shown() == used, 10, f"{used} tokens used shown")
+    # A budget set: the next request seeds the counter; then Redis loses it.
+    admin.set_quotas(tenant_id, monthly_tokens=1_000_000)
+    resp = chat(sim_stack, key)
+    used += resp.json()["usage"]["total_tokens"]
+    wait_until(lambda: shown() == used, 10, f"{used} tokens used shown")
+    month = TenantKeys(tenant_id).month(month_tag(dt.datetime.now(dt.UTC)))
+    assert Redis.from_url(sim_stack.redis_url).delete(month) == 1
+    wait_until(lambda: shown() == used, 10, f"{used} tokens used shown")
 
 
 def test_monthly_budget_stops_new_work(sim_stack: Stack, admin: Admin):
