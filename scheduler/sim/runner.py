@@ -159,7 +159,7 @@ class Simulation:
             m.swap_s += engine.swap_s
             m.prefix_hit_tokens += engine.prefix_hit_tokens
         busy = sum(e.busy_s for e in self.engines.values())
-        span = max(self.now, 1e-9) * len(self.engines)
+        span = max(self.now, 1e-9) * max(1, len(self.engines))  # an autoscaler may hold none
         return SimResult(
             self.scenario.name,
             self.variant,
