@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
 
@@ -26,6 +26,7 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
+from service.store import wakeups
 from service.store.outages import DependencyState
 from service.store.settings import to_libpq_url, to_sqlalchemy_url
 
@@ -110,9 +111,16 @@ def acquire_leadership(database_url: str, stop: threading.Event, postgres: Depen
     conn: psycopg.Connection | None = None
     while not stop.is_set():
         try:
-            if conn is None or conn.closed:  # one connection for all the polls, not one each
+            if conn is None or conn.closed:  # one connection for all the waits, not one each
                 conn = connect(libpq_url)
-            got = conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,)).fetchone()
+                _set(conn, "lock_timeout", poll_s)
+            # Waits on the lock itself, so a standby takes it the moment the leader lets it go
+            # (a stopping leader closes its session at once: a rolling restart's takeover),
+            # rather than at its next poll; at most ``poll_s`` at a time, to hear ``stop``.
+            conn.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
+            got = True
+        except psycopg.errors.LockNotAvailable:
+            got = False
         except psycopg.OperationalError as exc:
             postgres.failed(exc)
             if conn is not None:
@@ -121,17 +129,23 @@ def acquire_leadership(database_url: str, stop: threading.Event, postgres: Depen
             stop.wait(poll_s)
             continue
         postgres.ok()
-        if got and got[0]:
+        if got and conn is not None:
+            _set(conn, "lock_timeout", 0)  # the term's claims wait on row locks as before
             _expire_when_silent(conn, idle_timeout_s)
             log.info("acquired the dispatcher lock: active")
             return Leadership(conn, database_url)
         if not announced:
             log.info("another dispatcher is active: standing by")
             announced = True
-        stop.wait(poll_s)
     if conn is not None:
         conn.close()
     return None
+
+
+def _set(conn: psycopg.Connection, setting: str, seconds: float) -> None:
+    """A session setting in milliseconds (0: off)."""
+    millis = max(1, round(seconds * 1000)) if seconds > 0 else 0
+    conn.execute("SELECT set_config(%s, %s, false)", (setting, str(millis)))
 
 
 def _expire_when_silent(conn: psycopg.Connection, idle_timeout_s: float) -> None:
@@ -141,3 +155,24 @@ def _expire_when_silent(conn: psycopg.Connection, idle_timeout_s: float) -> None
         return
     conn.execute("SELECT set_config('idle_session_timeout', %s, false)",
                  (str(max(1, round(idle_timeout_s * 1000))),))
+
+
+def wake_when_stopped(database_url: str, stop: threading.Event,
+                      leading: Callable[[], bool]) -> threading.Thread:
+    """A leader told to stop (SIGTERM) lets its lock go at once: its loop may be waiting up to
+    half a second for a wake-up, so a NOTIFY wakes it, it sees ``stop`` and closes the lock's
+    session as it leaves its term, and a standby (waiting on the lock) leads."""
+    def wake() -> None:
+        stop.wait()
+        if not leading():
+            return
+        try:
+            with connect(to_libpq_url(database_url)) as conn:
+                conn.execute("SELECT pg_notify(%s, %s)",
+                             (wakeups.CHANNEL, wakeups.encode(wakeups.Rescan())))
+        except psycopg.Error:  # the loop's own wait ends the term a little later
+            pass
+
+    thread = threading.Thread(target=wake, name="wake-on-stop", daemon=True)
+    thread.start()
+    return thread

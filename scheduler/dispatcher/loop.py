@@ -19,7 +19,13 @@ from scheduler.dispatcher import handout
 from scheduler.dispatcher import metrics as sched_obs
 from scheduler.dispatcher.express_lender import ExpressLender
 from scheduler.dispatcher.hops import HopTraces
-from scheduler.dispatcher.leader import Leadership, LostLeadership, acquire_leadership, connect
+from scheduler.dispatcher.leader import (
+    Leadership,
+    LostLeadership,
+    acquire_leadership,
+    connect,
+    wake_when_stopped,
+)
 from scheduler.dispatcher.sends import Sender
 from scheduler.dispatcher.silence import PoolSilence
 from scheduler.dispatcher.terms import run_terms
@@ -115,6 +121,7 @@ class Dispatcher:
         start_metrics_endpoint(self.settings, role="scheduler",
                                port=self.settings.metrics.scheduler_port)
         tracing.configure(self.settings.tracing, "fairway-dispatcher")
+        wake_when_stopped(self.settings.database_url, stop, lambda: self.leadership is not None)
         run_terms(self.lead, stop, self.deps, log)
 
     def lead(self, stop: threading.Event) -> None:
