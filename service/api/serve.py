@@ -19,6 +19,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from service.api.drain import run_draining
 from service.api.http_guard import GuardedHttpToolsProtocol, guarded_protocol
 from service.store.settings import Settings
 
@@ -59,7 +60,7 @@ def serve(settings: Settings, workers: int = 1) -> None:
         app = _start(settings, "api")
         http = guarded_protocol(max_header_bytes=settings.api.max_header_bytes,
                                 header_timeout_s=settings.api.header_timeout_seconds)
-        uvicorn.run(app, http=http, **common)
+        run_draining(app, settings, http=http, **common)  # SIGTERM: service.api.drain
         return
     from service.store.telemetry.logs import configure_logging
     from service.store.telemetry.multiproc import prepare_directory
@@ -68,5 +69,7 @@ def serve(settings: Settings, workers: int = 1) -> None:
     os.environ["FAIRWAY_API_PORT"] = str(settings.api.port)  # the workers' Settings() read it
     if settings.metrics.enabled:
         prepare_directory()
+    # In flight at a SIGTERM: as one process's drain, without its readiness delay.
     uvicorn.run(f"{__name__}:worker_app", factory=True, workers=workers,
-                http=f"{__name__}:WorkerProtocol", **common)
+                http=f"{__name__}:WorkerProtocol",
+                timeout_graceful_shutdown=int(settings.api.drain_grace_seconds), **common)

@@ -19,6 +19,8 @@ import pytest
 import yaml
 
 from service.store.settings import Settings, env_var, groups
+from service.store.settings_groups import ApiSettings, WorkerSettings
+from worker.drain import PARK_PATIENCE_S
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "helm" / "fairway"
@@ -345,7 +347,11 @@ def test_api_and_dispatchers(render: Any) -> None:
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert c["lifecycle"]["preStop"]["exec"]["command"][0] == "sleep"
-    assert spec["terminationGracePeriodSeconds"] >= 60
+    # The pod outlives the pause, readiness going false and the streams' grace (the drain).
+    api_drain = ApiSettings.model_fields
+    assert spec["terminationGracePeriodSeconds"] >= (
+        int(c["lifecycle"]["preStop"]["exec"]["command"][1])
+        + api_drain["drain_delay_seconds"].default + api_drain["drain_grace_seconds"].default)
     assert env_of(c)["FAIRWAY_API_HOST"]["value"] == "0.0.0.0"
     assert env_of(c)["FAIRWAY_SERVED_MODEL_NAME"]["value"] == "llama-3.1-8b-instruct"
     assert api["spec"]["replicas"] == 2
@@ -448,7 +454,9 @@ def test_one_worker_deployment_per_model_with_its_gpu(render: Any) -> None:
         assert env["FAIRWAY_SERVED_MODEL_NAME"]["value"] == model["servedName"]
         assert env["FAIRWAY_WORKER_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
         assert c["command"] == ["fairway", "worker", "--engine", "vllm"]
-        assert spec["terminationGracePeriodSeconds"] >= 300  # batch tasks finish first
+        # The drain: the realtime grace, then the parks (worker.drain) and the engine's stop.
+        assert spec["terminationGracePeriodSeconds"] >= (
+            WorkerSettings.model_fields["drain_grace_seconds"].default + PARK_PATIENCE_S + 30)
         assert c["startupProbe"]["httpGet"] == {"path": "/metrics", "port": "metrics"}
         port = int(env["FAIRWAY_WORKER_METRICS_PORT"]["value"])
         assert c["ports"] == [{"name": "metrics", "containerPort": port, "protocol": "TCP"}]

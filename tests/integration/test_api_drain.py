@@ -1,0 +1,79 @@
+"""SIGTERM to an API process: `/readyz` answers 503 at once while it still serves, then it stops
+accepting, the stream in flight finishes whole, and the process exits 0."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+import signal
+import time
+import urllib.error
+import urllib.request
+import uuid
+from typing import Any
+
+import openai
+
+from service.cli.embedded import free_port
+from service.store.db import sync_session
+from service.store.models.jobs import Job
+from tests.support.stack import Stack, wait_until
+
+DELAY_S = 1.5
+
+
+def _readyz(base: str) -> int | None:
+    """The status `/readyz` answers; None when nothing accepts the connection."""
+    try:
+        with urllib.request.urlopen(base + "/readyz", timeout=2) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
+def _stream(api: openai.OpenAI) -> tuple[str, str, str | None]:
+    text, finish, job_id = [], None, ""
+    for chunk in api.chat.completions.create(
+            model="sim-model", max_tokens=300, temperature=0, stream=True,
+            extra_body={"ignore_eos": True}, messages=[{"role": "user", "content": "drain"}]):
+        job_id = chunk.id
+        for choice in chunk.choices:
+            text.append(choice.delta.content or "")
+            finish = choice.finish_reason or finish
+    return job_id, "".join(text), finish
+
+
+def test_sigterm_drains_an_api(sim_stack: Stack, make_tenant: Any, database_url: str) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = sim_stack.spawn("api-drain", ["api", "--port", str(port)],
+                           FAIRWAY_API_DRAIN_DELAY_SECONDS=str(DELAY_S),
+                           FAIRWAY_API_DRAIN_GRACE_SECONDS="60")
+    wait_until(lambda: _readyz(base) == 200, 60, "api-drain ready", sim_stack)
+    _, key = make_tenant()
+    api = openai.OpenAI(base_url=base + "/v1", api_key=key, max_retries=0, timeout=120)
+    with cf.ThreadPoolExecutor(2) as pool:
+        stream = pool.submit(_stream, api)
+        time.sleep(1.0)  # under way
+        assert not stream.done()
+        os.kill(proc.popen.pid, signal.SIGTERM)
+        sent = time.monotonic()
+        wait_until(lambda: _readyz(base) == 503, 1.0, "readiness false")
+        # Still accepting until the delay is over: a request now is served.
+        short = api.chat.completions.create(model="sim-model", max_tokens=4,
+                                            messages=[{"role": "user", "content": "x"}])
+        assert short.choices[0].message.content
+        assert time.monotonic() - sent < DELAY_S
+        wait_until(lambda: _readyz(base) is None, DELAY_S + 2, "no new connections")
+        assert not stream.done()  # in flight when the API stopped accepting
+        job_id, text, finish = stream.result(timeout=120)
+    assert proc.popen.wait(30) == 0
+    sim_stack.procs.pop("api-drain")
+    assert finish == "length"
+    with sync_session(database_url) as session:
+        job = session.get(Job, uuid.UUID(job_id.split("-", 1)[-1]))
+        assert job is not None and job.status == "succeeded"
+        assert text == (job.result or {})["text"]
+
