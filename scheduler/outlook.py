@@ -75,17 +75,22 @@ def fair_ahead(backlog: tuple[Backlog, ...] | list[Backlog], *, tenant: str, wei
     return own + sum(min(float(q), rounds * w) for t, q, w in backlog if t != tenant)
 
 
-def queue_wait_s(o: RealtimeOutlook, *, ahead: float, extra_jobs: int) -> float:
+def queue_wait_s(o: RealtimeOutlook, *, ahead: float, extra_jobs: int,
+                 elapsed_s: float = 0.0) -> float:
     """The wait before a new job's own prefill: the prefill queued ahead of it, and, past
     the pool's slots, realtime ahead finishing. ``ahead`` of the outlook's ``rt_queued``
-    jobs go first; ``extra_jobs`` admitted since the outlook too."""
+    jobs go first; ``extra_jobs`` admitted since the outlook too, and the slots the pool
+    freed in the ``elapsed_s`` since it (a full pool frees one every job_service_s / slots)
+    make room for them: counting the admissions since an outlook but not the completions
+    since over-estimated a busy pool's wait several times over (bench/overload.py)."""
     # No jobs queued in the policy: all of its queued prefill counts as ahead.
     share = ahead / o.rt_queued if o.rt_queued else 1.0
     queued_prefill = o.rt_queued_prefill - o.rt_engine_prefill
     ahead_tokens = o.rt_engine_prefill + queued_prefill * share + extra_jobs * o.mean_prompt_tokens
     queue_s = ahead_tokens * o.prefill_per_token_s / max(1, o.workers)
     inflight = o.rt_load - o.rt_queued
-    past_capacity = inflight + ahead + extra_jobs + 1 - o.slots_total
+    freed = elapsed_s * o.slots_total / o.job_service_s if o.job_service_s > 0 else 0.0
+    past_capacity = inflight + ahead + extra_jobs + 1 - o.slots_total - freed
     slot_wait_s = 0.0
     if past_capacity > 0:
         slot_wait_s = past_capacity * o.job_service_s / max(1, o.slots_total)
@@ -93,7 +98,7 @@ def queue_wait_s(o: RealtimeOutlook, *, ahead: float, extra_jobs: int) -> float:
 
 
 def predict_new_wait(o: RealtimeOutlook, *, extra_jobs: int = 0, tenant: str | None = None,
-                     weight: float = 1.0, own_extra: int = 0) -> float:
+                     weight: float = 1.0, own_extra: int = 0, elapsed_s: float = 0.0) -> float:
     """Predicted wait of a new realtime job before its own prefill starts, with
     ``extra_jobs`` admitted since the outlook was computed queued ahead of it (``own_extra``
     of them its tenant's). With ``tenant``, only the queue fair share puts ahead of it
@@ -102,16 +107,16 @@ def predict_new_wait(o: RealtimeOutlook, *, extra_jobs: int = 0, tenant: str | N
     if tenant is not None:
         ahead = min(ahead, fair_ahead(o.backlog, tenant=tenant, weight=weight,
                                       own_extra=own_extra))
-    return queue_wait_s(o, ahead=ahead, extra_jobs=extra_jobs)
+    return queue_wait_s(o, ahead=ahead, extra_jobs=extra_jobs, elapsed_s=elapsed_s)
 
 
 def predict_new_ttft(o: RealtimeOutlook, *, prompt_tokens: int, extra_jobs: int = 0,
-                     tenant: str | None = None, weight: float = 1.0, own_extra: int = 0
-                     ) -> float:
+                     tenant: str | None = None, weight: float = 1.0, own_extra: int = 0,
+                     elapsed_s: float = 0.0) -> float:
     """Predicted TTFT of a new realtime job of ``prompt_tokens``: its wait
     (``predict_new_wait``), its own prefill and one step."""
     wait = predict_new_wait(o, extra_jobs=extra_jobs, tenant=tenant, weight=weight,
-                            own_extra=own_extra)
+                            own_extra=own_extra, elapsed_s=elapsed_s)
     return wait + own_start_s(o, prompt_tokens)
 
 
@@ -127,13 +132,19 @@ class DoorVerdict:
 
     predicted_ttft_s: float
     retry_after: int | None
+    calibration: float = 1.0  # the factor the engine's part of the prediction was scaled by
+
+    @property
+    def raw_predicted_s(self) -> float:
+        """The prediction as it would have been uncalibrated (what calibration learns on)."""
+        return self.predicted_ttft_s / self.calibration
 
 
 def door_verdict(
     o: RealtimeOutlook, *, prompt_tokens: int, target_s: float, extra_jobs: int = 0,
     admit_below: float = ADMIT_BELOW, tenant: str | None = None, weight: float = 1.0,
     own_extra: int = 0, max_wait_s: float | None = None, api_delay_s: float = 0.0,
-    age_s: float = 0.0,
+    age_s: float = 0.0, elapsed_s: float = 0.0, calibration: float = 1.0,
 ) -> DoorVerdict:
     """The door's rule, with its prediction.
 
@@ -145,18 +156,24 @@ def door_verdict(
     refusing it would relieve nothing. ``api_delay_s``: the time the request is expected to
     spend in the API before its job exists (its backlog in a burst), part of its wait.
     ``age_s``: judge as if the pool had since served that much of the wait the outlook
-    predicts (an outlook that old: no pool serves more in that time)."""
+    predicts (an outlook that old: no pool serves more in that time). ``elapsed_s``: the
+    time since the outlook was computed, in which the ``extra_jobs`` came and the pool
+    freed slots (``queue_wait_s``). ``calibration``: what this model's predictions turned
+    out to need multiplying by (service.api.ttft_calibration), applied to the whole
+    prediction, the API's own delay included (it learns on the whole)."""
     pool_wait = max(0.0, predict_new_wait(o, extra_jobs=extra_jobs, tenant=tenant,
-                                          weight=weight, own_extra=own_extra) - age_s)
-    predicted = api_delay_s + pool_wait + own_start_s(o, prompt_tokens)
+                                          weight=weight, own_extra=own_extra,
+                                          elapsed_s=elapsed_s) - age_s)
+    own = own_start_s(o, prompt_tokens)
+    predicted = calibration * (api_delay_s + pool_wait + own)
     if max_wait_s is not None:
-        wait = predicted - own_start_s(o, prompt_tokens)
+        wait = predicted - calibration * own
         if wait > max_wait_s:
-            return DoorVerdict(predicted, max(1, math.ceil(wait - max_wait_s)))
+            return DoorVerdict(predicted, max(1, math.ceil(wait - max_wait_s)), calibration)
     bar = target_s * admit_below
-    if predicted > bar and alone_ttft(o, prompt_tokens=prompt_tokens) <= bar:
-        return DoorVerdict(predicted, max(1, math.ceil(predicted - bar)))
-    return DoorVerdict(predicted, None)
+    if predicted > bar and calibration * alone_ttft(o, prompt_tokens=prompt_tokens) <= bar:
+        return DoorVerdict(predicted, max(1, math.ceil(predicted - bar)), calibration)
+    return DoorVerdict(predicted, None, calibration)
 
 
 def door_refusal(

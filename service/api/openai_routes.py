@@ -24,6 +24,7 @@ from service.api.relay import (
     row_reader,
     wait_for_job,
 )
+from service.api.ttft_calibration import calibrating
 from service.jobs.door_request import DoorRequest
 from service.jobs.response_format import ResponseFormat
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
@@ -98,6 +99,8 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
                           targets=SloTargets(admission.ttft_target_s, admission.tpot_target_s),
                           deadline_s=(classification.deadline_at - now).total_seconds(),
                           predicted_ttft_s=entered.predicted_ttft_s)
+    obs = calibrating(obs, gate=door_of(request.app.state).gate, model=body.model,
+                      predicted_ttft_s=entered.predicted_ttft_s, started=started)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = _stream(request, job.id, builder, include_usage, settings, obs,

@@ -19,6 +19,7 @@ from fastapi.responses import StreamingResponse
 from service.api.door import door_of
 from service.api.openai_routes import SSE_EVENT
 from service.api.responses_relay import stream_response, wait_response
+from service.api.ttft_calibration import calibrating
 from service.jobs.cancel import cancel_own_job
 from service.jobs.door_request import DoorRequest
 from service.jobs.job_records import get_job, parse_public_id
@@ -80,6 +81,8 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
                           targets=SloTargets(admission.ttft_target_s, admission.tpot_target_s),
                           deadline_s=(classification.deadline_at - now).total_seconds(),
                           predicted_ttft_s=entered.predicted_ttft_s)
+    obs = calibrating(obs, gate=door_of(request.app.state).gate, model=body.model,
+                      predicted_ttft_s=entered.predicted_ttft_s, started=started)
     if body.stream:
         events = stream_response(request, job.id, EventStream(shape), settings, obs,
                                  background=False, on_settled=admission.settled_by_worker)

@@ -34,6 +34,7 @@ from scheduler.outlook import (
     predict_new_ttft,
 )
 from service.api.api_backlog import ApiBacklog
+from service.api.ttft_calibration import TtftCalibration
 from service.store.heartbeats import decode_outlook
 from service.store.keys import outlook_key
 from service.store.single_flight import SingleFlight
@@ -77,6 +78,8 @@ class SloGate:
         self.redis = redis
         # This process's own queue ahead of the job row (in a burst, the largest part).
         self.backlog = backlog or ApiBacklog()
+        # What each model's first tokens took against the predictions they were admitted on.
+        self.calibration = TtftCalibration()
         self._outlooks: dict[str, tuple[float, RealtimeOutlook | None]] = {}
         self._reading: SingleFlight[str, RealtimeOutlook | None] = SingleFlight()
         # model -> (epoch time, tenant) of each request admitted here, until an outlook has it
@@ -133,9 +136,19 @@ class SloGate:
             return None
         admitted = self._admitted[model]
         own = sum(1 for _, t in admitted if t == tenant)
-        return self.backlog.delay_s() + predict_new_ttft(
+        return self.calibration.factor(model) * (self.backlog.delay_s() + predict_new_ttft(
             cached[1], prompt_tokens=prompt_tokens, extra_jobs=len(admitted), tenant=tenant,
-            weight=weight, own_extra=own)
+            weight=weight, own_extra=own, elapsed_s=_elapsed_s(cached[1])))
+
+    def first_token(self, model: str, *, ttft_s: float, predicted_ttft_s: float | None
+                    ) -> None:
+        """A request admitted on ``predicted_ttft_s`` (as judged, calibrated) had its first
+        token after ``ttft_s``: calibration learns from it."""
+        if predicted_ttft_s is None:
+            return
+        factor = self.calibration.factor(model)
+        self.calibration.observe(model, actual_s=ttft_s,
+                                 raw_predicted_s=predicted_ttft_s / factor)
 
     @contextlib.contextmanager
     def on_the_way(self, model: str) -> Iterator[None]:
@@ -172,7 +185,9 @@ class SloGate:
                             extra_jobs=len(admitted) + self._on_the_way[model],
                             tenant=tenant, weight=rule.weight,
                             own_extra=own, max_wait_s=rule.max_wait_s,
-                            api_delay_s=self.backlog.delay_s(), age_s=age_s)
+                            api_delay_s=self.backlog.delay_s(), age_s=age_s,
+                            elapsed_s=_elapsed_s(outlook),
+                            calibration=self.calibration.factor(model))
 
     async def idle_ttft_s(self, model: str, *, prompt_tokens: int) -> float | None:
         """The request's predicted time to first token on an idle pool; None without an
@@ -209,6 +224,15 @@ class SloGate:
             outlook = None
         self._outlooks[model] = (time.monotonic(), outlook)
         return outlook
+
+
+# The time since an outlook was computed that counts for the slots its pool freed since: the
+# dispatcher's clock, so bounded (another host's clock may be off; an old outlook is re-read).
+ELAPSED_MAX_S = 1.0
+
+
+def _elapsed_s(outlook: RealtimeOutlook) -> float:
+    return min(ELAPSED_MAX_S, max(0.0, time.time() - outlook.at))
 
 
 async def check_deadline(gate: SloGate, model: str, *, deadline_ms: int,

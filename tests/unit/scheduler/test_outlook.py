@@ -100,3 +100,18 @@ def test_queue_mode_refuses_only_past_the_wait_budget_or_the_deadline() -> None:
     # within the budget but past its own deadline: refused as in shed mode
     assert door_refusal(outlook, prompt_tokens=200, target_s=predicted / 0.71,
                         max_wait_s=wait + 0.5) is not None
+
+
+def test_slots_freed_since_the_outlook_make_room_for_the_admissions_since() -> None:
+    """A full pool of 8 slots whose jobs take 1 s frees a slot every 0.125 s: four requests
+    admitted in the half second since the outlook are not all still ahead."""
+    full = RealtimeOutlook(model=MODEL, at=0.0, workers=2, slots_total=8, rt_load=8,
+                           rt_queued_prefill=0, mean_prompt_tokens=50, job_service_s=1.0,
+                           step_s=0.02, prefill_per_token_s=1e-4, prefill_step_s=0.01,
+                           token_budget=512)
+    prefill = 4 * 50 * 1e-4 / 2  # the four's prompts, on two workers
+    at_once = queue_wait_s(full, ahead=0, extra_jobs=4)
+    assert at_once == pytest.approx(prefill + 5 * 1.0 / 8)  # four ahead, then its own slot
+    half_second = queue_wait_s(full, ahead=0, extra_jobs=4, elapsed_s=0.5)
+    assert half_second == pytest.approx(prefill + 1 * 1.0 / 8)
+    assert queue_wait_s(full, ahead=0, extra_jobs=4, elapsed_s=2.0) == pytest.approx(prefill)
