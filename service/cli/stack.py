@@ -190,7 +190,7 @@ def serve_stack(settings: Settings, *, verbose: bool = False) -> int:
             time.sleep(0.5)
     finally:
         forget_stack(settings.data_dir)
-        _terminate(procs)
+        _terminate(procs, drain_patience_s(settings))
         children.close()
         servers.stop()
     return 0
@@ -226,11 +226,21 @@ class Restarts:
         return True
 
 
-def _terminate(procs: dict[str, subprocess.Popen[bytes]]) -> None:
+def drain_patience_s(settings: Settings) -> float:
+    """How long the children get to drain after SIGTERM (docs/jobs.md "Draining"): the API's
+    readiness delay and streams' grace, or the worker's realtime grace and its parks, whichever
+    is longer, then a margin for the engine's stop; past it they are killed."""
+    api = settings.api.drain_delay_seconds + settings.api.drain_grace_seconds
+    return max(api, settings.worker.drain_grace_seconds + 10) + 10
+
+
+def _terminate(procs: dict[str, subprocess.Popen[bytes]], patience_s: float) -> None:
+    """SIGTERM to every child at once, each draining by itself (a stream in flight finishes
+    while the worker under it still runs, or parks to resume at the next start)."""
     for proc in procs.values():
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + patience_s
     for proc in procs.values():
         try:
             proc.wait(max(0.1, deadline - time.monotonic()))

@@ -24,3 +24,18 @@ def test_crash_loop_backs_off_and_a_stable_child_starts_over(monkeypatch: pytest
     now[0] += stack.Restarts.STABLE_S + 1
     r.running("worker")  # up for over a minute
     assert r.due("worker")  # restarted at once again
+
+
+def test_stopping_children_get_their_drain() -> None:
+    """`fairway up` waits out every child's drain before it kills (docs/jobs.md "Draining")."""
+    from service.cli.stack import drain_patience_s
+    from service.store.settings import Settings
+    from service.store.settings_groups import ApiSettings, WorkerSettings
+
+    settings = Settings()
+    patience = drain_patience_s(settings)
+    assert patience > settings.api.drain_delay_seconds + settings.api.drain_grace_seconds
+    assert patience > settings.worker.drain_grace_seconds + 10
+    longer = settings.with_changes(worker=WorkerSettings(drain_grace_seconds=300),
+                                   api=ApiSettings(drain_grace_seconds=5))
+    assert drain_patience_s(longer) > 300
