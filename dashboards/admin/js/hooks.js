@@ -1,7 +1,11 @@
-// Data loading for the pages: loading, error and stale states, and polling that backs off
-// while the API is down instead of failing every few seconds.
+// Data loading for the pages: loading, error and stale states, polling, and retries that back
+// off while the API is down, so every page recovers by itself once it is back.
 import { useCallback, useEffect, useRef, useState } from "./lib.js";
 import { ApiDown } from "./api.js";
+
+// How a page that does not poll retries while the API is unreachable: 1 s, 2 s, 4 s ... 30 s.
+const RETRY_FIRST_MS = 1000;
+const RETRY_MAX_MS = 30000;
 
 // load: async () => data. deps: reload when they change. pollMs: refresh while shown.
 export function useResource(load, deps, { pollMs = 0 } = {}) {
@@ -16,13 +20,13 @@ export function useResource(load, deps, { pollMs = 0 } = {}) {
       if (alive.current && mine === generation.current) {
         setState({ data, error: null, loading: false, stale: false, at: new Date() });
       }
-      return true;
+      return null;
     } catch (err) {
       if (alive.current && mine === generation.current) {
         // Keep what was shown, marked stale: the banner says the API is down.
         setState((s) => ({ ...s, error: err, loading: false, stale: err instanceof ApiDown }));
       }
-      return false;
+      return err;
     }
   }, deps);
 
@@ -30,12 +34,20 @@ export function useResource(load, deps, { pollMs = 0 } = {}) {
     alive.current = true;
     setState((s) => ({ ...s, loading: true, error: null }));
     let timer = null;
-    let delay = pollMs;
+    let retry = RETRY_FIRST_MS;
     const tick = async () => {
-      const ok = await run();
-      if (!alive.current || !pollMs) return;
-      delay = ok ? pollMs : Math.min(delay * 2, 60000);
-      timer = setTimeout(tick, delay);
+      const err = await run();
+      if (!alive.current) return;
+      if (!err) {
+        retry = RETRY_FIRST_MS;
+        if (pollMs) timer = setTimeout(tick, pollMs);
+      } else if (pollMs || err instanceof ApiDown) {
+        // Every page comes back by itself after an outage, soon after the API does (not a
+        // doubled poll interval later): retry, backing off. A page that does not poll waits
+        // for a click only on other errors (a 404, a refused value), which retrying won't fix.
+        timer = setTimeout(tick, retry);
+        retry = Math.min(retry * 2, RETRY_MAX_MS);
+      }
     };
     tick();
     return () => { alive.current = false; generation.current += 1; clearTimeout(timer); };

@@ -29,7 +29,7 @@ export function ErrorNote({ error, retry }) {
   if (!error) return null;
   const down = error instanceof ApiDown;
   return html`<div class="state error" role="alert">
-    ${down ? "Could not load: the admin API is unreachable." : error.message}
+    ${down ? "Could not load: the admin API is unreachable. Retrying by itself…" : error.message}
     ${retry && html` <button type="button" onClick=${() => retry()}>Retry</button>`}</div>`;
 }
 

@@ -194,6 +194,25 @@ def test_api_down_banner_without_stale_live_data(session: Callable[..., Session]
     expect(page.locator(".stale-note")).to_have_count(0)
 
 
+@pytest.mark.parametrize("path, shows", [("audit", "#audit"), ("tenants", "#page-tenants table"),
+                                         ("batches", "#page-batches table"),
+                                         ("plans", "#page-plans form")])
+def test_pages_come_back_by_themselves_after_a_blip(session: Callable[..., Session],
+                                                    path: str, shows: str):
+    """A page opened while the API is unreachable loads once it is back, with no click."""
+    s = session(1280)
+    s.allow(r"net::ERR_FAILED")
+    page = s.go("overview")
+    expect(page.locator("#workers")).to_contain_text("sim-1")
+    page.route("**/admin/**", lambda r: r.abort("failed"))
+    page = s.go(path)
+    expect(page.get_by_role("alert").filter(has_text="unreachable").first).to_be_visible()
+    time.sleep(3)  # the blip
+    page.unroute("**/admin/**")
+    expect(page.locator(shows).first).to_be_visible(timeout=15000)
+    expect(page.locator(".state.error")).to_have_count(0)
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_quota_form_validates_and_shows_server_errors(
         session: Callable[..., Session], world: dict[str, Any], sim_stack: Stack, width: int):
