@@ -59,10 +59,19 @@ class Child:
     popen: subprocess.Popen[bytes]
     log_path: Path
     killed: bool = False  # by the harness: its exit is the fault, not a defect
+    log_start: int = 0  # its log's size when it started (the log is shared by restarts)
 
     @property
     def pid(self) -> int:
         return self.popen.pid
+
+    def logged_since_start(self, text: str) -> bool:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self.log_start)
+                return text.encode() in log.read()
+        except OSError:
+            return False
 
     def tail(self, n: int = 40) -> str:
         try:
@@ -140,10 +149,11 @@ class Cluster:
     def _spawn(self, name: str, args: list[str]) -> Child:
         log_path = self.log_dir / f"{name}.log"
         with open(log_path, "ab") as log:
+            start = log.tell()
             popen = subprocess.Popen([sys.executable, "-m", "service.cli.main", *args],
                                      cwd=SOURCE_ROOT, env=self.env, stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
-        child = Child(name, args, popen, log_path)
+        child = Child(name, args, popen, log_path, log_start=start)
         with self._lock:
             self.children[name] = child
         return child
@@ -155,6 +165,29 @@ class Cluster:
         child.killed = True
         _signal(child, signal.SIGKILL)
         child.popen.wait(30)
+
+    def restart(self, name: str, timeout_s: float = 180.0) -> None:
+        """SIGTERM, as an orchestrator's rolling restart sends: the child drains and exits
+        (a code other than 0 is recorded in ``exits``, as a defect), the supervisor starts it
+        again, and this returns once the new process is back (a worker beating, the API
+        healthy, a dispatcher leading or standing by)."""
+        old = self.children[name]
+        old.killed = True  # its exit is the harness's doing; the supervisor restarts it
+        _signal(old, signal.SIGTERM)
+        code = old.popen.wait(timeout_s)
+        if code != 0:
+            self.exits.append(Exit(name, code, time.monotonic(), old.tail()))
+        self.wait_until(lambda: self.children.get(name) is not old, 10, f"{name} restarted")
+        self.wait_until(functools.partial(self._back, self.children[name]), timeout_s,
+                        f"{name} back")
+
+    def _back(self, child: Child) -> bool:
+        if child.name == API:
+            return self.api_healthy()
+        if child.name in DISPATCHERS:
+            return (child.logged_since_start("standing by")
+                    or child.logged_since_start("acquired the dispatcher lock"))
+        return self.worker_beating(child.name)  # the old one deleted its beat as it left
 
     def freeze(self, name: str) -> None:
         _signal(self.children[name], signal.SIGSTOP)

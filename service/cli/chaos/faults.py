@@ -12,8 +12,8 @@ from typing import Literal
 from service.cli.chaos.cluster import API, DISPATCHERS, WORKERS, Cluster
 from service.cli.embedded import EmbeddedServers
 
-Target = Literal["worker", "dispatcher", "api", "redis", "postgres"]
-Action = Literal["kill", "stop", "freeze"]
+Target = Literal["worker", "dispatcher", "api", "redis", "postgres", "fleet"]
+Action = Literal["kill", "stop", "freeze", "roll"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,8 @@ class Fault:
 
     @property
     def name(self) -> str:
+        if self.action == "roll":
+            return "rolling restart"
         if self.action == "kill":
             return f"kill -9 {self.target}"
         if self.action == "freeze":
@@ -65,6 +67,7 @@ def all_faults(short: bool) -> list[Fault]:
         *(Fault("postgres", "stop", d) for d in outages),
         Fault("worker", "freeze", 8.0 if short else 15.0),
         Fault("dispatcher", "freeze", 9.0 if short else 20.0),
+        Fault("fleet", "roll"),
     ]
 
 
@@ -88,6 +91,8 @@ def inject(fault: Fault, cluster: Cluster, servers: EmbeddedServers,
     if fault.target == "postgres":
         return _outage("postgres", servers.stop_postgres, servers.start_postgres,
                        fault.duration_s)
+    if fault.action == "roll":
+        return _roll(cluster)
     if fault.target == "worker":
         victim = _wait_for(busy_worker, 20.0) or WORKERS[0]
     elif fault.target == "dispatcher":
@@ -124,6 +129,18 @@ def _freeze_leader(victim: str, cluster: Cluster, duration_s: float,
     finally:
         cluster.thaw(victim)
     return Injected(victim, hit, time.monotonic(), recovery_s=took)
+
+
+def _roll(cluster: Cluster) -> Injected:
+    """A rolling restart under the load: every worker, then the API, then both dispatchers
+    (the standby first, so the lock changes hands once), one at a time, each sent SIGTERM,
+    its drain waited out and started again before the next (``Cluster.restart``)."""
+    hit = time.monotonic()
+    active = cluster.active_dispatcher()
+    dispatchers = sorted(DISPATCHERS, key=lambda name: name == active)
+    for name in (*WORKERS, API, *dispatchers):
+        cluster.restart(name)
+    return Injected("every process, one by one", hit, time.monotonic())
 
 
 def _other_leader(cluster: Cluster, victim: str) -> str | None:

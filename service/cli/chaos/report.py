@@ -34,6 +34,9 @@ class Row:
     manual_restarts: list[str] = field(default_factory=list)  # exited on their own
     supervisor_restarts: list[str] = field(default_factory=list)  # killed, restarted at once
     job_ends: dict[str, int] = field(default_factory=dict)
+    # Streams' p99 time to first token, started before the fault and while it lasted.
+    ttft_p99_before_s: float | None = None
+    ttft_p99_during_s: float | None = None
     details: dict[str, list[str]] = field(default_factory=dict)
 
     def misses(self, targets: Targets) -> list[str]:
@@ -75,6 +78,11 @@ def markdown(rows: list[Row], targets: Targets, title: str) -> str:
                   f"{targets.stall_s:g} s for the worker faults. The API's and the workers' "
                   f"recovery is reported, not held (docs/chaos.md).",
               "Missed: " + ("; ".join(misses) if misses else "none") + "."]
+    lasting = [r for r in rows if r.fault == "rolling restart"]
+    if lasting:
+        lines += ["", "Streams' p99 time to first token, before the fault and during it (s): "
+                  + "; ".join(f"{r.fault} {_num(r.ttft_p99_before_s, 2)} -> "
+                              f"{_num(r.ttft_p99_during_s, 2)}" for r in lasting) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -91,5 +99,5 @@ def write(rows: list[Row], targets: Targets, title: str, path: Path,
     return path, md
 
 
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"

@@ -3,6 +3,7 @@ each followed by a drain and an audit that make one row of the report."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 import uuid
@@ -114,7 +115,11 @@ def run_fault(fault: Fault, plan: PassPlan, cluster: Cluster,
     return Row(fault=fault.name, victim=injected.victim, accepted=found.accepted,
                lost=len(found.lost), duplicated=len(found.duplicated),
                silent_truncations=len(found.truncated), client_errors=dict(found.errors),
-               recovery_s=recovery, token_stall_s=token_stall(load.streams, injected),
+               recovery_s=recovery, token_stall_s=(
+                   longest_gap(load.streams, injected) if fault.action == "roll"
+                   else token_stall(load.streams, injected)),
+               ttft_p99_before_s=ttft_p99(load.streams, 0.0, injected.hit),
+               ttft_p99_during_s=ttft_p99(load.streams, injected.hit, injected.over),
                worker_fault=fault.hits_worker, recovery_held=fault.recovery_held,
                quota_held=len(found.quota_held),
                manual_restarts=[f"{e.name} (exit {e.code})" for e in exits],
@@ -135,6 +140,28 @@ def token_stall(streams: list[StreamRecord], injected: Injected) -> float | None
             continue
         longest = max(longest or 0.0, after - before)
     return longest
+
+
+def longest_gap(streams: list[StreamRecord], injected: Injected) -> float | None:
+    """For a fault that lasts (the rolling restart): the longest time a stream went without a
+    token (or its end), over the gaps that overlap the fault; None when no stream was in
+    flight then."""
+    longest: float | None = None
+    for s in streams:
+        if s.started > injected.over or (s.ended and s.ended < injected.hit):
+            continue
+        for before, after in itertools.pairwise(s.events):  # between tokens: TTFT aside
+            if after >= injected.hit and before <= injected.over:
+                longest = max(longest or 0.0, after - before)
+    return longest
+
+
+def ttft_p99(streams: list[StreamRecord], start: float, end: float) -> float | None:
+    """The 99th percentile time to first token of the streams started in [start, end) that
+    got one; None when there were none."""
+    ttfts = sorted(s.events[0] - s.started for s in streams
+                   if start <= s.started < end and s.status == 200 and s.events)
+    return ttfts[min(len(ttfts) - 1, int(0.99 * len(ttfts)))] if ttfts else None
 
 
 def _tenant(database_url: str, name: str) -> Tenant:

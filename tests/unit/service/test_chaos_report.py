@@ -6,7 +6,7 @@ from __future__ import annotations
 from service.cli.chaos.faults import Injected, all_faults
 from service.cli.chaos.load import HUNG, StreamRecord
 from service.cli.chaos.report import Row, Targets, markdown
-from service.cli.chaos.run import token_stall
+from service.cli.chaos.run import longest_gap, token_stall, ttft_p99
 
 
 def _stream(started: float, events: list[float], ended: float, **kw: object) -> StreamRecord:
@@ -62,3 +62,19 @@ def test_the_short_pass_has_every_fault_short() -> None:
                                       "redis down 10s", "redis down 60s", "postgres down 10s",
                                       "postgres down 60s", "freeze worker 15s",
                                       "freeze dispatcher 20s"}
+
+
+def test_the_rolling_restart_is_judged_over_its_whole_span() -> None:
+    roll = Injected("every process, one by one", hit=10.0, over=40.0)
+    streams = [_stream(5, [6, 7], 8),  # before the roll: neither its gaps nor its TTFT count
+               _stream(9, [9.5, 11, 14.5, 15], 15),  # a 3.5 s gap inside the roll
+               _stream(20, [22, 22.1], 22.2),  # TTFT 2 s during the roll; no gap counts
+               _stream(41, [41.2], 42)]  # after it
+    assert longest_gap(streams, roll) == 3.5
+    assert ttft_p99(streams, 0.0, roll.hit) == 1.0
+    assert ttft_p99(streams, roll.hit, roll.over) == 2.0
+    assert ttft_p99(streams[:1], roll.hit, roll.over) is None
+    row = _row(fault="rolling restart", recovery_held=False, ttft_p99_before_s=0.29,
+               ttft_p99_during_s=0.24)
+    assert "rolling restart 0.29 -> 0.24" in markdown([row], Targets(), "x")
+    assert [f.name for f in all_faults(short=True)][-1] == "rolling restart"
