@@ -104,6 +104,8 @@ SIM_ENV = {
     # named in metric labels: past it, a test's new tenant would report as "other" depending
     # on how many tests ran before it. The cap itself is tested in test_tenant_labels.py.
     "FAIRWAY_METRICS_MAX_TENANTS": "100000",
+    # The tests' webhook receivers listen on 127.0.0.1, a private target.
+    "FAIRWAY_WEBHOOK_ALLOW_PRIVATE": "true",
 }
 
 

@@ -11,17 +11,32 @@ from fastapi import APIRouter, Depends, Path, Query
 from service.admin import webhook_ops as ops
 from service.admin.tenant_ops import require_tenant
 from service.admin.webhook_schemas import SecretRotate, WebhookCreate, WebhookUpdate
-from service.web.deps import AdminDep, SessionDep, require_admin
+from service.store.settings import Settings
+from service.web.deps import AdminDep, SessionDep, SettingsDep, require_admin
+from service.web.errors import APIError
 from service.web.responses import ADMIN_ROUTES, WITH_BODY, errors
+from service.webhooks.targets import TargetRefused, check_registered
 
 BIGINT_MAX = 2**63 - 1  # delivery ids
 router = APIRouter(prefix="/admin/tenants/{tenant_id}/webhooks",
                    dependencies=[Depends(require_admin)], responses=ADMIN_ROUTES)
 
 
+def _check_target(url: str, settings: Settings) -> None:
+    """Private and internal addresses are refused unless allowed (service.webhooks.targets)."""
+    if settings.webhooks.allow_private:
+        return
+    try:
+        check_registered(url)
+    except TargetRefused as exc:
+        raise APIError(400, f"{str(exc)[:1].upper()}{str(exc)[1:]}.", code="invalid_value",
+                       param="url") from exc
+
+
 @router.post("", status_code=201, responses={**errors(404, 409), **WITH_BODY})
 async def create_webhook(tenant_id: str, body: WebhookCreate, actor: AdminDep,
-                         session: SessionDep) -> dict[str, Any]:
+                         session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+    _check_target(body.url, settings)
     tenant = await require_tenant(session, tenant_id)
     ep, secret = await ops.create_webhook(session, actor=actor, tenant=tenant, url=body.url,
                                           event_types=body.event_types, enabled=body.enabled)
@@ -43,7 +58,9 @@ async def read_webhook(tenant_id: str, webhook_id: str, session: SessionDep) -> 
 
 @router.patch("/{webhook_id}", responses={**errors(404), **WITH_BODY})
 async def update_webhook(tenant_id: str, webhook_id: str, body: WebhookUpdate, actor: AdminDep,
-                         session: SessionDep) -> dict[str, Any]:
+                         session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+    if body.url is not None:
+        _check_target(body.url, settings)
     tenant = await require_tenant(session, tenant_id)
     ep = await ops.update_webhook(session, actor=actor,
                                   ep=await ops.require_webhook(session, tenant, webhook_id),

@@ -283,6 +283,11 @@ class WebhookSettings(SettingsGroup):
         default=30.0, gt=0, validation_alias="FAIRWAY_WEBHOOK_RETENTION_DAYS",
         description="events older than this are deleted with their delivery logs (swept by the "
                     "dispatcher every 10 minutes); events with a pending delivery are kept")
+    allow_private: bool = Field(
+        default=False, validation_alias="FAIRWAY_WEBHOOK_ALLOW_PRIVATE",
+        description="allow webhook URLs on private, loopback and link-local addresses "
+                    "(refused by default, at registration and again at each delivery); for "
+                    "receivers on an on-premises private network")
 
 
 class MetricsSettings(SettingsGroup):

@@ -48,6 +48,7 @@ from service.store.telemetry.state import enabled as metrics_enabled
 from service.store.webhook_events import payload_body
 from service.webhooks.schedule import next_attempt_at
 from service.webhooks.signing import signed_headers
+from service.webhooks.targets import TargetRefused, resolve_checked
 
 log = logging.getLogger("fairway.webhooks")
 PENDING = DeliveryStatus.PENDING.value
@@ -126,17 +127,35 @@ def _signing_secrets(endpoint: WebhookEndpoint, now: dt.datetime) -> tuple[str, 
     return (endpoint.secret,)
 
 
-def send(client: httpx.Client, delivery: Claimed) -> Outcome:
-    """One signed POST; never raises for the endpoint's faults (they are the outcome)."""
+def send(client: httpx.Client, delivery: Claimed, *, allow_private: bool = False) -> Outcome:
+    """One signed POST; never raises for the endpoint's faults (they are the outcome).
+
+    Unless private targets are allowed, the host is resolved now and every address checked
+    (its DNS may have changed since registration), and the POST goes to the checked address
+    (service.webhooks.targets); a refused one is a failed attempt, retried as any other."""
     headers = signed_headers(msg_id=delivery.msg_id, body=delivery.body,
                              at=dt.datetime.now(dt.UTC),
                              signing_secrets=delivery.signing_secrets)
     headers.update({"content-type": "application/json", "user-agent": USER_AGENT})
     started = time.monotonic()
+    url = delivery.url
+    extensions: dict[str, Any] = {}
+    if not allow_private:
+        try:
+            pinned = resolve_checked(delivery.url)
+        except TargetRefused as exc:
+            return Outcome(None, f"refused: {exc}"[:500], _ms(started))
+        except (OSError, UnicodeError) as exc:  # the name does not resolve
+            return Outcome(None, f"ConnectError: {exc}"[:500], _ms(started))
+        url = pinned.url
+        if pinned.host_header:
+            headers["host"] = pinned.host_header
+        if pinned.sni_hostname:
+            extensions["sni_hostname"] = pinned.sni_hostname
     try:
         # Streamed and closed unread: a receiver's answer body is never downloaded.
-        with client.stream("POST", delivery.url, content=delivery.body.encode(),
-                           headers=headers) as response:
+        with client.stream("POST", url, content=delivery.body.encode(),
+                           headers=headers, extensions=extensions) as response:
             code = response.status_code
     except httpx.HTTPError as exc:
         return Outcome(None, f"{type(exc).__name__}: {exc}"[:500], _ms(started))
@@ -260,7 +279,9 @@ class WebhookSender:
                             settings=self.config)
         if not claimed:
             return 0
-        outcomes = list(self._senders.map(lambda d: send(self.client, d), claimed))
+        allow = self.config.allow_private
+        outcomes = list(self._senders.map(
+            lambda d: send(self.client, d, allow_private=allow), claimed))
         with sync_session(self.settings.database_url) as session:
             for delivery, outcome in zip(claimed, outcomes, strict=True):
                 status = record(session, delivery, outcome, now=self._clock(),

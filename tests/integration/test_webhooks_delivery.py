@@ -37,7 +37,8 @@ from tests.support.services import create_database, drop_database
 from tests.support.webhook_receiver import Receiver
 
 FAST = WebhookSettings(timeout_seconds=1, backoff_base_seconds=0.2, backoff_max_seconds=0.5,
-                       retry_window_seconds=120, poll_seconds=0.05, concurrency=4)
+                       retry_window_seconds=120, poll_seconds=0.05, concurrency=4,
+                       allow_private=True)  # the receivers are on 127.0.0.1
 
 
 @pytest.fixture(scope="module")

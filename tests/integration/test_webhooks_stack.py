@@ -32,6 +32,7 @@ def hook_stack() -> Iterator[Stack]:
         "FAIRWAY_WEBHOOK_BACKOFF_BASE_SECONDS": "0.3",
         "FAIRWAY_WEBHOOK_BACKOFF_MAX_SECONDS": "1",
         "FAIRWAY_WEBHOOK_POLL_SECONDS": "0.1",
+        "FAIRWAY_WEBHOOK_ALLOW_PRIVATE": "true",  # the receiver is on 127.0.0.1
     }
     with own_stack("webhooks", env, workers=("whsim-1",)) as stack:
         yield stack

@@ -81,6 +81,7 @@ NEW_VARIABLES: dict[str, tuple[str, str, Any]] = {
     "FAIRWAY_WEBHOOK_POLL_SECONDS": ("0.2", "webhooks.poll_seconds", 0.2),
     "FAIRWAY_WEBHOOK_CONCURRENCY": ("3", "webhooks.concurrency", 3),
     "FAIRWAY_WEBHOOK_RETENTION_DAYS": ("7", "webhooks.retention_days", 7.0),
+    "FAIRWAY_WEBHOOK_ALLOW_PRIVATE": ("true", "webhooks.allow_private", True),
     "FAIRWAY_OTEL_ENDPOINT": ("http://jaeger:4318", "tracing.endpoint", "http://jaeger:4318"),
     "FAIRWAY_OTEL_SPANS_DIR": ("/tmp/spans", "tracing.spans_dir", Path("/tmp/spans")),
     "FAIRWAY_OTEL_SAMPLE_RATIO": ("0.25", "tracing.sample_ratio", 0.25),
