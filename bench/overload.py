@@ -382,7 +382,7 @@ def main() -> None:
         if "false" in runs:
             report("admission off", runs["false"])
         report("admission on (default)", runs["true"], runs.get("false"))
-        prediction_error(servers.database_url, runs["true"])
+        prediction_error(servers.database_url, runs["true"], TARGETS)
         if args.dump:
             args.dump.write_text("".join(json.dumps(asdict(o)) + "\n" for o in runs["true"]))
         explain(servers.database_url, {t: tid for t, (tid, _) in made.items()}, started)

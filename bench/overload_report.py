@@ -60,8 +60,11 @@ def honesty(outs: Sequence[Sent], targets: Mapping[str, float],
           f"of all requests")
 
 
-def prediction_error(database_url: str, outs: Sequence[Sent]) -> None:
-    """TTFT over the door's stored prediction, per accepted request (p10/p50/p90)."""
+def prediction_error(database_url: str, outs: Sequence[Sent],
+                     targets: Mapping[str, float] | None = None) -> None:
+    """TTFT over the door's stored prediction, per accepted request (p10/p50/p90), and, with
+    ``targets``, accepted attainment judged from the job rows (created -> first token): what
+    the service did, apart from the load generator's own delays on a shared box."""
     by_job = {uuid.UUID(o.job_hex): o for o in outs if o.status == 200 and o.job_hex}
     if not by_job:
         return
@@ -73,6 +76,13 @@ def prediction_error(database_url: str, outs: Sequence[Sent]) -> None:
     client = [by_job[r[0]].ttft_s / (r[1] / 1000) for r in rows
               if by_job[r[0]].ttft_s is not None]
     row = [float(r[2]) / (r[1] / 1000) for r in rows if r[2] is not None]
+    if targets:
+        for plan, target in targets.items():
+            mine = [float(r[2]) for r in rows if r[2] is not None and by_job[r[0]].plan == plan]
+            if mine:
+                share = sum(t <= target for t in mine) / len(mine)
+                print(f"  {plan:<9} accepted attainment from the job rows (created -> first "
+                      f"token <= {target:g} s): {100 * share:.1f}% of {len(mine)}")
     if not client:
         print("  predictor: no accepted request carried a prediction (no outlook yet?)")
         return
