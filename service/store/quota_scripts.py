@@ -4,6 +4,8 @@ Per tenant (keys share the `{tenant}` hash tag, so they live in one Redis Cluste
   rpm, tpm   token buckets: HASH {tokens, ts}; capacity = the per-minute limit, refilled
              continuously at limit/60 per second. Burst of K, then a steady K per minute.
   conc       ZSET of open request ids, scored by an expiry (a crashed API can't leak slots)
+  conc:dur   how long a request holds a slot, a moving average in seconds (the concurrency
+             refusal's Retry-After: when the oldest open request should end)
   m:YYYYMM   tokens charged this calendar month (seeded from Postgres if missing)
   batch      tokens of admitted batch work not yet finished
   res:<id>   HASH: one admission's reservation, deleted by whoever settles it first
@@ -58,7 +60,20 @@ if use_conc and conc >= 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   local open = redis.call('ZCARD', KEYS[3])
   if open >= conc then
-    return refuse('concurrent_requests', 1000, open)
+    -- When a slot frees: the typical request's length (conc:dur, kept by SETTLE) less the
+    -- oldest open request's age (its expiry score less this request's slot lifetime, the
+    -- door gives every request the same), bounded to 1-60 s; 1 s without a history yet.
+    local retry_ms = 1000
+    local typical = tonumber(redis.call('GET', KEYS[3] .. ':dur') or '')
+    if typical then
+      local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+      local age = 0
+      if oldest[2] then
+        age = math.max(0, (tonumber(ARGV[9]) - now) - (tonumber(oldest[2]) - now))
+      end
+      retry_ms = math.min(60000, math.max(1000, math.ceil((typical - age) * 1000)))
+    end
+    return refuse('concurrent_requests', retry_ms, open)
   end
 end
 if rpm >= 0 and rpm_left < 1 then
@@ -100,7 +115,7 @@ if monthly >= 0 or redis.call('EXISTS', KEYS[4]) == 1 then
   redis.call('EXPIRE', KEYS[4], tonumber(ARGV[13]))
 end
 redis.call('HSET', KEYS[6], 'tokens', need, 'batch', ARGV[10], 'member', member,
-           'tpm', tpm, 'month', KEYS[4])
+           'tpm', tpm, 'month', KEYS[4], 'start', now)
 redis.call('EXPIRE', KEYS[6], tonumber(ARGV[12]))
 local alert = tonumber(ARGV[14])
 local crossed = 0
@@ -115,8 +130,9 @@ return {1, crossed, req_left, tok_left, generation}
 # KEYS: res, tpm, conc, batch   ARGV: now, actual_tokens, [slot member to free regardless]
 # Returns the reserved tokens, or -1 if there was nothing to settle.
 SETTLE = """
-if ARGV[3] then redis.call('ZREM', KEYS[3], ARGV[3]) end
-local r = redis.call('HMGET', KEYS[1], 'tokens', 'batch', 'member', 'tpm', 'month')
+local freed = 0
+if ARGV[3] then freed = redis.call('ZREM', KEYS[3], ARGV[3]) end
+local r = redis.call('HMGET', KEYS[1], 'tokens', 'batch', 'member', 'tpm', 'month', 'start')
 if r[1] == false then
   return -1
 end
@@ -134,7 +150,15 @@ if cap >= 0 then
     redis.call('HSET', KEYS[2], 'tokens', math.min(cap, tokens - delta), 'ts', now)
   end
 end
-redis.call('ZREM', KEYS[3], r[3])
+freed = freed + redis.call('ZREM', KEYS[3], r[3])
+if freed > 0 and r[6] then
+  -- How long the tenant's requests hold a slot (a moving average, seconds), for the
+  -- concurrency refusal's Retry-After.
+  local took = math.max(0, tonumber(ARGV[1]) - tonumber(r[6]))
+  local typical = tonumber(redis.call('GET', KEYS[3] .. ':dur') or '')
+  if typical then took = typical * 0.8 + took * 0.2 end
+  redis.call('SET', KEYS[3] .. ':dur', took, 'EX', 86400)
+end
 if r[2] == '1' then redis.call('DECRBY', KEYS[4], reserved) end
 if redis.call('EXISTS', r[5]) == 1 then redis.call('INCRBY', r[5], delta) end
 return reserved

@@ -232,3 +232,37 @@ def test_a_refusal_reports_the_buckets_and_what_the_limit_counts(test_redis_url:
     assert 798 <= (rpm.remaining_tokens or 0) <= 800  # nothing taken by the refusal
     assert (conc.reason, conc.used, conc.remaining_requests) == ("concurrent_requests", 1, None)
     assert (month.reason, month.used) == ("monthly_tokens", 200)
+
+
+def test_concurrency_retry_after_is_when_a_slot_should_free(test_redis_url: str):
+    """Retry-After of a concurrency refusal comes from how long the tenant's requests hold a
+    slot, less the oldest open one's age: not 1 s while requests last seconds."""
+    tenant = uuid.uuid4()
+    limits = QuotaLimits(concurrent_requests=1)
+
+    async def go(store: QuotaStore) -> tuple[int, int, int]:
+        first = await admit(store, tenant, limits)
+        assert first.admitted
+        no_history = await admit(store, tenant, limits)
+        await asyncio.sleep(3.2)  # a request that holds its slot about 3 s
+        ticket = uuid.uuid4()
+        await store.settle(tenant_id=tenant, ref=ticket, actual_tokens=0)  # nothing: no-op
+        open_ticket = await _only_open(store, tenant)
+        await store.settle(tenant_id=tenant, ref=open_ticket, actual_tokens=5,
+                           free_slot=open_ticket)
+        assert (await admit(store, tenant, limits, ticket=ticket)).admitted
+        fresh = await admit(store, tenant, limits)  # the open one just started: ~3 s
+        await asyncio.sleep(2.0)
+        later = await admit(store, tenant, limits)  # it is 2 s old now: ~1 s
+        return no_history.retry_after_s, fresh.retry_after_s, later.retry_after_s
+
+    no_history, fresh, later = run(go, test_redis_url)
+    assert no_history == 1
+    assert fresh in (3, 4), fresh
+    assert later in (1, 2), later
+
+
+async def _only_open(store: QuotaStore, tenant: uuid.UUID) -> uuid.UUID:
+    members = await store.redis.zrange(TenantKeys(str(tenant)).conc, 0, -1)
+    assert len(members) == 1
+    return uuid.UUID(members[0].decode())
