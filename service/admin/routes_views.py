@@ -23,7 +23,7 @@ from service.store.models.tenants import Tenant
 from service.store.telemetry import refusals
 from service.usage.by_key import key_series, key_totals
 from service.usage.series import daily_series
-from service.web.deps import AdminDep, SessionDep, require_admin
+from service.web.deps import AdminDep, RedisDep, SessionDep, require_admin
 from service.web.errors import APIError
 from service.web.responses import ADMIN_ROUTES, errors
 
@@ -115,8 +115,8 @@ async def list_all_batches(session: SessionDep, tenant_id: str | None = None,
 
 
 @router.post("/batches/{batch_id}/cancel", responses=errors(404, 409))
-async def cancel_any_batch(batch_id: str, actor: AdminDep, session: SessionDep
-                           ) -> dict[str, Any]:
+async def cancel_any_batch(batch_id: str, actor: AdminDep, session: SessionDep,
+                           redis: RedisDep) -> dict[str, Any]:
     """Cancel any tenant's batch, as the tenant's own cancel does; audited."""
     parsed = parse_batch_id(batch_id)
     batch = await session.get(Batch, parsed) if parsed else None
@@ -127,7 +127,7 @@ async def cancel_any_batch(batch_id: str, actor: AdminDep, session: SessionDep
     # with it when the batch could not be cancelled).
     record(session, actor=actor, action="batch.cancel", target_type="tenant",
            target_id=str(batch.tenant_id), details={"batch_id": batch.public_id})
-    batch = await cancel_batch(session, batch=batch)
+    batch = await cancel_batch(session, batch=batch, redis=redis)
     return batch_view(batch, (await live_counts(session, [batch]))[batch.id])
 
 

@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import uuid
 from collections import defaultdict
 from typing import Any
 
+from redis.asyncio import Redis as AsyncRedis
+from redis.exceptions import RedisError
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -15,13 +18,16 @@ from service.batches.results import CANCELLED
 from service.batches.schemas import BatchCreate
 from service.files.file_records import get_file
 from service.store import batch_lifecycle as batches
-from service.store import lifecycle
+from service.store import lifecycle, wakeups
 from service.store.batch_lifecycle import BatchEvent
+from service.store.keys import control_channel
 from service.store.models.batches import Batch, BatchStatus
 from service.store.models.files import parse_file_id
 from service.store.models.jobs import Job, JobStatus
 from service.store.pg_deadline import waiting_for_locks
 from service.web.errors import APIError
+
+log = logging.getLogger("fairway.batches")
 
 # Cancelling waits for a validating batch's row lock (the whole validation: ~10 s for a 200 MB
 # file), longer than the API's usual deadline on a Postgres round trip.
@@ -69,8 +75,12 @@ async def list_batches(session: AsyncSession, *, tenant_id: uuid.UUID,
     return rows[:limit], len(rows) > limit
 
 
-async def cancel_batch(session: AsyncSession, *, batch: Batch) -> Batch:
-    """Queued lines stop at once; running ones finish (their results stay in the output).
+async def cancel_batch(session: AsyncSession, *, batch: Batch,
+                       redis: AsyncRedis | None = None) -> Batch:
+    """Every unfinished line stops now: queued ones at once, assigned and running ones are
+    aborted on their workers (``redis``: after the commit, as the jobs cancel does; without
+    it they end at their lease), so `cancelling` lasts until those workers stand down, not
+    until the lines finish. Lines already finished keep their results.
 
     If the batch is being validated, this waits for the validator's row lock: the batch then
     is in_progress with all its jobs, and the same statements cancel it.
@@ -86,8 +96,20 @@ async def cancel_batch(session: AsyncSession, *, batch: Batch) -> Batch:
             return batch
         raise APIError(409, f"Cannot cancel a batch with status '{batch.status}'.",
                        code="invalid_state")
-    await _cancel_queued_lines(session, [batch.id], now)
+    stopped = (await session.execute(lifecycle.cancel(
+        Job.batch_id == batch.id, now=now, error={**CANCELLED, "status": 499}))).all()
+    placed = [row for row in stopped if row.worker_id]
+    if placed:  # the dispatcher frees their room, as for any cancelled job
+        await session.execute(*wakeups.notify_all(wakeups.JobCancelled(r.id) for r in placed))
     await session.commit()
+    if redis is not None and placed:
+        try:
+            for row in placed:  # the worker's final write then finds the row cancelled
+                await redis.publish(control_channel(row.worker_id), wakeups.encode_command(
+                    wakeups.AbortJob(str(row.id), row.attempt)))
+        except RedisError:  # their leases are the backstop
+            log.warning("batch cancel: could not tell the workers",
+                        extra={"batch_id": batch.public_id})
     await session.refresh(batch)
     return batch
 
@@ -132,10 +154,11 @@ async def live_counts(session: AsyncSession, batches: list[Batch]) -> dict[uuid.
             counts[b.id] = dict(b.final_counts)
             continue
         jobs = by_batch[b.id]
-        failed = (jobs.get(JobStatus.FAILED, 0) + jobs.get(JobStatus.CANCELLED, 0)
-                  + b.invalid_lines)
+        # An open batch's cancelled lines were cancelled (the batch, or one line by its
+        # owner), never expired (expiry freezes the counts): they did not fail.
         counts[b.id] = {"total": b.total, "completed": jobs.get(JobStatus.SUCCEEDED, 0),
-                        "failed": failed}
+                        "failed": jobs.get(JobStatus.FAILED, 0) + b.invalid_lines,
+                        "cancelled": jobs.get(JobStatus.CANCELLED, 0)}
     return counts
 
 

@@ -79,7 +79,8 @@ class _Sink:
 def assemble_results(session: Session, *, batch: Batch, storage: FileStorage) -> Assembled:
     """Write both files and add their rows to the session (the caller commits)."""
     out, err = _Sink(storage, batch.tenant_id), _Sink(storage, batch.tenant_id)
-    counts = {"total": batch.total, "completed": 0, "failed": batch.invalid_lines}
+    counts = {"total": batch.total, "completed": 0, "failed": batch.invalid_lines,
+              "cancelled": 0}
     tokens = {"input": 0, "output": 0, "cached": 0}
     try:
         query = (select(*_COLUMNS).where(Job.batch_id == batch.id).order_by(Job.line_no)
@@ -92,7 +93,10 @@ def assemble_results(session: Session, *, batch: Batch, storage: FileStorage) ->
                 tokens["cached"] += row.cached_tokens or 0
                 out.write(_dump(_success_line(row)))
             else:
-                counts["failed"] += 1
+                # A cancelled line did not fail: it was stopped (never run, or aborted), and
+                # is counted apart; an expired one did not finish in the window: failed.
+                # Either way its line is in the error file, so every line appears once.
+                counts["cancelled" if _was_cancelled(row) else "failed"] += 1
                 err.write(_dump(_error_line(row)))
         _append_validation_errors(storage, batch.id, err)
         stem = batch.public_id
@@ -117,6 +121,11 @@ def _append_validation_errors(storage: FileStorage, batch_id: uuid.UUID, err: _S
     with storage.open_reader(key) as reader:
         while chunk := reader.read(256 * 1024):
             err.write(chunk)
+
+
+def _was_cancelled(row: Row[Any]) -> bool:
+    code = (row.error or {}).get("code")
+    return bool(row.status == JobStatus.CANCELLED and code != EXPIRED["code"])
 
 
 def _dump(obj: dict[str, Any]) -> bytes:

@@ -27,7 +27,7 @@ from service.quotas.reservation import quota_store
 from service.store.db import sync_session
 from service.store.models.batches import Batch, parse_batch_id
 from service.store.settings import Settings
-from service.web.deps import CurrentTenant, SessionDep, SettingsDep
+from service.web.deps import CurrentTenant, RedisDep, SessionDep, SettingsDep
 from service.web.errors import APIError
 from service.web.responses import TENANT_ROUTES, WITH_BODY, errors
 
@@ -79,8 +79,10 @@ async def read_batch(batch_id: str, tenant: CurrentTenant, session: SessionDep
 
 
 @router.post("/batches/{batch_id}/cancel", responses=errors(404, 409))
-async def cancel(batch_id: str, tenant: CurrentTenant, session: SessionDep) -> dict[str, Any]:
-    batch = await cancel_batch(session, batch=await _owned(session, tenant.id, batch_id))
+async def cancel(batch_id: str, tenant: CurrentTenant, session: SessionDep,
+                 redis: RedisDep) -> dict[str, Any]:
+    batch = await cancel_batch(session, batch=await _owned(session, tenant.id, batch_id),
+                               redis=redis)
     return batch_view(batch, (await live_counts(session, [batch]))[batch.id])
 
 

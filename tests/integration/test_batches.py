@@ -93,7 +93,10 @@ def assert_every_line_once(api: openai.OpenAI, batch, custom_ids: set[str]) -> t
     seen = [x["custom_id"] for x in out + err]
     assert sorted(seen, key=str) == sorted(custom_ids, key=str), "every line ends exactly once"
     assert batch.request_counts.completed == len(out)
-    assert batch.request_counts.failed == len(err)
+    # Cancelled lines (never run, or aborted) are counted apart from failed ones; both are
+    # in the error file.
+    cancelled = (batch.request_counts.model_extra or {}).get("cancelled", 0)
+    assert batch.request_counts.failed + cancelled == len(err)
     assert batch.request_counts.total == len(custom_ids)
     return out, err
 
@@ -232,19 +235,33 @@ def _statuses(database_url: str, batch_id: str) -> dict[str, int]:
 
 
 def test_cancel_mid_run(batch_stack: Stack, make_tenant_for_stack):
+    """Cancel stops every unfinished line at once, the running ones too (aborted on their
+    worker), and counts them cancelled, not failed."""
     api = client(batch_stack, make_tenant_for_stack())
     ids = {f"c{i}" for i in range(60)}
-    batch = submit(api, jsonl([request_line(c, max_tokens=64) for c in sorted(ids)]))
-    wait_until(lambda: _statuses(batch_stack.database_url, batch.id).get("succeeded", 0) >= 3,
-               60, "some lines done", batch_stack)
+    long = [{**request_line(c), "body": {**request_line(c, max_tokens=1500)["body"],
+                                         "ignore_eos": True}} for c in sorted(ids)]
+    batch = submit(api, jsonl(long))
+    wait_until(lambda: _statuses(batch_stack.database_url, batch.id).get("running", 0) >= 1,
+               60, "lines running", batch_stack)
+    started = time.monotonic()
     cancelling = api.batches.cancel(batch.id)
     assert cancelling.status == "cancelling" and cancelling.cancelling_at
-    assert _statuses(batch_stack.database_url, batch.id).get("queued", 0) == 0
+    left = _statuses(batch_stack.database_url, batch.id)
+    assert not left.keys() & {"queued", "assigned", "running"}, left
+    counts = cancelling.request_counts
+    assert counts.failed == 0 and (counts.model_extra or {})["cancelled"] >= 50, counts
     done = wait_status(api, batch.id, {"cancelled"})
+    assert time.monotonic() - started < 10  # not when its running lines would have ended
     out, err = assert_every_line_once(api, done, ids)
-    assert len(out) >= 3 and err
+    assert done.request_counts.failed == 0
+    assert (done.request_counts.model_extra or {})["cancelled"] == len(err) >= 50
+    assert done.request_counts.completed == len(out)
     assert {e["error"]["code"] for e in err} == {"batch_cancelled"}
     assert api.batches.cancel(batch.id).status == "cancelled"  # idempotent
+    since = time.time()
+    wait_until(lambda: batch_stack.engine_idle_since("bsim-1", since), 15, "engine freed",
+               batch_stack)
 
 
 def test_expiry_sends_unfinished_lines_to_the_error_file(batch_stack: Stack,

@@ -9,6 +9,14 @@ const STATUSES = ["open", "validating", "in_progress", "finalizing", "cancelling
   "failed", "expired", "cancelled"];
 const CANCELLABLE = new Set(["validating", "in_progress"]);
 
+// Why a batch is still `cancelling`: the lines its workers have not stopped yet, then the
+// result files being written (the dispatcher's next maintenance step).
+function cancellingWhy(c) {
+  const open = c.total - c.completed - c.failed - (c.cancelled || 0);
+  return open > 0 ? `waiting for ${open} running line${open === 1 ? "" : "s"} to stop`
+    : "writing the result files";
+}
+
 export function Batches({ params }) {
   const status = params.status || "";
   const tenant = params.tenant || "";
@@ -18,8 +26,9 @@ export function Batches({ params }) {
   const go = (next) => navigate("batches", { status, tenant, ...next });
   const cancel = async (b) => {
     if (!await confirmAction({ title: `Cancel batch for ${b.tenant}?`, action: "Cancel batch",
-      danger: true, body: html`<p><code>${b.id}</code>: its queued lines stop now, running lines
-        finish, and the tenant gets the partial results.</p>` })) return;
+      danger: true, body: html`<p><code>${b.id}</code>: its unfinished lines stop now (running
+        ones are aborted on their workers), and the tenant gets the results of the lines that
+        had finished.</p>` })) return;
     await attempt(() => api("POST", `/admin/batches/${b.id}/cancel`), "Batch cancelling");
     res.reload();
   };
@@ -40,7 +49,9 @@ export function Batches({ params }) {
           <tbody>${d.data.map((b) => html`<tr key=${b.id} data-batch=${b.id}>
             <td><a href=${href(`tenants/${b.tenant_id}`)}>${b.tenant}</a></td>
             <td><code title=${b.id}>${b.id.slice(0, 14)}…</code></td><td>${b.model || "—"}</td>
-            <td><span class=${`badge status-${b.status}`}>${b.status.replace("_", " ")}</span></td>
+            <td><span class=${`badge status-${b.status}`}>${b.status.replace("_", " ")}</span>
+              ${b.status === "cancelling" && html`<small class="hint" data-why="cancelling"><br />${
+                cancellingWhy(b.request_counts)}</small>`}</td>
             <td><${Progress} done=${b.request_counts.completed} failed=${b.request_counts.failed}
               total=${b.request_counts.total} /></td>
             <td>${when(new Date(b.created_at * 1000).toISOString())}</td>
