@@ -3,7 +3,11 @@ one dispatcher, Postgres, Redis and N simulated workers carry on this box, and w
 runs out of CPU first.
 
     python bench/control_plane.py [--levels 4,8,16,32,64] [--rounds 3] [--round-s 5]
-                                  [--workers 2] [--slots 64]
+                                  [--workers 2] [--slots 64] [--api-workers 1] [--metrics]
+
+``--api-workers N`` serves the API from N processes behind its one port (`fairway api
+--workers N`); the "api" CPU group is all of them. ``--metrics`` turns metrics on (off by
+default, as the floor this bench measures), merged across those processes when N > 1.
 
 A private stack (embedded Postgres and Redis, as bench/overload.py) whose simulated engines
 cost nothing: FAIRWAY_SIM_SPEED=inf, so an engine step only yields to its event loop and
@@ -257,18 +261,22 @@ def main() -> None:
     parser.add_argument("--client", choices=("lean", "httpx"), default="lean",
                         help="the load generator's HTTP client: lean (bench/lean_client.py, a "
                              "connection per client) or httpx (what runs before 2026-12-01 used)")
+    parser.add_argument("--api-workers", type=int, default=1,
+                        help="API processes behind the one port (fairway api --workers)")
+    parser.add_argument("--metrics", action="store_true", help="metrics on (default off)")
     args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="fairway-cpbench-"))
     servers = EmbeddedServers(data_dir)
     servers.start(need_db=True, need_redis=True)
     upgrade(servers.database_url)
     env = {"FAIRWAY_SERVED_MODEL_NAME": MODEL, "FAIRWAY_MAX_NUM_SEQS": str(args.slots),
-           "FAIRWAY_LOG_LEVEL": "WARNING", "FAIRWAY_METRICS_ENABLED": "false",
+           "FAIRWAY_LOG_LEVEL": "WARNING",
+           "FAIRWAY_METRICS_ENABLED": "true" if args.metrics else "false",
            "FAIRWAY_SIM_SPEED": "inf"}  # the zero-cost engine
     stack = Stack(servers.database_url, servers.redis_url, env_overrides=env)
     settings = Settings(database_url=servers.database_url)
     try:
-        stack.start_api()
+        stack.start_api(args.api_workers)
         stack.start_dispatcher()
         for i in range(args.workers):
             stack.start_worker(f"cp-{i}")
@@ -286,7 +294,9 @@ def main() -> None:
             "redis": lambda: [redis_pid],
             "load generator": lambda: [os.getpid()],
         }
-        print(f"stack: 1 API process, 1 dispatcher, {args.workers} simulated workers x "
+        print(f"stack: {args.api_workers} API process(es) behind one port (metrics "
+              f"{'on' if args.metrics else 'off'}), 1 dispatcher, {args.workers} simulated "
+              f"workers x "
               f"{args.slots} slots, sim speed inf; Postgres {pg_settings(servers.database_url)}")
         print(f"load: closed loop, streamed chat completions, max_tokens 1-4, "
               f"{args.rounds} windows of {args.round_s:g} s per level, {args.client} client")
