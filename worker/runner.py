@@ -356,7 +356,11 @@ class JobRunner:
             # entry that tells the API whether to release its side (worker.accounting).
             job.quota_settled = await account_job_end(
                 self.redis, job_id=row.id, tenant_id=row.tenant_id, values=values)
-            log.info("job ended: %s", status)
+            # Named here, not only by a bound context: the realtime path logs this line
+            # outside any job's context, and it is the line that says what a job cost.
+            log.info("job ended: %s", status, extra={
+                "job_id": str(row.id), "tenant_id": str(row.tenant_id), "attempt": job.attempt,
+                "prompt_tokens": prompt, "completion_tokens": completion})
         if row is not None and job.obs is not None:
             job.obs.finished(str(status), prompt_tokens=prompt,
                              cached_tokens=values.get("cached_tokens") or 0)

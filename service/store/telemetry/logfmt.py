@@ -1,7 +1,8 @@
 """JSON log lines, job context on every line about a job, and a redaction guard.
 
 - ``JsonFormatter``: one JSON object per line: ts, level, logger, msg, the job context
-  (job_id, tenant, class, attempt) and any other ``extra=`` fields.
+  (job_id, tenant, class, attempt) and any other ``extra=`` fields; beside a ``job_id`` or
+  ``batch_id`` (a UUID) its public id, ``job`` (``job_<hex>``) or ``batch`` (``batch_<hex>``).
 - ``bind_job(...)``: sets the job context for the current task (contextvars: each asyncio
   task and thread has its own), so every line logged while running a job carries it.
 - ``bind_request(request_id)``: the same for the HTTP request being served (the API's
@@ -19,6 +20,7 @@ import datetime as dt
 import json
 import logging
 import re
+import uuid
 from typing import Any
 
 SENSITIVE_FIELDS = frozenset({
@@ -33,7 +35,7 @@ _SECRET_PATTERNS = (re.compile(r"fw-[A-Za-z0-9_\-]{16,}"),
                     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9_\-.=]{8,}"))
 _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
     "message", "asctime", "taskName"}
-_CONTEXT_KEYS = ("request_id", "job_id", "tenant", "class", "attempt")
+_CONTEXT_KEYS = ("request_id", "job", "job_id", "batch", "tenant", "class", "attempt")
 _ALIASES = {"tenant_id": "tenant", "job_class": "class", "kind": "class"}
 
 _job_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
@@ -84,7 +86,24 @@ def safe_fields(record: logging.LogRecord) -> dict[str, Any]:
             fields[name] = scrub(value) if isinstance(value, str) else value
         else:
             fields[name] = scrub(str(value))
+    # The ids users see (the API, the CLI, the dashboard) beside the UUIDs the code logs,
+    # so a line joins what a user was shown.
+    for internal, public, prefix in (("job_id", "job", "job_"), ("batch_id", "batch", "batch_")):
+        if public not in fields and fields.get(internal) is not None:
+            shown = _public_id(fields[internal], prefix)
+            if shown is not None:
+                fields[public] = shown
     return fields
+
+
+def _public_id(value: object, prefix: str) -> str | None:
+    text = str(value)
+    if text.startswith(prefix):
+        return text
+    try:
+        return prefix + uuid.UUID(text).hex
+    except ValueError:
+        return None
 
 
 class JsonFormatter(logging.Formatter):
