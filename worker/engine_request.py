@@ -15,6 +15,9 @@ from worker.claimed_job import ClaimedJob
 from worker.engine.base import Engine, EngineError, EngineRequest, SamplingSpec
 from worker.structured import structured_output
 
+# The request field that holds the prompt, by endpoint (chat: messages).
+_PROMPT_PARAM = {"completions": "prompt", "responses": "input"}
+
 
 def build_engine_request(engine: Engine, job: ClaimedJob, rid: str,
                          max_model_len: int) -> EngineRequest:
@@ -24,9 +27,13 @@ def build_engine_request(engine: Engine, job: ClaimedJob, rid: str,
     else:
         prompt_ids = engine.encode(body["prompt"])
     if len(prompt_ids) + job.max_tokens > max_model_len:
-        raise EngineError(
+        too_long = EngineError(
             f"This model's maximum context length is {max_model_len} tokens; the prompt has "
             f"{len(prompt_ids)} and max_tokens asks for {job.max_tokens} more.")
+        # As OpenAI answers it: the code clients match on, and the field holding the prompt.
+        too_long.code = "context_length_exceeded"
+        too_long.param = _PROMPT_PARAM.get(job.endpoint, "messages")
+        raise too_long
     # A resumed job continues after its checkpoint with what is left of max_tokens.
     prompt_ids = prompt_ids + job.checkpoint
     sampling = SamplingSpec(max_tokens=job.max_tokens - len(job.checkpoint),

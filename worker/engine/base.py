@@ -38,6 +38,9 @@ class EngineError(Exception):
 class PromptTooLong(EngineError):
     """The prompt (plus at least one output token) does not fit in the context window."""
 
+    code = "context_length_exceeded"  # OpenAI's code for it, with param "messages"
+    param = "messages"
+
     def __init__(self, num_prompt_tokens: int, max_model_len: int) -> None:
         super().__init__(
             f"prompt has {num_prompt_tokens} tokens, but the model's context window is "
