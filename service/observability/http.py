@@ -124,6 +124,8 @@ async def readiness(state: Any) -> tuple[bool, dict[str, Any]]:
     served = {state.settings.engine.served_model_name}
     per_model = {name: 0 for name in served}
     for worker in workers:
+        if worker.get("draining"):  # stopping (worker.drain): nothing is placed there now
+            continue
         for name in worker.get("models", []):
             per_model[name] = per_model.get(name, 0) + 1
     checks["workers"] = per_model

@@ -4,6 +4,7 @@ accepting, the stream in flight finishes whole, and the process exits 0."""
 from __future__ import annotations
 
 import concurrent.futures as cf
+import json
 import os
 import signal
 import time
@@ -77,3 +78,29 @@ def test_sigterm_drains_an_api(sim_stack: Stack, make_tenant: Any, database_url:
         assert job is not None and job.status == "succeeded"
         assert text == (job.result or {})["text"]
 
+
+
+def test_a_draining_worker_does_not_make_its_model_ready(database_url: str,
+                                                         test_redis_url: str) -> None:
+    """/readyz counts the workers that take new work: one that drains does not."""
+    from fastapi.testclient import TestClient
+    from redis import Redis
+
+    from service.api.app import create_app
+    from service.store.keys import worker_key
+    from service.store.settings import EngineSettings, Settings
+
+    model = f"model-draining-{uuid.uuid4().hex[:6]}"
+    redis = Redis.from_url(test_redis_url)
+    beat = {"worker_id": model, "models": [model], "max_slots": 4, "running": 0,
+            "ts": time.time(), "draining": True}
+    redis.set(worker_key(model), json.dumps(beat), ex=30)
+    settings = Settings(database_url=database_url, redis_url=test_redis_url,
+                        engine=EngineSettings(kind="sim", served_model_name=model))
+    try:
+        with TestClient(create_app(settings)) as client:
+            resp = client.get("/readyz")
+        assert resp.status_code == 503
+        assert f"no live worker serves model '{model}'" in resp.json()["reasons"]
+    finally:
+        redis.delete(worker_key(model))
