@@ -39,11 +39,17 @@ def test_the_estimate_follows_a_burst_then_fades_when_quiet():
     assert backlog.delay_s() < 0.05
 
 
-def idle_outlook(at: float = 0.0) -> RealtimeOutlook:
-    return RealtimeOutlook(model="m", at=at, workers=1, slots_total=8, rt_load=0,
-                           rt_queued_prefill=0, mean_prompt_tokens=50, job_service_s=1.0,
-                           step_s=0.02, prefill_per_token_s=1e-4, prefill_step_s=0.01,
-                           token_budget=512)
+def outlook(*, load: int = 0, slots: int = 8, at: float | None = None) -> RealtimeOutlook:
+    """A pool of ``slots`` with ``load`` realtime jobs; computed at ``at`` (default: an hour
+    ahead, so an API's admissions since never age out of it)."""
+    return RealtimeOutlook(model="m", at=time.time() + 3600 if at is None else at, workers=1,
+                           slots_total=slots, rt_load=load, rt_queued_prefill=0,
+                           mean_prompt_tokens=50, job_service_s=1.0, step_s=0.02,
+                           prefill_per_token_s=1e-4, prefill_step_s=0.01, token_budget=512)
+
+
+def idle_outlook() -> RealtimeOutlook:
+    return outlook(at=0.0)
 
 
 def test_the_api_delay_is_part_of_the_prediction_and_can_refuse_in_shed_mode():
@@ -58,19 +64,11 @@ def test_the_api_delay_is_part_of_the_prediction_and_can_refuse_in_shed_mode():
     assert queued.retry_after is None
 
 
-class FixedRedis:
-    def __init__(self, value: str) -> None:
-        self.value = value
-
-    async def get(self, key: str) -> str:
-        return self.value
-
-
 def test_the_gate_predicts_with_its_backlog_and_for_an_unjudged_request_too():
     async def run() -> None:
         clock = Clock()
         backlog = ApiBacklog(clock=clock)
-        gate = SloGate(FixedRedis(encode_outlook(idle_outlook(at=time.time() + 3600))),  # type: ignore[arg-type]
+        gate = SloGate(CountingRedis(encode_outlook(outlook())),  # type: ignore[arg-type]
                        backlog)
         first = await gate.judge("m", prompt_tokens=50, target_s=1.0, tenant="t")
         assert first is not None and first.retry_after is None
@@ -121,11 +119,7 @@ def test_a_lagging_loop_refuses_on_the_outlook_at_hand(monkeypatch: pytest.Monke
     monkeypatch.setattr(slo_gate, "REFRESH_S", 0.01)
 
     async def run() -> tuple[int, int]:
-        busy = RealtimeOutlook(model="m", at=time.time() + 3600, workers=1, slots_total=4,
-                               rt_load=200, rt_queued_prefill=0, mean_prompt_tokens=50,
-                               job_service_s=1.0, step_s=0.02, prefill_per_token_s=1e-4,
-                               prefill_step_s=0.01, token_budget=512)
-        redis = CountingRedis(encode_outlook(busy))
+        redis = CountingRedis(encode_outlook(outlook(load=200, slots=4)))
         lag = LoopLag()
         gate = SloGate(redis, ApiBacklog(loop_lag=lag))  # type: ignore[arg-type]
         assert await gate.check("m", prompt_tokens=50, target_s=1.0) is not None
@@ -161,11 +155,7 @@ def test_in_a_burst_a_stale_outlook_refuses_what_its_age_cannot_change(
     monkeypatch.setattr(slo_gate, "REFRESH_S", 0.01)
 
     async def run() -> tuple[int, int]:
-        busy = RealtimeOutlook(model="m", at=time.time() + 3600, workers=1, slots_total=4,
-                               rt_load=200, rt_queued_prefill=0, mean_prompt_tokens=50,
-                               job_service_s=1.0, step_s=0.02, prefill_per_token_s=1e-4,
-                               prefill_step_s=0.01, token_budget=512)
-        redis = CountingRedis(encode_outlook(busy))
+        redis = CountingRedis(encode_outlook(outlook(load=200, slots=4)))
         backlog = ApiBacklog()
         gate = SloGate(redis, backlog)  # type: ignore[arg-type]
         assert await gate.check("m", prompt_tokens=50, target_s=1.0) is not None
@@ -188,11 +178,7 @@ def test_requests_between_the_looks_count_ahead_of_a_new_one():
     """A burst whose first looks all pass before any is counted: each request waiting on its
     quota counts ahead of the next look, so the burst is refused before the quota script."""
     async def run() -> tuple[int | None, int | None, int | None]:
-        small = RealtimeOutlook(model="m", at=time.time() + 3600, workers=1, slots_total=4,
-                                rt_load=0, rt_queued_prefill=0, mean_prompt_tokens=50,
-                                job_service_s=1.0, step_s=0.02, prefill_per_token_s=1e-4,
-                                prefill_step_s=0.01, token_budget=512)
-        gate = SloGate(CountingRedis(encode_outlook(small)))  # type: ignore[arg-type]
+        gate = SloGate(CountingRedis(encode_outlook(outlook(slots=4))))  # type: ignore[arg-type]
         alone = await gate.check("m", prompt_tokens=50, target_s=1.0, count=False)
         with contextlib.ExitStack() as stack:
             for _ in range(40):
