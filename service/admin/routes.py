@@ -25,6 +25,7 @@ from service.admin.schemas import (
     quota_view,
 )
 from service.plans import plan_records
+from service.plans.defaults import BUILTIN_PLANS
 from service.quotas.door_policy import bump_policy_generation
 from service.store.models.plans import Plan
 from service.store.quota_limits import effective_limits
@@ -162,17 +163,23 @@ async def upsert_tier(name: Annotated[str, Path(max_length=PLAN_NAME_MAX)], body
     before, plan = await plan_records.upsert_plan(
         session, name=name, fields={**body.model_dump(exclude={"quotas"}),
                                     "quotas": body.quotas.stored()})
+    # The audit says "unlimited" where the admin API does, not null (stored None).
     record(session, actor=actor, action="tier.create" if before is None else "tier.update",
            target_type="tier", target_id=name,
-           details={"from": before, "to": plan_records.plan_view(plan)})
+           details={"from": None if before is None else {**before,
+                                                         "quotas": quota_view(before["quotas"])},
+                    "to": _plan_view(plan)})
     await session.commit()
     await bump_policy_generation(redis, await plan_records.tenants_on(session, name=name))
     return _plan_view(plan)
 
 
 @router.delete("/tiers/{name}", responses=errors(409),
-               description="Delete a plan no tenant is on.")
+               description="Delete a plan no tenant is on (not a built-in one).")
 async def delete_tier(name: str, actor: AdminDep, session: SessionDep) -> dict[str, Any]:
+    if name in BUILTIN_PLANS:
+        raise APIError(409, f"Plan '{name}' is built in: it can be edited, not deleted.",
+                       code="builtin_plan")
     if not await plan_records.delete_plan(session, name=name):
         raise APIError(409, f"Plan '{name}' does not exist or still has tenants.",
                        code="conflict")

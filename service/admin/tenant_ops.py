@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.admin import audit
+from service.admin.schemas import quota_view
 from service.batches.batch_records import cancel_tenant_batches
 from service.store import job_stream, lifecycle, wakeups
 from service.store.keys import stream_key
@@ -205,7 +206,9 @@ async def set_overrides(session: AsyncSession, *, actor: str, tenant: Tenant,
         session.add(row)
     row.overrides = overrides
     row.updated_at = dt.datetime.now(dt.UTC)
+    # The audit says "unlimited" where the admin API does, not null (stored None).
     audit.record(session, actor=actor, action="quota.update", target_type="tenant",
-                 target_id=str(tenant.id), details={"from": before, "to": overrides})
+                 target_id=str(tenant.id),
+                 details={"from": quota_view(before), "to": quota_view(overrides)})
     await session.flush()
     return overrides

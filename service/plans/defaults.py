@@ -34,3 +34,7 @@ DEFAULT_PLANS: list[dict[str, Any]] = [
                 "concurrent_requests": 2_048, "batch_enqueued_tokens": None,
                 "monthly_tokens": None, "monthly_alert_percent": 80}},
 ]
+
+# The plans every install has: they can be edited, not deleted (new tenants default to
+# standard, and docs, CLI defaults and tests name them).
+BUILTIN_PLANS = frozenset(p["name"] for p in DEFAULT_PLANS)

@@ -102,8 +102,22 @@ def test_plans_are_editable_and_audited(admin: Admin):
     assert admin.http.delete(f"/admin/tiers/{name}").status_code == 409  # still has a tenant
     bad = admin.http.put(f"/admin/tiers/{name}", json={**body, "allowed_service_tiers": ["x"]})
     assert bad.status_code == 400
-    actions = [e["action"] for e in admin.ok("GET", f"/admin/audit?target_id={name}")["data"]]
-    assert actions == ["tier.update", "tier.create"]
+    entries = admin.ok("GET", f"/admin/audit?target_id={name}")["data"]
+    assert [e["action"] for e in entries] == ["tier.update", "tier.create"]
+    # The audit says "unlimited" as the admin API does, not null.
+    assert entries[0]["details"]["to"]["quotas"]["tokens_per_minute"] == "unlimited"
+    assert entries[0]["details"]["from"]["quotas"]["tokens_per_minute"] == "unlimited"
+    admin.set_quotas(tid, concurrent_requests="unlimited")
+    quota = admin.ok("GET", f"/admin/audit?target_id={tid}&action=quota.update")["data"][0]
+    assert quota["details"]["to"]["concurrent_requests"] == "unlimited"
+
+
+def test_built_in_plans_cannot_be_deleted(admin: Admin):
+    for name in ("free", "standard", "premium", "enterprise"):
+        r = admin.http.delete(f"/admin/tiers/{name}")
+        assert r.status_code == 409 and r.json()["error"]["code"] == "builtin_plan", r.text
+    plans = {p["name"] for p in admin.ok("GET", "/admin/tiers")["data"]}
+    assert {"free", "standard", "premium", "enterprise"} <= plans
 
 
 def test_a_plan_admits_by_queue_by_default_and_says_its_mode(admin: Admin):
