@@ -83,7 +83,9 @@ export function serverErrors(err, fields) {
   return { _form: err ? err.message : "" };
 }
 
-// --- confirmation dialog: confirm({title, body, action, danger}) -> Promise<boolean>
+// --- confirmation dialog: confirm({title, body, action, danger, typed}) -> Promise<boolean>
+// typed: a word (a tenant's name) the admin must type before the action can be taken, for
+// what cannot be undone: one click, or Enter on a focused button, is not enough.
 let showConfirm = null;
 export function confirmAction(opts) {
   return new Promise((resolve) => showConfirm({ ...opts, resolve }));
@@ -91,20 +93,30 @@ export function confirmAction(opts) {
 
 export function ConfirmHost() {
   const [ask, setAsk] = useState(null);
+  const [typed, setTyped] = useState("");
   const okRef = useRef(null);
-  showConfirm = setAsk;
-  useEffect(() => { if (ask && okRef.current) okRef.current.focus(); }, [ask]);
+  const typedRef = useRef(null);
+  showConfirm = (a) => { setTyped(""); setAsk(a); };
+  useEffect(() => {
+    const first = ask && (ask.typed ? typedRef.current : okRef.current);
+    if (first) first.focus();
+  }, [ask]);
   if (!ask) return null;
   const done = (answer) => { setAsk(null); ask.resolve(answer); };
+  const blocked = !!ask.typed && typed !== ask.typed;
   return html`<div class="modal-backdrop" onClick=${(e) => e.target === e.currentTarget && done(false)}>
     <div class="modal" role="dialog" aria-modal="true" aria-labelledby="confirm-title"
         onKeyDown=${(e) => e.key === "Escape" && done(false)}>
       <h2 id="confirm-title">${ask.title}</h2>
       <div class="modal-body">${ask.body}</div>
+      ${ask.typed && html`<label class="typed-confirm" for="confirm-typed">Type
+        <code>${ask.typed}</code> to confirm
+        <input id="confirm-typed" ref=${typedRef} value=${typed} autocomplete="off"
+          spellcheck="false" onInput=${(e) => setTyped(e.target.value)} /></label>`}
       <div class="modal-actions">
         <button type="button" onClick=${() => done(false)}>Cancel</button>
         <button type="button" ref=${okRef} class=${ask.danger ? "danger solid" : "primary"}
-          onClick=${() => done(true)}>${ask.action}</button>
+          disabled=${blocked} onClick=${() => !blocked && done(true)}>${ask.action}</button>
       </div>
     </div></div>`;
 }

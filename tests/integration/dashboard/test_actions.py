@@ -81,7 +81,13 @@ def test_confirmations_cancel_then_accept(session: Callable[..., Session],
     page.click("#delete-tenant")
     confirm(page, accept=False)
     assert admin.http.get(f"/admin/tenants/{tid}").status_code == 200
+    # Deleting cannot be undone: the button stays off until the tenant's name is typed.
     page.click("#delete-tenant")
+    delete = page.get_by_role("dialog").get_by_role("button", name="Delete tenant")
+    expect(delete).to_be_disabled()
+    page.fill("#confirm-typed", name[:-1])
+    expect(delete).to_be_disabled()
+    page.fill("#confirm-typed", name)
     confirm(page, accept=True)
     expect(page).to_have_url(re.compile(r"#/tenants$"))
     assert admin.http.get(f"/admin/tenants/{tid}").status_code == 404
@@ -129,12 +135,21 @@ def test_plan_save_confirms_reweighting(session: Callable[..., Session], world: 
     expect(page.get_by_role("dialog")).to_contain_text("from 1.5 to 3")
     confirm(page, accept=False)
     assert admin.ok("GET", f"/admin/tenants/{tid}")["weight"] == 1.5
+    # Called off: the edit is still in the form, marked as not saved.
+    expect(form.locator('input[name="weight"]')).to_have_value("3")
+    expect(form.locator(".unsaved-note")).to_contain_text("Not saved")
     form.get_by_role("button", name="Save").click()
     confirm(page, accept=True)
     expect(page.locator(".notice")).to_contain_text(f"Plan {plan} saved")
+    expect(form.locator(".unsaved-note")).to_have_count(0)
     assert admin.ok("GET", f"/admin/tenants/{tid}")["weight"] == 3
     admin.ok("DELETE", f"/admin/tenants/{tid}")
     admin.ok("DELETE", f"/admin/tiers/{plan}")
+    # Built-in plans offer no Delete, even with no tenant on them.
+    for builtin in ("free", "standard", "premium", "enterprise"):
+        builtin_form = page.locator(f'form[data-plan="{builtin}"]')
+        expect(builtin_form).to_contain_text("Built-in plan")
+        expect(builtin_form.get_by_role("button", name="Delete")).to_have_count(0)
 
 
 def test_plan_admission_mode_and_wait_budget(session: Callable[..., Session],

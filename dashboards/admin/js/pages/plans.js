@@ -49,10 +49,16 @@ function check(form, isNew) {
     allowed_service_tiers: SERVICE_TIERS.filter((s) => form.allowed.includes(s)), quotas } };
 }
 
+// The plans every install has (service/plans/defaults.py): the API refuses to delete them.
+const BUILTIN = new Set(["free", "standard", "premium", "enterprise"]);
+
 function PlanForm({ plan, tenants, reload }) {
   const isNew = !plan;
   const [form, setForm] = useState(toForm(plan));
   const [errors, setErrors] = useState({});
+  // Set when a save was called off at its confirmation: the form still shows the edits,
+  // which are not saved, and says so until a save goes through.
+  const [unsaved, setUnsaved] = useState(false);
   const set = (k, v) => { setForm({ ...form, [k]: v }); setErrors({ ...errors, [k]: undefined }); };
   const setQuota = (k, v) => { setForm({ ...form, quotas: { ...form.quotas, [k]: v } }); setErrors({ ...errors, [k]: undefined }); };
   const name = isNew ? form.name : plan.name;
@@ -66,11 +72,14 @@ function PlanForm({ plan, tenants, reload }) {
       if (!await confirmAction({ title: `Save plan ${name}?`, action: "Save plan",
         body: html`<p>This changes service for ${fmt(tenants)} tenant${tenants === 1 ? "" : "s"} at once:
           ${reweights ? html` <strong>their fair-share weight goes from ${plan.weight} to ${body.weight}</strong>,` : ""}
-          their SLO targets, admission mode, allowed service tiers and default quotas are what this form says.</p>` })) return;
+          their SLO targets, admission mode, allowed service tiers and default quotas are what this form says.</p>` })) {
+        setUnsaved(true);
+        return;
+      }
     }
     const r = await attempt(() => api("PUT", `/admin/tiers/${encodeURIComponent(name)}`, body), `Plan ${name} saved`,
       { inForm: true });
-    if (r.ok) { if (isNew) setForm(toForm(null)); reload(); }
+    if (r.ok) { setUnsaved(false); if (isNew) setForm(toForm(null)); reload(); }
     else if (r.err instanceof ApiError) setErrors(serverErrors(r.err, FIELDS));
   };
   const remove = async () => {
@@ -113,8 +122,11 @@ function PlanForm({ plan, tenants, reload }) {
           onInput=${(e) => setQuota(f, e.target.value)} /></${Field}>`)}
     </div></fieldset>
     ${errors._form && html`<p class="field-error" role="alert">${errors._form}</p>`}
+    ${unsaved && html`<p class="unsaved-note" role="status">Not saved: the form still shows your
+      changes. Save to apply them, or reload the page to discard them.</p>`}
     <div class="actions"><button type="submit" class="primary">${isNew ? "Create plan" : "Save"}</button>
-      ${!isNew && tenants === 0 && html`<button type="button" class="danger" onClick=${remove}>Delete</button>`}</div>
+      ${!isNew && tenants === 0 && !BUILTIN.has(plan.name) && html`<button type="button" class="danger" onClick=${remove}>Delete</button>`}
+      ${!isNew && BUILTIN.has(plan.name) && html`<small class="hint">Built-in plan: it can be edited, not deleted.</small>`}</div>
   </form>`;
 }
 

@@ -38,6 +38,7 @@ function Header({ tenant, plans, reload }) {
   };
   const remove = async () => {
     if (!await confirmAction({ title: `Delete ${tenant.name}?`, action: "Delete tenant", danger: true,
+      typed: tenant.name,
       body: html`<p>The tenant, its keys, jobs, batches, files and usage are deleted for good.
         This cannot be undone.</p>` })) return;
     const r = await attempt(() => api("DELETE", `/admin/tenants/${tenant.id}`), `${tenant.name} deleted`);
