@@ -25,7 +25,10 @@ from service.web.responses import TENANT_ROUTES, errors
 
 router = APIRouter(prefix="/v1", responses=TENANT_ROUTES)
 
-JobStatusName = Literal["queued", "assigned", "running", "succeeded", "failed", "cancelled"]
+# `completed` is what batches and the Responses API call a job that `succeeded`: accepted as a
+# filter so either word finds it; jobs still say `succeeded` (the documented status).
+JobStatusName = Literal["queued", "assigned", "running", "succeeded", "completed", "failed",
+                        "cancelled"]
 # Unix seconds up to the last second of year 9999 (what a datetime can hold).
 MAX_TIMESTAMP = 253_402_300_799
 
@@ -45,7 +48,8 @@ class JobListQuery(BaseModel):
                                        description="Unix seconds, exclusive.")
 
     def filters(self) -> JobFilters:
-        return JobFilters(status=self.status, job_class=self.job_class,
+        status = "succeeded" if self.status == "completed" else self.status
+        return JobFilters(status=status, job_class=self.job_class,
                           service_tier=self.tier, model=self.model,
                           batch_id=_batch_id(self.batch_id),
                           created_after=_time(self.created_after),

@@ -29,7 +29,8 @@ def add_parser(sub: Any) -> None:
     lst.add_argument("--after", default=None, help="the last id of the previous page")
     lst.add_argument("--all", action="store_true", help="follow every page")
     lst.add_argument("--status", choices=["queued", "assigned", "running", "succeeded",
-                                          "failed", "cancelled"], help="only jobs in this status")
+                                          "completed", "failed", "cancelled"],
+                     help="only jobs in this status (completed: the same as succeeded)")
     lst.add_argument("--class", dest="job_class", choices=["realtime", "batch"],
                      help="only this job class")
     lst.add_argument("--tier", choices=TIER_NAMES,

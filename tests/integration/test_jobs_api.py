@@ -167,6 +167,14 @@ def test_bad_list_parameters_get_400(population: dict[str, Any], params: dict[st
     assert r.json()["error"]["type"] == "invalid_request_error"
 
 
+def test_completed_filters_as_succeeded(idle_stack: Stack):
+    """Batches and responses say `completed`; the jobs API's filter takes that word too."""
+    admin = Admin(idle_stack.base_url)
+    api = Api(idle_stack, admin.create_tenant(f"d-{uuid.uuid4().hex[:8]}", PATIENT_PLAN)[1])
+    assert api.jobs(status="completed")["data"] == []  # accepted, not a 400
+    assert api.ids(status="completed") == api.ids(status="succeeded")
+
+
 def test_other_tenants_jobs_are_invisible(population: dict[str, Any]):
     a: Api = population["a"]
     b: Api = population["b"]
