@@ -167,7 +167,10 @@ def door_verdict(
     own = own_start_s(o, prompt_tokens)
     predicted = calibration * (api_delay_s + pool_wait + own)
     if max_wait_s is not None:
-        wait = predicted - calibration * own
+        # The wait budget is judged uncalibrated: the factor is learned on first tokens,
+        # which a short wait and the own prefill dominate, and scaled long waits by it
+        # (queue mode at 2x refused 200 requests that would have started within 14 s).
+        wait = api_delay_s + pool_wait
         if wait > max_wait_s:
             return DoorVerdict(predicted, max(1, math.ceil(wait - max_wait_s)), calibration)
     bar = target_s * admit_below

@@ -77,3 +77,12 @@ def test_first_tokens_reported_through_the_observer_calibrate_the_gate():
 class NullObs:
     def first_token(self) -> None:
         pass
+
+
+def test_the_wait_budget_is_judged_uncalibrated():
+    """A factor learned on first tokens does not scale a queueing plan's long waits."""
+    long_queue = outlook(40)  # ~9 s of slots ahead of a new job on 4 slots of 1 s jobs
+    assert door_verdict(long_queue, prompt_tokens=50, target_s=600.0,
+                        max_wait_s=20.0).retry_after is None
+    assert door_verdict(long_queue, prompt_tokens=50, target_s=600.0, max_wait_s=20.0,
+                        calibration=5.0).retry_after is None
