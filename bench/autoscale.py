@@ -23,6 +23,7 @@ import random
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -73,7 +74,7 @@ def day_jobs(requests: tuple[TraceRequest, ...], *, hours: float, peak: int, tro
     return jobs
 
 
-def run(rule: str, jobs: list[SimJob], args: argparse.Namespace) -> dict[str, float | str]:
+def run(rule: str, jobs: list[SimJob], args: argparse.Namespace) -> dict[str, Any]:
     workers = args.fixed_workers if rule == "fixed" else args.max_workers
     scenario = Scenario(
         name=f"autoscale-{rule}", duration_s=args.hours * HOUR,
@@ -98,10 +99,14 @@ def run(rule: str, jobs: list[SimJob], args: argparse.Namespace) -> dict[str, fl
     missed = sum(1 for r in batch if r.finished is None or r.job.deadline is None
                  or r.finished > r.job.deadline)
     peak_held = max((n for _, n, _, _ in sim.timeline), default=workers)
+    hourly = [workers] * math.ceil(args.hours)
+    for t, n, _, _ in sim.timeline:  # the workers held at each hour's last look
+        if t < args.hours * HOUR:
+            hourly[int(t // HOUR)] = n
     return {"rule": rule, "gpu_h": sim.gpu_s / HOUR, "attain": met / max(1, len(rt)),
             "p99": ttfts[int(0.99 * (len(ttfts) - 1))] if ttfts else math.nan,
             "missed": missed, "batch": len(batch), "rt": len(rt), "peak": peak_held,
-            "wall": time.perf_counter() - started}
+            "wall": time.perf_counter() - started, "hourly": " ".join(map(str, hourly))}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -136,11 +141,15 @@ def main(argv: list[str] | None = None) -> None:
     print("| rule | GPU-hours | realtime TTFT <= target | TTFT p99 | batch deadline misses "
           "| most workers held | sim wall |")
     print("|---|---|---|---|---|---|---|")
+    hourly = []
     for rule in args.rules.split(","):
         row = run(rule, jobs, args)
-        print(f"| {rule} | {row['gpu_h']:.1f} | {100 * float(row['attain']):.2f}% | "
-              f"{float(row['p99']):.2f} s | {row['missed']} of {row['batch']} | "
-              f"{row['peak']} | {float(row['wall']):.0f} s |", flush=True)
+        print(f"| {rule} | {row['gpu_h']:.1f} | {100 * row['attain']:.2f}% | "
+              f"{row['p99']:.2f} s | {row['missed']} of {row['batch']} | "
+              f"{row['peak']} | {row['wall']:.0f} s |", flush=True)
+        hourly.append(f"{rule}: {row['hourly']}")
+    print("\nworkers held at each hour's end, from 00:00:")
+    print("\n".join(hourly))
 
 
 if __name__ == "__main__":

@@ -37,8 +37,8 @@ def test_nothing_to_do_is_idle_and_goes_to_min() -> None:
 
 
 def test_realtime_engine_time_sets_the_count() -> None:
-    # 1.5 engine seconds per second at 60% per worker: 2.5 -> 3 workers.
-    d = desired_workers(demand(rt_busy_s_per_s=1.5), CONFIG)
+    # 2 engine seconds per second at 80% per worker: 2.5 -> 3 workers.
+    d = desired_workers(demand(rt_busy_s_per_s=2.0), CONFIG)
     assert (d.workers, d.reason) == (3, REALTIME)
     assert d.realtime_workers == pytest.approx(2.5)
 
@@ -96,7 +96,7 @@ def test_an_early_deadline_counts_the_work_due_before_a_later_one() -> None:
 
 
 def test_realtime_and_batch_add_up() -> None:
-    d = desired_workers(demand(rt_busy_s_per_s=0.6, batch_due=(BatchDue(10 * HOUR, 8 * HOUR),)),
+    d = desired_workers(demand(rt_busy_s_per_s=0.8, batch_due=(BatchDue(10 * HOUR, 8 * HOUR),)),
                         CONFIG)
     assert d.workers == 2
     assert d.realtime_workers == pytest.approx(1.0)

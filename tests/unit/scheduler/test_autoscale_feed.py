@@ -49,7 +49,7 @@ def test_realtime_rate_slots_and_prediction_come_from_the_policy_and_ended_jobs(
     assert d.live_workers == 2 and d.slots_per_worker == 256
     assert (d.rt_inflight, d.rt_waiting) == (25, 5)
     assert d.rt_busy_s_per_s == pytest.approx(
-        (600_000 * 3.2e-5 + 150_000 * H200_LLAMA3_8B.step_s(32, 32 * 1024, 0) / 32) / RECENT_S)
+        (600_000 * 3.2e-5 + 150_000 * H200_LLAMA3_8B.step_s(128, 128 * 1024, 0) / 128) / RECENT_S)
     assert d.predicted_ttft_s is not None and d.predicted_ttft_s > 0
 
 
