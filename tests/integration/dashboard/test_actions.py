@@ -222,9 +222,11 @@ def test_batch_progress_and_cancel_confirmation(session: Callable[..., Session],
             posts.append(route.request.url)
             route.fulfill(status=200, content_type="application/json",
                           body=json.dumps({**fake, "status": "cancelling"}))
-        else:
+        else:  # once cancelled: 3 queued lines stopped, 2 running ones not yet
+            shown = fake if not posts else {**fake, "status": "cancelling", "request_counts": {
+                "total": 10, "completed": 4, "failed": 1, "cancelled": 3}}
             route.fulfill(status=200, content_type="application/json", body=json.dumps(
-                {"object": "list", "total": 1, "limit": 25, "offset": 0, "data": [fake]}))
+                {"object": "list", "total": 1, "limit": 25, "offset": 0, "data": [shown]}))
 
     s = session(width)
     s.page.route("**/admin/batches**", batches)
@@ -240,6 +242,9 @@ def test_batch_progress_and_cancel_confirmation(session: Callable[..., Session],
     confirm(page, accept=True)
     expect(page.locator(".notice")).to_contain_text("Batch cancelling")
     assert posts == [f"{world['base']}/admin/batches/{bid}/cancel"]
+    # Why it is still cancelling.
+    expect(row.locator('[data-why="cancelling"]')).to_contain_text(
+        "waiting for 2 running lines to stop")
 
 
 @pytest.mark.parametrize("width", WIDTHS)
