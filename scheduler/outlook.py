@@ -166,16 +166,18 @@ def door_verdict(
                                           elapsed_s=elapsed_s) - age_s)
     own = own_start_s(o, prompt_tokens)
     predicted = calibration * (api_delay_s + pool_wait + own)
+    # Queue mode judges uncalibrated: the factor is learned on first tokens, which short
+    # waits and the own prefill dominate, and scaled long waits by it (queue mode at 2x
+    # refused ~200 requests that would have started within 14 s of a 30 s budget).
+    scale = calibration if max_wait_s is None else 1.0
+    judged = scale * (api_delay_s + pool_wait + own)
     if max_wait_s is not None:
-        # The wait budget is judged uncalibrated: the factor is learned on first tokens,
-        # which a short wait and the own prefill dominate, and scaled long waits by it
-        # (queue mode at 2x refused 200 requests that would have started within 14 s).
         wait = api_delay_s + pool_wait
         if wait > max_wait_s:
             return DoorVerdict(predicted, max(1, math.ceil(wait - max_wait_s)), calibration)
     bar = target_s * admit_below
-    if predicted > bar and calibration * alone_ttft(o, prompt_tokens=prompt_tokens) <= bar:
-        return DoorVerdict(predicted, max(1, math.ceil(predicted - bar)), calibration)
+    if judged > bar and scale * alone_ttft(o, prompt_tokens=prompt_tokens) <= bar:
+        return DoorVerdict(predicted, max(1, math.ceil(judged - bar)), calibration)
     return DoorVerdict(predicted, None, calibration)
 
 

@@ -79,10 +79,13 @@ class NullObs:
         pass
 
 
-def test_the_wait_budget_is_judged_uncalibrated():
-    """A factor learned on first tokens does not scale a queueing plan's long waits."""
+def test_a_queueing_plan_is_judged_uncalibrated():
+    """A factor learned on first tokens does not scale a queueing plan's long waits, against
+    its wait budget or its deadline."""
     long_queue = outlook(40)  # ~9 s of slots ahead of a new job on 4 slots of 1 s jobs
     assert door_verdict(long_queue, prompt_tokens=50, target_s=600.0,
                         max_wait_s=20.0).retry_after is None
     assert door_verdict(long_queue, prompt_tokens=50, target_s=600.0, max_wait_s=20.0,
                         calibration=5.0).retry_after is None
+    assert door_verdict(long_queue, prompt_tokens=50, target_s=15.0, max_wait_s=20.0,
+                        calibration=5.0).retry_after is None  # ~9.6 s, within 0.7 x 15 s
