@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import tempfile
 import uuid
@@ -22,10 +23,17 @@ import httpx
 import pytest
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from service.cli.embedded import free_port
 from service.store.telemetry.multiproc import pids_with_files
 from tests.support.admin import NO_LIMITS, Admin
-from tests.support.services import PATIENT_PLAN
-from tests.support.stack import Stack, own_stack, wait_until
+from tests.support.services import (
+    PATIENT_PLAN,
+    claim_redis_db,
+    create_database,
+    drop_database,
+    release_redis_db,
+)
+from tests.support.stack import Stack, wait_until
 
 pytestmark = pytest.mark.integration
 MODEL = "sim-model"
@@ -37,15 +45,33 @@ HEALTHZ = re.compile(r'^fairway_http_requests_total\{method="GET",route="/health
 def two_workers() -> Iterator[tuple[Stack, Path]]:
     files = Path(tempfile.mkdtemp(prefix="fairway-api-mp-"))
     env = {"FAIRWAY_SERVED_MODEL_NAME": MODEL, "FAIRWAY_HEARTBEAT_SECONDS": "0.5",
-           "FAIRWAY_LOG_LEVEL": "INFO", "PROMETHEUS_MULTIPROC_DIR": str(files)}
-    with own_stack("apiworkers", env, workers=("sim-1",), api_workers=2) as stack:
+           "FAIRWAY_LOG_LEVEL": "INFO"}
+    database, redis = create_database("fairway_apiworkers"), claim_redis_db()
+    stack = Stack(database, redis, env_overrides=env)
+    try:
+        # The directory is the API's alone: a dispatcher or worker given it would write its
+        # own files there (and its gauges cannot drop labels in that mode).
+        stack.port = free_port()
+        stack.spawn("api", ["api", "--port", str(stack.port), "--workers", "2"],
+                    PROMETHEUS_MULTIPROC_DIR=str(files))
+        wait_until(lambda: _get(stack, "/healthz").status_code == 200, 60, "api", stack)
+        stack.start_dispatcher()
+        stack.start_worker("sim-1")
         yield stack, files
+    finally:
+        stack.stop()
+        drop_database(database)
+        release_redis_db(redis)
+        shutil.rmtree(files, ignore_errors=True)
 
 
 def _get(stack: Stack, path: str) -> httpx.Response:
     # A new connection each time: the kernel picks the worker that accepts it.
     with httpx.Client(base_url=stack.base_url, timeout=10) as client:
-        return client.get(path)
+        try:
+            return client.get(path)
+        except httpx.TransportError:  # not listening yet
+            return httpx.Response(503)
 
 
 def _healthz_total(stack: Stack) -> float:
@@ -53,12 +79,14 @@ def _healthz_total(stack: Stack) -> float:
     return float(match.group(1)) if match else 0.0
 
 
-def _spread(stack: Stack, files: Path, n: int) -> None:
-    """Send ``n`` health checks and make sure both workers wrote metrics."""
-    for _ in range(n):
+def _spread(stack: Stack, files: Path, n: int) -> int:
+    """Send at least ``n`` health checks, more until both live workers wrote metrics (the
+    kernel may hand one worker a run of connections); returns how many were sent."""
+    sent = 0
+    while sent < n or (len(_live_writers(files)) < 2 and sent < n + 200):
         assert _get(stack, "/healthz").status_code == 200
-    wait_until(lambda: len(_live_writers(files)) >= 2 or bool(_get(stack, "/healthz")), 10,
-               "a second worker", stack)
+        sent += 1
+    return sent
 
 
 def _live_writers(files: Path) -> set[int]:
@@ -76,22 +104,22 @@ def test_counters_add_up_across_workers_and_survive_a_killed_one(
         two_workers: tuple[Stack, Path]) -> None:
     stack, files = two_workers
     before = _healthz_total(stack)
-    _spread(stack, files, 40)
+    first = _spread(stack, files, 40)
     writers = _live_writers(files)
     assert len(writers) >= 2, sorted(os.listdir(files))
     # Every scrape, whichever worker answers, sees the same total: no worker's share lost.
     totals = {_healthz_total(stack) for _ in range(6)}
-    assert totals == {before + 40}, totals
+    assert totals == {before + first}, totals
 
     victim = min(writers)
     os.kill(victim, signal.SIGKILL)
     wait_until(lambda: _get(stack, "/healthz").status_code == 200, 30, "the API", stack)
-    _spread(stack, files, 20)
+    sent = first + _spread(stack, files, 20)
     # The killed worker's counts stay in the total; the one wait_until's probes added count.
     after = _healthz_total(stack)
-    assert after >= before + 60, (before, after)
-    probes = after - before - 60
-    assert {_healthz_total(stack) for _ in range(6)} == {before + 60 + probes}
+    assert after >= before + sent, (before, after)
+    probes = after - before - sent
+    assert {_healthz_total(stack) for _ in range(6)} == {before + sent + probes}
     # Its live gauges are gone (an in-flight count it held must not stay in the sum).
     assert not [f for f in os.listdir(files) if f.startswith("gauge_live")
                 and f.endswith(f"_{victim}.db")]
@@ -127,11 +155,16 @@ def test_an_admin_change_through_one_worker_binds_on_the_other(
         assert _chat(stack, key).status_code == 200
     before = _refusals_by_pid(files, name)
     admin.set_quotas(tenant_id, requests_per_minute=1)
-    # Unlimited, the minute's requests were not counted: the first one now may pass.
-    answers = [_chat(stack, key).status_code for _ in range(20)]
-    assert answers.count(429) >= 19, answers
-    after = _refusals_by_pid(files, name)
-    refusing = {pid for pid, n in after.items() if n > before.get(pid, 0)}
+    # Unlimited, the minute's requests were not counted: the first one now may pass. Which
+    # worker accepts a connection is the kernel's choice, and on a busy box one worker can
+    # take a run of them: send until both have refused (refusals take milliseconds).
+    answers: list[int] = []
+    refusing: set[int] = set()
+    while len(refusing) < 2 and len(answers) < 200:
+        answers += [_chat(stack, key).status_code for _ in range(10)]
+        after = _refusals_by_pid(files, name)
+        refusing = {pid for pid, n in after.items() if n > before.get(pid, 0)}
+    assert len(answers) - answers.count(429) <= 1, answers
     assert len(refusing) >= 2, (before, after)  # both workers refused: the change bound on both
 
 
