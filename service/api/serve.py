@@ -50,6 +50,7 @@ def worker_app() -> FastAPI:
 
 def serve(settings: Settings, workers: int = 1) -> None:
     import os
+    import shutil
 
     import uvicorn
 
@@ -63,13 +64,17 @@ def serve(settings: Settings, workers: int = 1) -> None:
         run_draining(app, settings, http=http, **common)  # SIGTERM: service.api.drain
         return
     from service.store.telemetry.logs import configure_logging
-    from service.store.telemetry.multiproc import prepare_directory
+    from service.store.telemetry.multiproc import ENV, prepare_directory
 
     configure_logging(settings.logging.level)
     os.environ["FAIRWAY_API_PORT"] = str(settings.api.port)  # the workers' Settings() read it
-    if settings.metrics.enabled:
-        prepare_directory()
-    # In flight at a SIGTERM: as one process's drain, without its readiness delay.
-    uvicorn.run(f"{__name__}:worker_app", factory=True, workers=workers,
-                http=f"{__name__}:WorkerProtocol",
-                timeout_graceful_shutdown=int(settings.api.drain_grace_seconds), **common)
+    given = os.environ.get(ENV)
+    directory = prepare_directory() if settings.metrics.enabled else None
+    try:
+        # In flight at a SIGTERM: as one process's drain, without its readiness delay.
+        uvicorn.run(f"{__name__}:worker_app", factory=True, workers=workers,
+                    http=f"{__name__}:WorkerProtocol",
+                    timeout_graceful_shutdown=int(settings.api.drain_grace_seconds), **common)
+    finally:
+        if directory and not given:  # a temporary one of our own: nothing reads it after us
+            shutil.rmtree(directory, ignore_errors=True)
