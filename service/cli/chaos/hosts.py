@@ -254,14 +254,15 @@ def _victim_back(cluster: HostCluster, victim: str, cut_at: float, healed_at: fl
     """When the victim was itself again (``*_at``: wall-clock times of the cut and the heal):
     a worker beating again; a cut-off leader knowing it lost the lock, which it may learn
     during the cut (the server's goodbye on its lock's session still reaches it) or only
-    after the heal (its loop was stuck sending on a pooled connection). Until then it still
-    thinks it leads beside the new leader: only the fencing of its writes keeps it harmless."""
+    after the heal (its loop may wait on a connection whose packets were dropped). Until
+    then it still thinks it leads beside the new leader: only the fencing of its placements
+    keeps it harmless."""
     child = cluster.children[victim]
     if victim in WORKERS:
         if _poll(lambda: "yes" if cluster.worker_beating(victim) else None, timeout_s):
             return f"{victim}: beating again {time.time() - healed_at:.1f} s after the heal"
         return f"{victim}: not beating {timeout_s:g} s after the heal"
-    at = _poll(lambda: _logged_at(child, "lost the dispatcher lock"), timeout_s)
+    at = _poll(lambda: _logged_at(child, "lost the dispatcher lock", cut_at), timeout_s)
     if at is None:
         return f"{victim}: had not stood down {timeout_s:g} s after the heal"
     when = (f"{float(at) - cut_at:.1f} s into the cut" if float(at) < healed_at
@@ -269,9 +270,9 @@ def _victim_back(cluster: HostCluster, victim: str, cut_at: float, healed_at: fl
     return f"{victim}: stood down (lost the lock) {when}"
 
 
-def _logged_at(child: Child, text: str) -> str | None:
-    """The wall-clock time (as text, for ``_poll``) of the child's first log line since it
-    started that holds ``text``."""
+def _logged_at(child: Child, text: str, since: float) -> str | None:
+    """The wall-clock time (as text, for ``_poll``) of the child's first log line that holds
+    ``text``, logged at ``since`` (wall clock) or later."""
     try:
         with open(child.log_path, "rb") as log:
             log.seek(child.log_start)
@@ -281,7 +282,9 @@ def _logged_at(child: Child, text: str) -> str | None:
     for line in lines:
         if text in line:
             with contextlib.suppress(ValueError, KeyError, TypeError):
-                return str(dt.datetime.fromisoformat(json.loads(line)["ts"]).timestamp())
+                at = dt.datetime.fromisoformat(json.loads(line)["ts"]).timestamp()
+                if at >= since:
+                    return str(at)
     return None
 
 
