@@ -115,6 +115,10 @@ def test_every_process_exports_metrics_that_move(sim_stack: Stack, make_tenant, 
     assert has(s, "fairway_slo_target_seconds", kind="tpot")
     wait_until(lambda: total(scrape(urls["scheduler"]), "fairway_fair_share_counter",
                              tenant=tenant, level="0") > 0, 10, "fair-share counter")
+    # The autoscaler's count (every 5 s): the minute's realtime asks for the one worker.
+    wait_until(lambda: total(scrape(urls["scheduler"]), "fairway_desired_workers",
+                             model_name=MODEL) >= 1, 15, "desired workers")
+    assert has(scrape(urls["scheduler"]), "fairway_autoscale_realtime_busy", model_name=MODEL)
 
 
 PRE_MODEL = "sim-obs-preempt"
