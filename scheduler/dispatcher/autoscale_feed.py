@@ -6,9 +6,9 @@ Realtime demand comes from the policy (the outlook it publishes to the door: liv
 slots, realtime in flight and queued, the predicted TTFT) and from the realtime jobs that
 ended in the last minute (their tokens priced by the cost profile: the engine time realtime
 took per second, a measured rate rather than a guess). Batch demand is every open batch job
-(queued, assigned or running) by model and deadline minute: its prompt (estimated as the
-door does, ~4 characters a token) and its ``max_tokens`` scaled by the share of
-``max_tokens`` recent batch jobs of the model really produced.
+(queued, assigned or running) by model and deadline minute, read every 30 s: its prompt
+(estimated as the door does, ~4 characters a token) and its ``max_tokens`` scaled by the
+share of ``max_tokens`` recent batch jobs of the model really produced.
 """
 
 from __future__ import annotations
@@ -36,14 +36,22 @@ from scheduler.tiers import DEFAULT_TIER
 
 RECENT_S = 60.0  # the window of ended jobs that measures realtime's rate
 
-# Open jobs by model, class, whether queued and deadline minute (batch lines of one batch share
+BATCH_REFRESH_S = 30.0  # the backlog's read: it sizes every open batch request
+
+# Open batch jobs by model, whether queued and deadline minute (batch lines of one batch share
 # a deadline, so this is a handful of rows however long the backlog). Batch without a deadline
-# is due 24 h after it arrived, as the policy takes it (docs/scheduler.md).
-OPEN_SQL = text(
-    "SELECT model, kind, status = 'queued' AS waiting, "
+# is due 24 h after it arrived, as the policy takes it (docs/scheduler.md). It reads every open
+# batch request's size, so it runs every BATCH_REFRESH_S, not every refresh: deadlines are
+# minutes to days away, and a new backlog waits at most that long to be counted.
+OPEN_BATCH_SQL = text(
+    "SELECT model, status = 'queued' AS waiting, "
     "date_trunc('minute', coalesce(deadline_at, created_at + interval '24 hours')) AS due, "
     "count(*), sum(octet_length(request::text)) / 4, sum(max_tokens) FROM jobs "
-    "WHERE status IN ('queued', 'assigned', 'running') GROUP BY 1, 2, 3, 4")
+    "WHERE kind = 'batch' AND status IN ('queued', 'assigned', 'running') GROUP BY 1, 2, 3")
+# Realtime jobs waiting for a worker, by model: what wakes a model with none.
+REALTIME_WAITING_SQL = text(
+    "SELECT model, count(*) FROM jobs WHERE status = 'queued' AND kind = 'realtime' "
+    "GROUP BY model")
 # Ended jobs of the last RECENT_S (the partial index on finished_at serves it).
 RECENT_SQL = text(
     "SELECT model, kind, count(*), sum(coalesce(prompt_tokens, 0)), "
@@ -72,12 +80,27 @@ class RecentRow:
     max_tokens: int
 
 
-def read(session: Session) -> tuple[list[OpenRow], list[RecentRow]]:
-    open_rows = [OpenRow(str(m), str(k), bool(w), d, int(n), int(p or 0), int(x or 0))
-                 for m, k, w, d, n, p, x in session.execute(OPEN_SQL)]
-    recent = [RecentRow(str(m), str(k), int(n), int(p or 0), int(c or 0), int(x or 0))
-              for m, k, n, p, c, x in session.execute(RECENT_SQL, {"window": RECENT_S})]
-    return open_rows, recent
+class Reader:
+    """The dispatcher's reads for the count: the batch backlog at most every
+    ``batch_every_s`` (kept between), the rest on every call."""
+
+    def __init__(self, batch_every_s: float = BATCH_REFRESH_S) -> None:
+        self.batch_every_s = batch_every_s
+        self._batch: list[OpenRow] = []
+        self._next_batch = 0.0
+
+    def read(self, session: Session, *, now: dt.datetime, clock: float
+             ) -> tuple[list[OpenRow], list[RecentRow]]:
+        if clock >= self._next_batch:
+            self._next_batch = clock + self.batch_every_s
+            self._batch = [OpenRow(str(m), "batch", bool(w), d, int(n), int(p or 0),
+                                   int(x or 0))
+                           for m, w, d, n, p, x in session.execute(OPEN_BATCH_SQL)]
+        waiting = [OpenRow(str(m), "realtime", True, now, int(n), 0, 0)
+                   for m, n in session.execute(REALTIME_WAITING_SQL)]
+        recent = [RecentRow(str(m), str(k), int(n), int(p or 0), int(c or 0), int(x or 0))
+                  for m, k, n, p, c, x in session.execute(RECENT_SQL, {"window": RECENT_S})]
+        return self._batch + waiting, recent
 
 
 def demands(open_rows: Iterable[OpenRow], recent: Iterable[RecentRow],
@@ -123,12 +146,13 @@ def demands(open_rows: Iterable[OpenRow], recent: Iterable[RecentRow],
     return result
 
 
-def decide(policy: Any, session: Session, now_epoch: float, models: Iterable[str],
-           config: AutoscaleConfig) -> list[Desired]:
+def decide(policy: Any, session: Session, reader: Reader, *, now_epoch: float,
+           clock: float, models: Iterable[str], config: AutoscaleConfig) -> list[Desired]:
     """Read and decide for every model: the dispatcher's part, which
     ``scheduler.dispatcher.metrics`` exports. The target is the default tier's TTFT (the
     realtime work most of a pool serves)."""
-    open_rows, recent = read(session)
+    now = dt.datetime.fromtimestamp(now_epoch, dt.UTC)
+    open_rows, recent = reader.read(session, now=now, clock=clock)
     # The pools' cost models, where the policy keeps pools (the baselines do not).
     fleet = getattr(policy, "fleet", None)
     costs: dict[str, CostModel] = {}
@@ -140,7 +164,6 @@ def decide(policy: Any, session: Session, now_epoch: float, models: Iterable[str
     target = 1.0
     if policy_config is not None:
         target = float(policy_config.ttft_slo(DEFAULT_TIER, None))
-    now = dt.datetime.fromtimestamp(now_epoch, dt.UTC)
     return [desired_workers(d, config) for d in demands(
         open_rows, recent, policy.outlook(now_epoch), costs, now=now, ttft_target_s=target,
         models=models, default_cost=default_cost)]

@@ -51,6 +51,7 @@ _next_fairness = 0.0
 _next_autoscale = 0.0
 _autoscale_models: set[str] = set()  # every model exported so far: an idle one reads 0
 _desired_seen: set[tuple[str, str]] = set()  # (model, reason) series exported
+_autoscale_reader = autoscale_feed.Reader()
 
 
 def observe_pass(seconds: float, decisions: list[Any]) -> None:
@@ -114,8 +115,9 @@ def _refresh_autoscale(dispatcher: Any, *, force: bool) -> None:
         return
     _next_autoscale = time.monotonic() + AUTOSCALE_REFRESH_S
     with sync_session(dispatcher.settings.database_url) as session:
-        decided = autoscale_feed.decide(dispatcher.policy, session, time.time(),
-                                        _autoscale_models, AUTOSCALE)
+        decided = autoscale_feed.decide(
+            dispatcher.policy, session, _autoscale_reader, now_epoch=time.time(),
+            clock=time.monotonic(), models=_autoscale_models, config=AUTOSCALE)
     set_desired(decided)
 
 

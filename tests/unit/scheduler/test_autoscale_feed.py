@@ -10,7 +10,7 @@ import pytest
 from scheduler.autoscale import AutoscaleConfig, desired_workers
 from scheduler.cost_profiles import H200_LLAMA3_8B
 from scheduler.dispatcher import metrics as dm
-from scheduler.dispatcher.autoscale_feed import RECENT_S, OpenRow, RecentRow, demands
+from scheduler.dispatcher.autoscale_feed import RECENT_S, OpenRow, Reader, RecentRow, demands
 from scheduler.outlook import RealtimeOutlook
 from service.store.telemetry import metrics as m
 
@@ -76,3 +76,31 @@ def test_desired_workers_gauge_keeps_one_series_per_model() -> None:
     assert value("fairway_desired_workers", {"model_name": model, "reason": "wake"}) is None
     assert value("fairway_desired_workers", {"model_name": model, "reason": "idle"}) == 0
     assert value("fairway_autoscale_batch_workers", {"model_name": model}) == 0
+
+
+class FakeSession:
+    """Answers the feed's three reads and counts them."""
+
+    def __init__(self) -> None:
+        self.reads: list[str] = []
+
+    def execute(self, statement: object, params: object = None) -> list[tuple[object, ...]]:
+        sql = str(statement)
+        self.reads.append(sql)
+        if "kind = 'batch'" in sql:
+            return [("m", True, NOW + dt.timedelta(hours=2), 10, 1000, 2000)]
+        if "kind = 'realtime'" in sql:
+            return [("m", 3)]
+        return []
+
+
+def test_the_backlog_is_read_every_batch_refresh_and_kept_between() -> None:
+    reader = Reader(batch_every_s=30.0)
+    session = FakeSession()
+    rows, _ = reader.read(session, now=NOW, clock=100.0)  # type: ignore[arg-type]
+    assert {(r.kind, r.jobs) for r in rows} == {("batch", 10), ("realtime", 3)}
+    rows, _ = reader.read(session, now=NOW, clock=110.0)  # type: ignore[arg-type]
+    assert {(r.kind, r.jobs) for r in rows} == {("batch", 10), ("realtime", 3)}
+    assert sum("kind = 'batch'" in sql for sql in session.reads) == 1
+    reader.read(session, now=NOW, clock=131.0)  # type: ignore[arg-type]
+    assert sum("kind = 'batch'" in sql for sql in session.reads) == 2
