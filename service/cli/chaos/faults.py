@@ -94,9 +94,9 @@ def inject(fault: Fault, cluster: Cluster, servers: EmbeddedServers,
     if fault.action == "roll":
         return _roll(cluster)
     if fault.target == "worker":
-        victim = _wait_for(busy_worker, 20.0) or WORKERS[0]
+        victim = wait_for(busy_worker, 20.0) or WORKERS[0]
     elif fault.target == "dispatcher":
-        found = _wait_for(cluster.active_dispatcher, 20.0)
+        found = wait_for(cluster.active_dispatcher, 20.0)
         if found is None:
             raise RuntimeError("no active dispatcher to kill")
         victim = found
@@ -123,7 +123,7 @@ def _freeze_leader(victim: str, cluster: Cluster, duration_s: float,
     hit = time.monotonic()
     cluster.freeze(victim)
     try:
-        standby = _wait_for(lambda: _other_leader(cluster, victim), 60.0)
+        standby = wait_for(lambda: _other_leader(cluster, victim), 60.0)
         took = recovery(hit) if standby is not None else None
         time.sleep(max(0.0, duration_s - (time.monotonic() - hit)))
     finally:
@@ -157,7 +157,8 @@ def _outage(name: str, stop: Callable[[], None], start: Callable[[], None],
     return Injected(name, hit, time.monotonic())
 
 
-def _wait_for(find: Callable[[], str | None], timeout_s: float) -> str | None:
+def wait_for(find: Callable[[], str | None], timeout_s: float) -> str | None:
+    """What ``find`` returns first within ``timeout_s`` (polled every 0.1 s), or None."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         found = find()

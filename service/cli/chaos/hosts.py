@@ -28,7 +28,7 @@ from pathlib import Path
 from service.cli.chaos.audit import audit
 from service.cli.chaos.batch_client import BatchRecord
 from service.cli.chaos.cluster import API, DISPATCHERS, WORKERS, Child, Cluster, stack_env
-from service.cli.chaos.faults import Injected
+from service.cli.chaos.faults import Injected, wait_for
 from service.cli.chaos.load import Load, LoadPlan
 from service.cli.chaos.netns import Fabric
 from service.cli.chaos.probe import time_to_recovery
@@ -113,7 +113,7 @@ class DbHost:
                      "--protected-mode", "no", "--dir", str(redis_dir), "--save", "",
                      "--appendonly", "yes"], logs / "redis.log")
         for port in (PG_PORT, REDIS_PORT):
-            _wait_for(self.address, port)
+            _wait_for_port(self.address, port)
         time.sleep(1.0)  # Postgres listens before it accepts sessions
 
     def _spawn(self, argv: list[str], log_path: Path) -> None:
@@ -207,9 +207,9 @@ def run_net_fault(fault: NetFault, cluster: HostCluster, fabric: Fabric, db: DbH
     load.start()
     time.sleep(2.5)
     if fault.victim == "worker":
-        victim = _poll(lambda: _busy_worker(url, tenant_ids), 20.0) or WORKERS[0]
+        victim = wait_for(lambda: _busy_worker(url, tenant_ids), 20.0) or WORKERS[0]
     else:
-        victim = _poll(cluster.active_dispatcher, 20.0) or DISPATCHERS[0]
+        victim = wait_for(cluster.active_dispatcher, 20.0) or DISPATCHERS[0]
     host = HOST_OF[victim]
     hit, cut_at = time.monotonic(), time.time()
     fabric.cut(host, "db", fault.port)
@@ -218,7 +218,7 @@ def run_net_fault(fault: NetFault, cluster: HostCluster, fabric: Fabric, db: DbH
         if fault.victim == "dispatcher":
             # The standby must take the lock while the leader is cut off: recovery counts
             # from the cut, until the standby leads and a new request succeeds.
-            led = _poll(lambda: _other(cluster.active_dispatcher(), victim), 60.0)
+            led = wait_for(lambda: _other(cluster.active_dispatcher(), victim), 60.0)
             if led is not None:
                 recovery = time_to_recovery(cluster.base_url, probe, hit, 60.0)
         time.sleep(max(0.0, fault.duration_s - (time.monotonic() - hit)))
@@ -259,10 +259,10 @@ def _victim_back(cluster: HostCluster, victim: str, cut_at: float, healed_at: fl
     keeps it harmless."""
     child = cluster.children[victim]
     if victim in WORKERS:
-        if _poll(lambda: "yes" if cluster.worker_beating(victim) else None, timeout_s):
+        if wait_for(lambda: "yes" if cluster.worker_beating(victim) else None, timeout_s):
             return f"{victim}: beating again {time.time() - healed_at:.1f} s after the heal"
         return f"{victim}: not beating {timeout_s:g} s after the heal"
-    at = _poll(lambda: _logged_at(child, "lost the dispatcher lock", cut_at), timeout_s)
+    at = wait_for(lambda: _logged_at(child, "lost the dispatcher lock", cut_at), timeout_s)
     if at is None:
         return f"{victim}: had not stood down {timeout_s:g} s after the heal"
     when = (f"{float(at) - cut_at:.1f} s into the cut" if float(at) < healed_at
@@ -296,16 +296,6 @@ def _other(active: str | None, victim: str) -> str | None:
     return active if active in DISPATCHERS and active != victim else None
 
 
-def _poll(find: Callable[[], str | None], timeout_s: float) -> str | None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = find()
-        if found is not None:
-            return found
-        time.sleep(0.1)
-    return None
-
-
 def _python(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "service.cli.main", *args]
 
@@ -322,7 +312,7 @@ def _pg_binary(name: str) -> str:
     return candidates[-1]
 
 
-def _wait_for(address: str, port: int, timeout_s: float = 30.0) -> None:
+def _wait_for_port(address: str, port: int, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with socket.socket() as s:
