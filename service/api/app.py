@@ -24,6 +24,8 @@ from service.api.model_routes import router as model_router
 from service.api.openai_routes import router as openai_router
 from service.api.responses_routes import router as responses_router
 from service.api.slo_gate import SloGate
+from service.api.usage_routes import admin_router as admin_usage_router
+from service.api.usage_routes import router as usage_router
 from service.api.warmup import warm_up
 from service.batches.router import router as batches_router
 from service.files.router import router as files_router
@@ -120,6 +122,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(batches_router)
     app.include_router(jobs_router)
     app.include_router(responses_router)
+    app.include_router(usage_router)
+    app.include_router(admin_usage_router)
     app.add_middleware(RequestId)  # last added runs first: every response gets x-request-id
     if tracing.configure(settings.tracing, "fairway-api"):
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
