@@ -14,8 +14,18 @@ Two demands add up, because batch fills what realtime leaves idle on the same wo
   after ``start_delay_s`` (its model load). A backlog due in a week needs a fraction of a
   worker; the same backlog due in an hour needs many.
 
-Realtime work waiting for a model with no live worker asks for at least one (``wake``): the
-first request is what brings a scaled-to-zero model back.
+A model may scale to zero (``min_workers`` 0):
+
+- realtime work waiting for a model with no live worker asks for one (``wake``): the first
+  request is what brings a scaled-to-zero model back (it waits in the API's waiting room
+  meanwhile);
+- batch work for a model at zero wakes it only once it is due: when what is queued, run on
+  one worker after its start, would leave less than ``batch_wake_slack_s`` (or the work's own
+  length, if longer) before its deadline. A backlog due in a week does not hold a GPU all
+  week; one due in an hour wakes the model at once;
+- a model that had traffic within ``idle_after_s`` keeps one worker (``warm``), so that a
+  quiet minute between requests does not cost the next one a cold start; past it, with
+  nothing queued, it asks for zero (``idle``).
 """
 
 from __future__ import annotations
@@ -25,9 +35,9 @@ from dataclasses import dataclass, field
 
 from scheduler.cost_model import CostModel
 
-REALTIME, BATCH_DEADLINE, WAKE, IDLE, MIN_WORKERS = (
-    "realtime", "batch_deadline", "wake", "idle", "min_workers")
-REASONS = (REALTIME, BATCH_DEADLINE, WAKE, IDLE, MIN_WORKERS)
+REALTIME, BATCH_DEADLINE, WAKE, WARM, IDLE, MIN_WORKERS = (
+    "realtime", "batch_deadline", "wake", "warm", "idle", "min_workers")
+REASONS = (REALTIME, BATCH_DEADLINE, WAKE, WARM, IDLE, MIN_WORKERS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +62,9 @@ class Demand:
     ttft_target_s: float = 1.0
     batch_due: tuple[BatchDue, ...] = ()
     batch_waiting: int = 0  # batch jobs queued (only to say "not idle")
+    # Since the model's last traffic (an arrival, or work queued or running); None: unknown,
+    # which holds nothing warm.
+    idle_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +83,11 @@ class AutoscaleConfig:
     # A deadline closer than this still gets this much time: asking for the whole backlog
     # in one second would ask for max_workers and finish nothing sooner.
     min_window_s: float = 60.0
+    # A model with traffic this recently keeps one worker (0: none kept once idle).
+    idle_after_s: float = 0.0
+    # A model at zero wakes for batch work once the slack to its deadline (after a worker's
+    # start and the work on one worker) is below this, or below the work's own length.
+    batch_wake_slack_s: float = 1800.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_workers <= self.max_workers:
@@ -77,6 +95,8 @@ class AutoscaleConfig:
         for name in ("rt_busy_target", "rt_slot_target", "ttft_high", "batch_share"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in (0, 1]")
+        if self.idle_after_s < 0 or self.batch_wake_slack_s < 0:
+            raise ValueError("idle_after_s and batch_wake_slack_s must be >= 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +113,15 @@ class Desired:
 def desired_workers(d: Demand, config: AutoscaleConfig) -> Desired:
     rt = realtime_workers(d, config)
     batch = batch_workers(d, config)
+    if d.live_workers == 0 and not batch_due_now(d, config):
+        batch = 0.0  # the backlog can wait for its deadline's turn at zero workers
     wanted = math.ceil(rt + batch - 1e-9)
     reason = IDLE if wanted == 0 else BATCH_DEADLINE if batch > rt else REALTIME
-    if d.live_workers == 0 and d.rt_waiting > 0:
-        # Nobody serves the model and a request waits: the first worker is the request's.
-        wanted = max(wanted, 1)
-        reason = WAKE if reason != BATCH_DEADLINE else reason
+    if d.live_workers == 0 and (d.rt_waiting > 0 or batch > 0) and wanted <= 1:
+        # Nobody serves the model and work waits for it: the first worker is that work's.
+        wanted, reason = 1, WAKE
+    if wanted == 0 and d.idle_s is not None and d.idle_s < config.idle_after_s:
+        wanted, reason = 1, WARM
     bounded = min(config.max_workers, max(config.min_workers, wanted))
     if bounded > wanted:
         reason = MIN_WORKERS
@@ -120,6 +143,20 @@ def realtime_workers(d: Demand, config: AutoscaleConfig) -> float:
             and d.predicted_ttft_s > config.ttft_high * d.ttft_target_s):
         need = max(need, d.live_workers + 1.0)
     return need
+
+
+def batch_due_now(d: Demand, config: AutoscaleConfig) -> bool:
+    """Must a model at zero wake for its batch work now? Yes once, for some deadline, the
+    work due by it (and before it), run on one worker that starts now, would end less than
+    ``batch_wake_slack_s`` (or that work's own length, if longer) before it."""
+    cumulative = 0.0
+    for due in sorted(d.batch_due, key=lambda b: b.due_in_s):
+        cumulative += due.work_s
+        work = cumulative / config.batch_share
+        slack = due.due_in_s - config.start_delay_s - work
+        if slack < max(config.batch_wake_slack_s, work):
+            return True
+    return False
 
 
 def batch_workers(d: Demand, config: AutoscaleConfig) -> float:

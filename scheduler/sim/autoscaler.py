@@ -13,8 +13,11 @@ Rules (``AutoscaleSettings.rule``):
 - ``fixed``: every worker, all the time.
 - ``fairway``: ``scheduler.autoscale.desired_workers``, fed what the dispatcher reads
   (scheduler.dispatcher.autoscale_feed): the policy's outlook, realtime jobs ended in the last
-  minute priced by the cost profile, the open batch work by deadline minute and the share of
-  ``max_tokens`` batch jobs produced.
+  minute priced by the cost profile, the open batch work by deadline minute, the share of
+  ``max_tokens`` batch jobs produced, and how long the model has had no traffic. With
+  ``min_workers`` 0 it scales to zero after its ``idle_after_s`` (``fairway`` overrides) and
+  back on the first request (``wake``); realtime jobs that arrive with no live worker are
+  kept in ``cold_arrivals`` (they wait out a start: the API's waiting room).
 - ``queue_depth``: production-stack's KEDA rule, vLLM's ``num_requests_waiting`` over a
   threshold per replica (waiting: queued in the policy or in an engine, not yet running),
   and zero replicas once nothing waited for the cooldown.
@@ -92,6 +95,8 @@ class AutoscaledSimulation(Simulation):
         self._batch_done = [0, 0]  # output, max_tokens of ended batch jobs
         self._rt_recent: deque[tuple[float, int, int]] = deque()
         self._rt_sums = [0, 0]  # prompt, output of _rt_recent
+        self._busy_at = 0.0  # last time the model had traffic (queued, running or ended)
+        self.cold_arrivals: list[str] = []  # realtime jobs that arrived with no live worker
 
     # -- the loop's hooks ----------------------------------------------------------------
 
@@ -118,6 +123,8 @@ class AutoscaledSimulation(Simulation):
     def _arrive(self) -> None:
         job = self.jobs[self._next_arrival]
         super()._arrive()
+        if job.job_class is JobClass.REALTIME and not self._live():
+            self.cold_arrivals.append(job.job_id)
         if self.metrics.records[job.job_id].rejected is None:
             self._enqueue(job)
             if job.job_class is JobClass.BATCH:
@@ -219,6 +226,9 @@ class AutoscaledSimulation(Simulation):
         due = tuple(BatchDue(minute - self.now,
                              batch_work_s(self.cost, prompt, asked * ratio, jobs))
                     for minute, (jobs, prompt, asked) in self._batch_due.items())
+        if (self._queued or self._rt_recent or due
+                or any(self.engines[w].num_seqs() for w in self._live())):
+            self._busy_at = self.now
         return Demand(
             self.model,
             live_workers=len(self._live()),
@@ -232,6 +242,7 @@ class AutoscaledSimulation(Simulation):
             ttft_target_s=self.settings.ttft_target_s,
             batch_due=due,
             batch_waiting=len(self._queued) - self._queued_rt,
+            idle_s=self.now - self._busy_at,
         )
 
     # -- carrying it out -----------------------------------------------------------------

@@ -10,6 +10,7 @@ from scheduler.autoscale import (
     MIN_WORKERS,
     REALTIME,
     WAKE,
+    WARM,
     AutoscaleConfig,
     BatchDue,
     Demand,
@@ -63,6 +64,44 @@ def test_realtime_waiting_with_no_worker_wakes_one() -> None:
     assert (d.workers, d.reason) == (1, WAKE)
     # Nothing waits: zero stays zero.
     assert desired_workers(demand(live_workers=0), CONFIG).workers == 0
+
+
+def test_a_model_at_zero_defers_batch_until_its_deadline_calls() -> None:
+    # One worker-hour due in a week: no GPU held for it yet.
+    week = desired_workers(demand(live_workers=0, batch_due=(BatchDue(WEEK, HOUR),),
+                                  batch_waiting=100), CONFIG)
+    assert (week.workers, week.reason) == (0, IDLE)
+    # The same hour due in 2.5 h: 1.25 h of work (at 80%) and a 2 min start leave ~70 min,
+    # less than the work itself: wake.
+    soon = desired_workers(demand(live_workers=0, batch_due=(BatchDue(2.5 * HOUR, HOUR),)),
+                           CONFIG)
+    assert (soon.workers, soon.reason) == (1, WAKE)
+    # Small work close to its deadline wakes within the slack (30 min by default).
+    small = desired_workers(demand(live_workers=0, batch_due=(BatchDue(0.5 * HOUR, 10.0),)),
+                            CONFIG)
+    assert (small.workers, small.reason) == (1, WAKE)
+    lax = AutoscaleConfig(min_workers=0, max_workers=16, batch_wake_slack_s=0.0)
+    assert desired_workers(demand(live_workers=0, batch_due=(BatchDue(0.5 * HOUR, 10.0),)),
+                           lax).workers == 0
+
+
+def test_a_model_at_zero_wakes_as_many_as_a_due_backlog_needs() -> None:
+    d = desired_workers(demand(live_workers=0, batch_due=(BatchDue(HOUR, 20 * HOUR),)), CONFIG)
+    assert (d.workers, d.reason) == (16, BATCH_DEADLINE)
+
+
+def test_recent_traffic_keeps_one_worker_warm_then_it_goes_to_zero() -> None:
+    config = AutoscaleConfig(min_workers=0, max_workers=16, idle_after_s=900.0)
+    warm = desired_workers(demand(idle_s=600.0), config)
+    assert (warm.workers, warm.reason) == (1, WARM)
+    idle = desired_workers(demand(idle_s=901.0), config)
+    assert (idle.workers, idle.reason) == (0, IDLE)
+    # Unknown idleness holds nothing; queued work is not idle whatever the clock says.
+    assert desired_workers(demand(), config).workers == 0
+    busy = desired_workers(demand(idle_s=5000.0, rt_inflight=3), config)
+    assert (busy.workers, busy.reason) == (1, REALTIME)
+    with pytest.raises(ValueError):
+        AutoscaleConfig(idle_after_s=-1.0)
 
 
 def test_the_same_backlog_due_in_a_week_needs_few_due_in_an_hour_many() -> None:

@@ -81,6 +81,34 @@ def test_fairway_wakes_a_worker_for_realtime_waiting_with_none() -> None:
     assert record.ttft is not None and 120.0 <= record.ttft < 150.0
 
 
+def test_fairway_keeps_a_worker_warm_then_scales_to_zero_and_back() -> None:
+    jobs = realtime(10.0) + realtime(400.0) + realtime(6000.0)
+    sim = run(jobs, 7000.0, rule="fairway", min_workers=0, initial_workers=0,
+              cooldown_s=300.0, down_step_s=60.0, fairway={"idle_after_s": 900.0})
+    reasons = {why for _, _, _, why in sim.timeline}
+    assert {"wake", "warm", "idle"} <= reasons
+    held = {t: n for t, n, _, _ in sim.timeline}
+    # Warm between the first two (the second is served at once), at zero before the third.
+    assert all(n == 1 for t, n in held.items() if 200 < t < 1000)
+    assert any(n == 0 for t, n in held.items() if 2500 < t < 6000)
+    ttft = {r.job.job_id: r.ttft for r in sim.metrics.records.values()}
+    assert ttft["r400.0-0"] is not None and ttft["r400.0-0"] < 1.0
+    assert ttft["r6000.0-0"] is not None and ttft["r6000.0-0"] >= 120.0
+    assert sim.cold_arrivals == ["r10.0-0", "r6000.0-0"]
+    assert sim.gpu_s < 0.5 * 7000.0
+
+
+def test_fairway_at_zero_leaves_a_far_backlog_until_its_deadline_calls() -> None:
+    far = run(batch(50, 60.0, 24 * HOUR), 1800.0, rule="fairway", min_workers=0,
+              initial_workers=0)
+    assert most_held(far) == 0 and far.gpu_s == 0.0
+    near = run(batch(50, 60.0, 1200.0), 1800.0, rule="fairway", min_workers=0,
+               initial_workers=0)
+    assert most_held(near) >= 1
+    assert all(r.finished is not None and r.finished <= r.job.deadline  # type: ignore[operator]
+               for r in near.metrics.records.values())
+
+
 def test_unknown_rule_is_refused() -> None:
     with pytest.raises(ValueError):
         AutoscaleSettings(rule="random")
