@@ -8,14 +8,16 @@ ended in the last minute (their tokens priced by the cost profile: the engine ti
 took per second, a measured rate rather than a guess). Batch demand is every open batch job
 (queued, assigned or running) by model and deadline minute, read every 30 s: its prompt
 (estimated as the door does, ~4 characters a token) and its ``max_tokens`` scaled by the
-share of ``max_tokens`` recent batch jobs of the model really produced.
+share of ``max_tokens`` recent batch jobs of the model really produced. How long each model
+has gone without traffic (nothing queued, running or ended in the last minute) is kept
+between reads (``Idleness``), so that a model idle past ``idle_after_s`` can go to zero.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import text
@@ -80,14 +82,34 @@ class RecentRow:
     max_tokens: int
 
 
+class Idleness:
+    """Since when each model has had no traffic, from the demands read at each refresh. A
+    model not yet seen busy counts from the first refresh: a dispatcher that just took over
+    holds a model warm for the idle period before it lets it go to zero."""
+
+    def __init__(self) -> None:
+        self._busy_at: dict[str, float] = {}
+        self._since: float | None = None
+
+    def note(self, d: Demand, *, recent: bool, clock: float) -> Demand:
+        """``d`` with its ``idle_s``; ``recent``: jobs of the model ended in the last
+        RECENT_S."""
+        if self._since is None:
+            self._since = clock
+        if recent or d.rt_waiting or d.rt_inflight or d.batch_due:
+            self._busy_at[d.model] = clock
+        return replace(d, idle_s=clock - self._busy_at.get(d.model, self._since))
+
+
 class Reader:
     """The dispatcher's reads for the count: the batch backlog at most every
-    ``batch_every_s`` (kept between), the rest on every call."""
+    ``batch_every_s`` (kept between), the rest on every call; and each model's idleness."""
 
     def __init__(self, batch_every_s: float = BATCH_REFRESH_S) -> None:
         self.batch_every_s = batch_every_s
         self._batch: list[OpenRow] = []
         self._next_batch = 0.0
+        self.idleness = Idleness()
 
     def read(self, session: Session, *, now: dt.datetime, clock: float
              ) -> tuple[list[OpenRow], list[RecentRow]]:
@@ -164,7 +186,9 @@ def decide(policy: Any, session: Session, reader: Reader, *, now_epoch: float,
     target = 1.0
     if policy_config is not None:
         target = float(policy_config.ttft_slo(DEFAULT_TIER, None))
-    return [desired_workers(d, config) for d in demands(
-        open_rows, recent, policy.outlook(now_epoch), costs, now=now, ttft_target_s=target,
-        models=models, default_cost=default_cost)]
+    recent_models = {r.model for r in recent}
+    return [desired_workers(reader.idleness.note(d, recent=d.model in recent_models,
+                                                 clock=clock), config)
+            for d in demands(open_rows, recent, policy.outlook(now_epoch), costs, now=now,
+                             ttft_target_s=target, models=models, default_cost=default_cost)]
 

@@ -9,6 +9,7 @@ model's desired workers and its inputs (scheduler.dispatcher.autoscale_feed)."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import text
@@ -117,7 +118,9 @@ def _refresh_autoscale(dispatcher: Any, *, force: bool) -> None:
     with sync_session(dispatcher.settings.database_url) as session:
         decided = autoscale_feed.decide(
             dispatcher.policy, session, _autoscale_reader, now_epoch=time.time(),
-            clock=time.monotonic(), models=_autoscale_models, config=AUTOSCALE)
+            clock=time.monotonic(), models=_autoscale_models,
+            config=replace(AUTOSCALE, idle_after_s=dispatcher.settings.dispatcher
+                           .autoscale_idle_seconds))
     set_desired(decided)
 
 

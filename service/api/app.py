@@ -32,6 +32,7 @@ from service.files.router import router as files_router
 from service.observability import http as obs_http
 from service.quotas.door_policy import DoorPolicies, PolicyCache
 from service.quotas.reservation import RequestQuotas, install_redis_unavailable_handler
+from service.spend.routes import router as spend_router
 from service.store import tracing
 from service.store.db import async_engine, async_sessionmaker_for
 from service.store.quota_store import QuotaStore
@@ -115,6 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(openai_router)
     app.include_router(model_router)
+    app.include_router(spend_router)
     for router in (admin_router, admin_state_router, admin_ui_router, admin_webhooks_router,
                    admin_views_router):
         app.include_router(router)

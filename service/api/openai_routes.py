@@ -30,6 +30,7 @@ from service.jobs.response_format import ResponseFormat
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 from service.jobs.shapes import ShapeBuilder, sse, usage_dict
 from service.observability.requests import NULL_OBSERVER, observe_request
+from service.spend.stops import BUDGET_OPEN
 from service.store import tracing
 from service.store.detached import run_detached
 from service.store.heartbeats import STRUCTURED_OUTPUTS
@@ -57,14 +58,16 @@ COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.post("/chat/completions", response_model=None, responses=COMPLETION_RESPONSES)
+@router.post("/chat/completions", response_model=None, responses=COMPLETION_RESPONSES,
+             dependencies=[BUDGET_OPEN])
 async def chat_completions(body: ChatCompletionRequest, request: Request, response: Response,
                            tenant: CurrentTenant, session: SessionDep, settings: SettingsDep
                            ) -> dict[str, Any] | StreamingResponse:
     return await _submit(request, response, session, settings, tenant, body, chat=True)
 
 
-@router.post("/completions", response_model=None, responses=COMPLETION_RESPONSES)
+@router.post("/completions", response_model=None, responses=COMPLETION_RESPONSES,
+             dependencies=[BUDGET_OPEN])
 async def completions(body: CompletionRequest, request: Request, response: Response,
                       tenant: CurrentTenant, session: SessionDep, settings: SettingsDep
                       ) -> dict[str, Any] | StreamingResponse:

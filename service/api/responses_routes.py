@@ -26,6 +26,7 @@ from service.jobs.job_records import get_job, parse_public_id
 from service.jobs.response_schemas import ResponseCreate
 from service.jobs.response_view import EventStream, ResponseShape, render
 from service.observability.requests import NULL_OBSERVER, observe_request
+from service.spend.stops import BUDGET_OPEN
 from service.store.models.jobs import Job
 from service.store.response_status import RESPONSES_ENDPOINT
 from service.store.telemetry.slo_rules import SloTargets
@@ -43,7 +44,8 @@ CREATE_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.post("/responses", response_model=None, responses=CREATE_RESPONSES)
+@router.post("/responses", response_model=None, responses=CREATE_RESPONSES,
+             dependencies=[BUDGET_OPEN])
 async def create_response(body: ResponseCreate, request: Request, response: Response,
                           tenant: CurrentTenant, session: SessionDep, settings: SettingsDep
                           ) -> dict[str, Any] | StreamingResponse:

@@ -24,6 +24,7 @@ from service.files.storage import storage_for
 from service.observability.requests import record_refusal
 from service.quotas.batch import check_batch_create
 from service.quotas.reservation import quota_store
+from service.spend.stops import BUDGET_OPEN
 from service.store.db import sync_session
 from service.store.models.batches import Batch, parse_batch_id
 from service.store.settings import Settings
@@ -36,7 +37,8 @@ router = APIRouter(prefix="/v1", responses=TENANT_ROUTES)
 _validations: set[asyncio.Task[Any]] = set()  # keep references: asyncio holds tasks weakly
 
 
-@router.post("/batches", responses={**errors(404, 429), **WITH_BODY})
+@router.post("/batches", responses={**errors(404, 429), **WITH_BODY},
+             dependencies=[BUDGET_OPEN])
 async def create(body: BatchCreate, request: Request, tenant: CurrentTenant,
                  session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
     windows = allowed_windows(settings.batches.completion_windows)

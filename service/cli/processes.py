@@ -79,6 +79,7 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
 
     from scheduler.dispatcher.loop import Dispatcher
     from service.batches.maintenance import BatchMaintenance
+    from service.spend.budgets import BudgetWatch
     from service.store.telemetry.gc_pauses import freeze_startup_heap
     from service.store.telemetry.logs import configure_logging
     from service.store.usage import UsageRollup
@@ -93,7 +94,10 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     webhooks = WebhookSender(settings)
     try:
         usage = UsageRollup(settings.database_url)
-        dispatcher = Dispatcher(settings, upkeep=[batches.tick, webhooks.tick, usage.tick])
+        budgets = BudgetWatch(settings.database_url, currency=settings.spend.currency,
+                              every_s=settings.spend.budget_check_seconds)
+        dispatcher = Dispatcher(settings, upkeep=[batches.tick, webhooks.tick, usage.tick,
+                                                  budgets.tick])
         freeze_startup_heap("scheduler")
         dispatcher.run(stop)
     finally:

@@ -51,6 +51,7 @@ from service.store.settings_groups import (
     LoggingSettings,
     MetricsSettings,
     SettingsGroup,
+    SpendSettings,
     TracingSettings,
     WebhookSettings,
     WorkerSettings,
@@ -68,6 +69,7 @@ __all__ = [
     "LoggingSettings",
     "MetricsSettings",
     "SettingsGroup",
+    "SpendSettings",
     "TracingSettings",
     "WebhookSettings",
     "WorkerSettings",
@@ -127,6 +129,7 @@ class Settings(BaseSettings):
     engine: EngineSettings = Field(default_factory=EngineSettings)
     batches: BatchSettings = Field(default_factory=BatchSettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
+    spend: SpendSettings = Field(default_factory=SpendSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)

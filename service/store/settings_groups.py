@@ -144,6 +144,12 @@ class DispatcherSettings(SettingsGroup):
         description="the active dispatcher pings its lock's Postgres session every half "
                     "second; one silent this long (a hung or frozen process) has its session "
                     "ended by the server, and a standby takes over (Postgres 14 or later)")
+    autoscale_idle_seconds: float = Field(
+        default=900.0, ge=0, validation_alias="FAIRWAY_AUTOSCALE_IDLE_SECONDS",
+        description="a model with no traffic (nothing queued, running or ended) for this long "
+                    "and no batch work due asks for zero workers "
+                    "(`fairway_desired_workers{reason=\"idle\"}`); until then it keeps one "
+                    "(`reason=\"warm\"`); KEDA scales it to zero only where its chart allows")
 
 
 class WorkerSettings(SettingsGroup):

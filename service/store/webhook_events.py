@@ -36,7 +36,9 @@ BATCH_EVENT_TYPES = ("batch.completed", "batch.failed", "batch.expired", "batch.
 # Background responses (data: {"id": "resp_..."}), emitted by the code that ends them.
 RESPONSE_EVENT_TYPES = ("response.completed", "response.failed", "response.cancelled",
                         "response.incomplete")
-EVENT_TYPES = BATCH_EVENT_TYPES + RESPONSE_EVENT_TYPES
+# A tenant's month-to-date spend reached one of its budget's thresholds (service.spend.budgets).
+BUDGET_EVENT_TYPES = ("budget.threshold_reached",)
+EVENT_TYPES = BATCH_EVENT_TYPES + RESPONSE_EVENT_TYPES + BUDGET_EVENT_TYPES
 
 
 class UnknownEventType(ValueError):

@@ -10,6 +10,7 @@ from service.store.models import (  # noqa: F401
     plans,
     quotas,
     served_models,
+    spend,
     tenants,
     usage,
     webhooks,

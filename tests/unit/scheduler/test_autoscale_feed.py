@@ -7,10 +7,17 @@ import uuid
 
 import pytest
 
-from scheduler.autoscale import AutoscaleConfig, desired_workers
+from scheduler.autoscale import AutoscaleConfig, Demand, desired_workers
 from scheduler.cost_profiles import H200_LLAMA3_8B
 from scheduler.dispatcher import metrics as dm
-from scheduler.dispatcher.autoscale_feed import RECENT_S, OpenRow, Reader, RecentRow, demands
+from scheduler.dispatcher.autoscale_feed import (
+    RECENT_S,
+    Idleness,
+    OpenRow,
+    Reader,
+    RecentRow,
+    demands,
+)
 from scheduler.outlook import RealtimeOutlook
 from service.store.telemetry import metrics as m
 
@@ -104,3 +111,18 @@ def test_the_backlog_is_read_every_batch_refresh_and_kept_between() -> None:
     assert sum("kind = 'batch'" in sql for sql in session.reads) == 1
     reader.read(session, now=NOW, clock=131.0)  # type: ignore[arg-type]
     assert sum("kind = 'batch'" in sql for sql in session.reads) == 2
+
+
+def test_idleness_counts_from_the_last_traffic_or_the_first_read() -> None:
+    idle = Idleness()
+    quiet = Demand("m", live_workers=1, slots_per_worker=8)
+    assert idle.note(quiet, recent=False, clock=100.0).idle_s == 0.0  # counts from now
+    assert idle.note(quiet, recent=False, clock=400.0).idle_s == 300.0
+    busy = Demand("m", live_workers=1, slots_per_worker=8, rt_inflight=1)
+    assert idle.note(busy, recent=False, clock=500.0).idle_s == 0.0
+    assert idle.note(quiet, recent=True, clock=550.0).idle_s == 0.0  # ended in the last minute
+    assert idle.note(quiet, recent=False, clock=1600.0).idle_s == 1050.0
+    # Past the idle period with nothing queued the model asks for zero, before it for one.
+    config = AutoscaleConfig(idle_after_s=900.0)
+    assert desired_workers(idle.note(quiet, recent=False, clock=1000.0), config).workers == 1
+    assert desired_workers(idle.note(quiet, recent=False, clock=1600.0), config).workers == 0

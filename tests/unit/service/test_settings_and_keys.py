@@ -98,6 +98,7 @@ NEW_VARIABLES: dict[str, tuple[str, str, Any]] = {
     "FAIRWAY_WORKER_DRAIN_GRACE_SECONDS": ("12", "worker.drain_grace_seconds", 12.0),
     "FAIRWAY_API_DRAIN_DELAY_SECONDS": ("0.5", "api.drain_delay_seconds", 0.5),
     "FAIRWAY_API_DRAIN_GRACE_SECONDS": ("20", "api.drain_grace_seconds", 20.0),
+    "FAIRWAY_AUTOSCALE_IDLE_SECONDS": ("60", "dispatcher.autoscale_idle_seconds", 60.0),
 }
 ALL_VARIABLES = {**OLD_VARIABLES, **NEW_VARIABLES}
 

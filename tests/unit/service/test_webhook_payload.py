@@ -39,7 +39,8 @@ def test_payload_is_openais_event_shape():
 def test_event_types_cover_batches_and_background_responses():
     assert set(EVENT_TYPES) == {"batch.completed", "batch.failed", "batch.expired",
                                 "batch.cancelled", "response.completed", "response.failed",
-                                "response.cancelled", "response.incomplete"}
+                                "response.cancelled", "response.incomplete",
+                                "budget.threshold_reached"}
     with pytest.raises(UnknownEventType):
         event_statements(event_id=uuid.uuid4(), tenant_id=uuid.uuid4(), type_="batch.done",
                          data={}, now=AT)
