@@ -296,6 +296,24 @@ class WebhookSettings(SettingsGroup):
                     "receivers on an on-premises private network")
 
 
+class SpendSettings(SettingsGroup):
+    """Spend in money and budgets (docs/spend.md)."""
+
+    currency: str = Field(
+        default="USD", min_length=1, max_length=8, validation_alias="FAIRWAY_CURRENCY",
+        description="the currency prices and budgets are in: a label shown with every amount "
+                    "(nothing is converted)")
+    budget_check_seconds: float = Field(
+        default=15.0, gt=0, validation_alias="FAIRWAY_BUDGET_CHECK_SECONDS",
+        description="how often the active dispatcher compares each budgeted tenant's month "
+                    "so far with its budget, sends the thresholds' alerts and sets or lifts "
+                    "hard stops")
+    stop_refresh_seconds: float = Field(
+        default=5.0, gt=0, validation_alias="FAIRWAY_BUDGET_STOP_REFRESH_SECONDS",
+        description="how long an API process trusts its list of tenants stopped by a spent "
+                    "budget before reading it again")
+
+
 class MetricsSettings(SettingsGroup):
     """Metrics (docs/observability.md). The API serves /metrics on its own port; the dispatcher
     and workers serve their own, published in Redis (and in a worker's heartbeat)."""
