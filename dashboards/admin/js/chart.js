@@ -10,6 +10,27 @@ export const PALETTE = ["#3b6fd8", "#e07b39", "#2e9e6a", "#a24bd0", "#c9a227", "
 export const compact = (v) => (v == null ? "—" : Intl.NumberFormat("en-US",
   { notation: "compact", maximumFractionDigits: 1 }).format(v));
 
+// Time axis labels in 24-hour time, as the rest of the UI (uPlot's own are 12-hour): the tick
+// spacing `incr` (seconds) picks the precision; the day goes under the first tick and under
+// each tick that starts a new day.
+const DAY_LABEL = uPlot.fmtDate("{D} {MMM}");
+const TIME_LABELS = [[365 * 86400, uPlot.fmtDate("{YYYY}")], [28 * 86400, uPlot.fmtDate("{MMM} {YYYY}")],
+  [86400, DAY_LABEL], [60, uPlot.fmtDate("{HH}:{mm}")], [0, uPlot.fmtDate("{HH}:{mm}:{ss}")]];
+
+// The legend's time under the cursor, in the same 24-hour words.
+const LEGEND_TIME = uPlot.fmtDate("{D} {MMM} {YYYY}, {HH}:{mm}");
+export const legendTime = (v) => (v == null ? "—" : LEGEND_TIME(new Date(v * 1000)));
+
+export function timeLabels(splits, incr) {
+  const [, fmt] = TIME_LABELS.find(([least]) => incr >= least);
+  return splits.map((s, i) => {
+    const d = new Date(s * 1000);
+    if (incr >= 86400) return fmt(d);
+    const prev = i > 0 ? new Date(splits[i - 1] * 1000) : null;
+    return !prev || prev.toDateString() !== d.toDateString() ? `${fmt(d)}\n${DAY_LABEL(d)}` : fmt(d);
+  });
+}
+
 // x: epoch seconds; series: [{label, values, color?, target?}] (a target is a dashed line);
 // xRange: [from, to] epoch seconds, the period shown even where it has no data; yFormat:
 // value -> text (legend), yAxis: value -> short text (axis); bars: one series as bars.
@@ -31,10 +52,11 @@ export function Chart({ title, x, series, yLabel, yFormat, yAxis, height = 220, 
       cursor: { drag: { x: false, y: false } },
       scales: { x: xRange ? { time: true, range: () => xRange } : { time: true },
         y: yRange ? { range: yRange } : { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] } },
-      axes: [{ stroke: "#5a6170", grid: { stroke: "#eceef2" } },
+      axes: [{ stroke: "#5a6170", grid: { stroke: "#eceef2" },
+        values: (u, splits, axisIdx, space, incr) => timeLabels(splits, incr) },
         { stroke: "#5a6170", grid: { stroke: "#eceef2" }, label: yLabel, size: 68,
           values: (u, ticks) => ticks.map(axisY) }],
-      series: [{}, ...series.map((s, i) => ({
+      series: [{ value: (u, v) => legendTime(v) }, ...series.map((s, i) => ({
         label: s.label, stroke: s.color || PALETTE[i % PALETTE.length], width: s.target ? 1.5 : 2,
         dash: s.target ? [6, 4] : undefined, spanGaps: false,
         points: { show: !s.target && (s.points ?? x.length < 40) },

@@ -4,9 +4,9 @@
 import { html, useState } from "../lib.js";
 import { ApiError, api, qs } from "../api.js";
 import { href, navigate, useResource } from "../hooks.js";
-import { Chart, dayRange, daySeconds } from "../chart.js";
 import { Empty, Field, Loaded, attempt, confirmAction, fmt, serverErrors, when } from "../ui.js";
 import { QUOTA_FIELDS, checkQuota, showQuota, usageNow } from "../quotas.js";
+import { UsageCharts } from "./usage.js";
 import { Webhooks } from "./webhooks.js";
 
 // A tenant created from the list arrives with its first key: shown here once, then dropped.
@@ -213,36 +213,6 @@ function Keys({ tenant }) {
           <td>${!k.revoked_at && html`<button type="button" class="danger small"
             onClick=${() => revoke(k)}>Revoke</button>`}</td></tr>`; })}
         </tbody></table></div>`)}</${Loaded}>
-  </section>`;
-}
-
-const GROUPS = [["model", "Model"], ["job_class", "Class"], ["key", "Key"]];
-
-export function UsageCharts({ tenantId, title = "Usage" }) {
-  const [days, setDays] = useState(30);
-  const [group, setGroup] = useState("model");
-  const res = useResource(() => api("GET", `/admin/usage/series${qs({ tenant_id: tenantId,
-    days, group_by: group })}`), [tenantId, days, group]);
-  return html`<section class="card" aria-labelledby="usage-h">
-    <div class="page-head"><h2 id="usage-h">${title}</h2>
-      <label class="inline">Days <select value=${days} onChange=${(e) => setDays(Number(e.target.value))}>
-        ${[7, 30, 90].map((d) => html`<option value=${d}>${d}</option>`)}</select></label>
-      <label class="inline">By <select id="usage-group" value=${group} onChange=${(e) => setGroup(e.target.value)}>
-        ${GROUPS.filter(([g]) => tenantId || g !== "key").map(([g, l]) => html`<option value=${g}>${l}</option>`)}
-        ${!tenantId && html`<option value="tenant">Tenant</option>`}</select></label>
-    </div>
-    <${Loaded} res=${res} what="usage">${(u) => {
-      const x = u.days.map(daySeconds);
-      const by = (metric) => u.series.map((s) => ({ label: s.label || s.key, values: s[metric] }));
-      const none = `No usage in the last ${days} days.`;
-      const xr = dayRange(u.days);
-      return html`<p class="muted" id="usage-totals">${`${fmt(u.totals.requests)} requests, ${fmt(u.totals.prompt_tokens)} tokens in, ${fmt(u.totals.completion_tokens)} tokens out (UTC days).`}</p>
-        <div class="grid3" id="usage-charts">
-          <${Chart} title="Requests per day" x=${x} xRange=${xr} series=${by("requests")} empty=${none} bars=${true} />
-          <${Chart} title="Tokens in (prompt) per day" x=${x} xRange=${xr} series=${by("prompt_tokens")} empty=${none} bars=${true} />
-          <${Chart} title="Tokens out (completion) per day" x=${x} xRange=${xr} series=${by("completion_tokens")} empty=${none} bars=${true} />
-        </div>`;
-    }}</${Loaded}>
   </section>`;
 }
 
