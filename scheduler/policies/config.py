@@ -69,6 +69,16 @@ class FairwayConfig:
     # Preemption: how many workers of the model are examined for victims per realtime job.
     victim_scan_limit: int = 32
     preemption_enabled: bool = True
+    # EDF across tenants at the realtime level (EEVDF-like, waiting.py): a tenant is eligible
+    # while its VTC counter is within this many units (w_in * prompt + w_out * output, per
+    # weight) of the smallest backlogged counter, and the eligible head with the earliest
+    # first-token deadline goes next, so a tighter target is served first instead of being
+    # refused or missed more. Fair share still binds: two backlogged tenants' counters stay
+    # within the slack plus one largest charge. 0 = pure VTC order (smallest counter first).
+    # 4096 units is about a dozen 200-token-prompt / 48-token-answer requests, a few
+    # 1000 / 256 ones.
+    edf_slack_units: float = 4096.0
+    edf_scan_limit: int = 64  # eligible tenants looked at per pick (the degradation rule)
     # A pass defers at most this many unplaceable jobs before it stops (degradation rule).
     max_deferred_per_pass: int = 64
     # Length-aware ordering (lengths.py), off by default: a tenant's batch jobs at level 1

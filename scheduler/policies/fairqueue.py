@@ -1,5 +1,8 @@
 """One fair queue: the jobs of one (class level, model), tenants by VTC counter, each EDF.
 
+``earliest_eligible`` adds the EEVDF-like pick: among the tenants whose counter is within a
+slack of the smallest, the one whose next job has the earliest deadline.
+
 Costs (n queued jobs, T tenants): add O(log n); peek/pop amortized O(log T + log n);
 remove O(1) now plus a lazily skipped heap entry. Stale entries are skipped when they reach
 the top and the heaps are rebuilt once stale entries outnumber live ones, which keeps the
@@ -14,6 +17,7 @@ from scheduler.policies.vtc import VirtualCounters
 from scheduler.types import JobView
 
 EdfKey = tuple[float, float, str]  # (deadline, arrival, job_id)
+PickKey = tuple[float, float, float, str]  # (deadline, tenant counter, arrival, job_id)
 
 
 class FairQueue:
@@ -108,6 +112,47 @@ class FairQueue:
         if job is not None:
             self.remove(job.job_id)
         return job
+
+    def earliest_eligible(self, limit: float, cap: int) -> tuple[PickKey, JobView] | None:
+        """The earliest-deadline head job among at most ``cap`` tenants whose counter is at
+        most ``limit`` (the smallest first), equal deadlines to the smaller counter; None
+        when no tenant is that low. Costs O(k log T) for the k tenants looked at: their
+        order entries are popped and pushed back after, and a stale entry met on the way is
+        replaced by a fresh one in place."""
+        kept: list[tuple[float, str, int]] = []
+        best: tuple[PickKey, JobView] | None = None
+        while self._order and len(kept) < cap:
+            counter, tenant, version = self._order[0]
+            if self._live.get(tenant, 0) == 0 or version != self._counters.version(tenant):
+                heapq.heappop(self._order)
+                if self._pushed.get(tenant) == version:
+                    self._pushed.pop(tenant, None)
+                    self._push_fresh(tenant)
+                continue
+            if counter > limit:
+                break
+            kept.append(heapq.heappop(self._order))
+            (deadline, arrival, job_id), job = self._head_of(tenant)
+            key = (deadline, counter, arrival, job_id)
+            if best is None or key < best[0]:
+                best = (key, job)
+        for entry in kept:
+            heapq.heappush(self._order, entry)
+        return best
+
+    def _head_of(self, tenant: str) -> tuple[EdfKey, JobView]:
+        heap = self._edf[tenant]
+        while not self._valid(heap[0]):
+            heapq.heappop(heap)
+        deadline, arrival, job_id, _ = heap[0]
+        return (deadline, arrival, job_id), self._jobs[job_id][0]
+
+    def _push_fresh(self, tenant: str) -> None:
+        """``refresh`` without the rebuild, for use while entries are held out of the heap."""
+        if self._live.get(tenant, 0) > 0:
+            version = self._counters.version(tenant)
+            self._pushed[tenant] = version
+            heapq.heappush(self._order, (self._counters.value(tenant), tenant, version))
 
     def _valid(self, entry: tuple[float, float, str, int]) -> bool:
         item = self._jobs.get(entry[2])

@@ -17,7 +17,7 @@ import heapq
 
 from scheduler.outlook import Backlog
 from scheduler.policies.config import FairwayConfig
-from scheduler.policies.fairqueue import EdfKey, FairQueue
+from scheduler.policies.fairqueue import EdfKey, FairQueue, PickKey
 from scheduler.policies.fleet import Fleet
 from scheduler.policies.lengths import OutputLengthPredictor
 from scheduler.policies.vtc import VirtualCounters
@@ -84,22 +84,49 @@ class WaitingJobs:
         return job
 
     def next_job(self, level: int, blocked: set[str]) -> JobView | None:
-        """Take out the level's next job: from the model queue whose head tenant has the
-        smallest counter, among models not in ``blocked``."""
+        """Take out the level's next job, among models not in ``blocked``: with an EDF slack
+        at this level, the earliest deadline of the tenants within the slack of the smallest
+        counter (``_earliest_eligible``); else from the model queue whose head tenant has the
+        smallest counter."""
+        queues = [(m, fq) for m, fq in self._queues[level].items() if m not in blocked and fq]
+        slack = self.config.edf_slack_units if level == 0 else 0.0
+        if slack > 0:
+            job = self._earliest_eligible(queues, slack)
+        else:
+            job = self._smallest_counter(queues)
+        if job is not None:
+            self._forget(job, level)
+        return job
+
+    def _smallest_counter(self, queues: list[tuple[str, FairQueue]]) -> JobView | None:
         best: FairQueue | None = None
         best_counter = 0.0
-        for model, fq in self._queues[level].items():
-            if model in blocked or not fq:
-                continue
+        for _, fq in queues:
             counter = fq.min_counter()
             if counter is not None and (best is None or counter < best_counter):
                 best, best_counter = fq, counter
+        return None if best is None else best.pop()
+
+    def _earliest_eligible(self, queues: list[tuple[str, FairQueue]], slack: float
+                           ) -> JobView | None:
+        """EEVDF-like: a tenant is eligible while its counter is within ``slack`` of the
+        smallest backlogged one; of the eligible, the earliest deadline goes next. A tighter
+        target then goes first across tenants of one level, and fair share still binds: a
+        tenant served past the slack waits until the others catch up."""
+        mins = [c for c in (fq.min_counter() for _, fq in queues) if c is not None]
+        if not mins:
+            return None
+        limit = min(mins) + slack
+        cap = self.config.edf_scan_limit
+        best: tuple[PickKey, FairQueue, JobView] | None = None
+        for _, fq in queues:
+            found = fq.earliest_eligible(limit, cap)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = (found[0], fq, found[1])
         if best is None:
             return None
-        job = best.pop()
-        assert job is not None  # only non-empty queues are picked
-        self._forget(job, level)
-        return job
+        best[1].remove(best[2].job_id)
+        return best[2]
 
     def backlog(self, model: str) -> list[Backlog]:
         """The model's queue at level 0 (realtime and due batch) by tenant: (tenant, jobs

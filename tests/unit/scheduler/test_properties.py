@@ -195,6 +195,7 @@ def test_escalation_happens_before_the_deadline(deadline, out, tick) -> None:
     policy = FairwayPolicy(config)
     policy.on_worker_heartbeat(worker("w", slots=1))
     policy.on_job_arrived(rt("hog", slo=1e9, out=50_000))  # holds the only slot throughout
+    policy.schedule(0.0)
     policy.on_job_arrived(batch("due", "b", out=out, deadline=deadline))
     now = 0.0
     while now < deadline and policy.level_of("due") == 1:
