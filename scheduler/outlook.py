@@ -159,7 +159,7 @@ def door_verdict(
     predicts (an outlook that old: no pool serves more in that time). ``elapsed_s``: the
     time since the outlook was computed, in which the ``extra_jobs`` came and the pool
     freed slots (``queue_wait_s``). ``calibration``: what this model's predictions turned
-    out to need multiplying by (service.api.ttft_calibration), applied to the whole
+    out to need multiplying by (scheduler.ttft_calibration), applied to the whole
     prediction, the API's own delay included (it learns on the whole)."""
     pool_wait = max(0.0, predict_new_wait(o, extra_jobs=extra_jobs, tenant=tenant,
                                           weight=weight, own_extra=own_extra,

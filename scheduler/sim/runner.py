@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.interface import PolicyKind, SchedulingPolicy
-from scheduler.outlook import RealtimeOutlook, door_refusal
+from scheduler.outlook import RealtimeOutlook, door_verdict
 from scheduler.policies import FairwayConfig, make_policy
 from scheduler.sim.engine_model import EngineModel, Seq, StepResult
 from scheduler.sim.metrics import JobRecord, Metrics
@@ -24,6 +24,7 @@ from scheduler.sim.scenario import Scenario
 from scheduler.sim.traffic import SimJob, generate
 from scheduler.step_phase import PhaseGrid
 from scheduler.tiers import DEFAULT_TIER, FLEX_TIER, PRIORITY_TIER
+from scheduler.ttft_calibration import TtftCalibration
 from scheduler.types import Assign, Decision, JobClass, JobView, Preempt, Reject, WorkerView
 
 # name -> (policy, engine options: priority order, preemption for realtime, realtime guard)
@@ -123,6 +124,10 @@ class Simulation:
         self._outlooks: dict[str, RealtimeOutlook] = {}
         self._next_outlook = 0.0
         self._door_admitted: dict[str, deque[tuple[float, str]]] = defaultdict(deque)
+        # ... calibrated on the first tokens of what it admitted, as the API's door is: the
+        # raw prediction each admitted job was judged on, until its first token.
+        self._calibration = TtftCalibration()
+        self._door_predicted: dict[str, float] = {}
         self.now = 0.0
 
     # -- the loop ------------------------------------------------------------------------
@@ -243,13 +248,24 @@ class Simulation:
         else:  # queue mode: the target only orders work; the deadline still bounds it
             target = math.inf if job.deadline is None else job.deadline - self.now
         own = sum(1 for _, tenant in admitted if tenant == job.tenant)
-        retry = door_refusal(outlook, prompt_tokens=job.prompt_tokens, target_s=target,
-                             extra_jobs=len(admitted), tenant=job.tenant, weight=job.weight,
-                             own_extra=own, max_wait_s=max_wait_s)
-        if retry is not None:
+        factor = self._calibration.factor(job.model) if self.scenario.door_calibration else 1.0
+        verdict = door_verdict(outlook, prompt_tokens=job.prompt_tokens, target_s=target,
+                               extra_jobs=len(admitted), tenant=job.tenant, weight=job.weight,
+                               own_extra=own, max_wait_s=max_wait_s,
+                               elapsed_s=self.now - outlook.at, calibration=factor)
+        if verdict.retry_after is not None:
             return False
         admitted.append((self.now, job.tenant))
+        self._door_predicted[job.job_id] = verdict.raw_predicted_s
         return True
+
+    def _calibrate(self, record: JobRecord) -> None:
+        """A door-admitted job's first token: the door learns its TTFT against what it
+        predicted (scheduler.ttft_calibration), as the API's door does."""
+        raw = self._door_predicted.pop(record.job.job_id, None)
+        ttft = record.ttft
+        if raw is not None and ttft is not None:
+            self._calibration.observe(record.job.model, actual_s=ttft, raw_predicted_s=raw)
 
     def _apply(self, decisions: list[Decision]) -> None:
         for d in decisions:
@@ -316,6 +332,7 @@ class Simulation:
             record = m.records[seq.job_id]
             if record.first_token is None:
                 record.first_token = result.end
+                self._calibrate(record)
             if seq.is_realtime:  # its prefill no longer queues in the engine (admission)
                 self.policy.on_first_token(seq.job_id)
         for seq in result.finished:

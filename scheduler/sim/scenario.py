@@ -76,6 +76,9 @@ class Scenario:
     # The API's admission at the door (service.api.slo_gate): a realtime arrival is refused
     # before the policy sees it when the last published outlook predicts it would miss.
     door_admission: bool = False
+    # ... calibrated on its admitted jobs' first tokens (scheduler.ttft_calibration), as the
+    # API's door is; False judges by the cost profile's prediction alone.
+    door_calibration: bool = True
     # Realtime's admission mode, as a plan sets it (docs/tenancy.md): "shed" refuses a job
     # predicted to miss its TTFT target; "queue" admits it while its predicted wait before
     # its prefill starts is within ``max_queue_wait_s`` (and its deadline can be met), the

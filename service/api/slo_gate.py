@@ -33,8 +33,8 @@ from scheduler.outlook import (
     door_verdict,
     predict_new_ttft,
 )
+from scheduler.ttft_calibration import TtftCalibration
 from service.api.api_backlog import ApiBacklog
-from service.api.ttft_calibration import TtftCalibration
 from service.store.heartbeats import decode_outlook
 from service.store.keys import outlook_key
 from service.store.single_flight import SingleFlight

@@ -121,8 +121,16 @@ def test_in_the_simulator_a_flood_is_refused_and_its_quiet_neighbour_mostly_admi
     sim = Simulation(scenario, "fairway")
     sim.run()
     refused: dict[str, list[bool]] = {"flood": [], "quiet": []}
+    met: dict[str, list[bool]] = {"flood": [], "quiet": []}
     for job_id, record in sim.metrics.records.items():
-        refused[sim.by_id[job_id].tenant].append(record.rejected is not None)
+        tenant = sim.by_id[job_id].tenant
+        refused[tenant].append(record.rejected is not None)
+        if record.rejected is None:
+            met[tenant].append(record.met_slo(scenario.default_ttft_slo_s))
     share = {t: sum(r) / len(r) for t, r in refused.items()}
+    attained = {t: sum(m) / len(m) for t, m in met.items()}
     # the pool-wide prediction refused the quiet tenant about as often as the flooder (~0.8)
-    assert share["flood"] > 0.6 and share["quiet"] < 0.5, share
+    assert share["flood"] > 0.6 and share["quiet"] < share["flood"] - 0.2, share
+    # and the door, calibrated on first tokens as the API's is, keeps what it admits: the
+    # uncalibrated door admitted quiet requests of which 21% met the target
+    assert min(attained.values()) > 0.9, attained

@@ -10,8 +10,9 @@ import time
 import pytest
 
 from scheduler.outlook import RealtimeOutlook, door_verdict
+from scheduler.ttft_calibration import TtftCalibration
 from service.api.slo_gate import SloGate
-from service.api.ttft_calibration import TtftCalibration, calibrating
+from service.api.ttft_calibration import calibrating
 from service.store.heartbeats import encode_outlook
 
 
