@@ -1,12 +1,14 @@
 """What the Helm chart's tests share: where the chart and its one sources are, the value sets
-they render (defaults, everything on, the production path) and small readers of rendered
-manifests."""
+they render (defaults, everything on, the production path, and the chart's examples/ a user
+copies) and small readers of rendered manifests."""
 
 from __future__ import annotations
 
 import copy
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "helm" / "fairway"
@@ -55,7 +57,19 @@ PRODUCTION: dict[str, Any] = {
                 "source": {"pvc": {"claimName": "models", "path": "llama-3.1-8b"}},
                 "gpu": {"count": 1, "resourceName": "nvidia.com/gpu"}}],
 }
-VARIANTS = {"defaults": {}, "full": FULL, "production": PRODUCTION}
+# The value sets users read and copy (deploy/helm/fairway/examples/): a CPU trial, one GPU
+# model, two models on MIG slices with one scaling to zero.
+EXAMPLES_DIR = CHART / "examples"
+EXAMPLE_NAMES = ("cpu-trial", "one-gpu-model", "two-models-mig-scale-to-zero")
+
+
+def example(name: str) -> dict[str, Any]:
+    values: dict[str, Any] = yaml.safe_load((EXAMPLES_DIR / f"{name}.yaml").read_text())
+    return values
+
+
+VARIANTS = {"defaults": {}, "full": FULL, "production": PRODUCTION,
+            **{name: example(name) for name in EXAMPLE_NAMES}}
 FAIRWAY_CONTAINERS = {"api", "dispatcher", "worker", "migrate"}
 
 

@@ -101,6 +101,12 @@ BAD_VALUES = [
                   "autoscaling": {"minReplicas": 0}}]}, "/models/0/autoscaling/minReplicas"),
     ({"autoscaling": {"keda": {"fallback": {"failureThreshold": 0}}}},
      "/autoscaling/keda/fallback/failureThreshold"),
+    ({"workerDefaults": {"engine": {"device": "tpu"}}}, "/workerDefaults/engine/device"),
+    ({"models": [{"name": "a", "servedName": "x", "source": {"hostPath": {"path": "/m"}},
+                  "autoscaling": {"scaleToZero": "yes"}}]},
+     "/models/0/autoscaling/scaleToZero"),
+    ({"waitingRoom": {"seconds": -1}}, "/waitingRoom/seconds"),
+    ({"image": {"repository": "r", "digest": "0.1.0"}}, "/image/digest"),
 ]
 
 
@@ -115,6 +121,13 @@ def test_bad_values_fail_the_schema_naming_the_key(helm: Any, chart: Any, bad: d
         chart.render(bad)
 
 
+def _model(**keys: Any) -> dict[str, Any]:
+    return {"name": "a", "servedName": "x", "source": {"hostPath": {"path": "/m"}}, **keys}
+
+
+_TO_ZERO = {"scaleToZero": True}
+_KEDA = {"keda": {"enabled": True}}
+
 TEMPLATE_CHECKS = [
     ({"models": [{"name": "a", "servedName": "x", "source": {"hostPath": {"path": "/m"}}},
                  {"name": "a", "servedName": "y", "source": {"hostPath": {"path": "/m"}}}]},
@@ -122,12 +135,39 @@ TEMPLATE_CHECKS = [
     ({"models": [{"name": "a", "servedName": "x", "source": {"hostPath": {"path": "/m"}}},
                  {"name": "b", "servedName": "x", "source": {"hostPath": {"path": "/m"}}}]},
      'models[1].servedName "x" is served by another entry'),
-    ({"models": [{"name": "a", "servedName": "x", "source": {"hostPath": {"path": "/m"}},
-                  "engine": {"tensorParallelSize": 4}, "gpu": {"count": 2}}]},
-     "engine.tensorParallelSize 4 needs at least that many GPUs"),
-    ({"models": [{"name": "a", "servedName": "x", "source": {"hostPath": {"path": "/m"}},
-                  "engine": {"tensorParallelSize": 2}, "gpu": {"count": 2}}]},
+    # The engine against its GPUs.
+    ({"models": [_model(gpu={"count": 0})]},
+     "models[0] (a): engine.device is gpu but gpu.count is 0: a GPU engine needs at least "
+     "one GPU"),
+    ({"workerDefaults": {"gpu": {"count": 0}}, "models": [_model()]},
+     "engine.device is gpu but gpu.count is 0"),
+    ({"models": [_model(engine={"device": "cpu"})]},
+     "engine.device is cpu but gpu.count is 1: a CPU engine uses no GPU"),
+    ({"models": [_model(engine={"tensorParallelSize": 4}, gpu={"count": 2})]},
+     "engine.tensorParallelSize 4 but gpu.count 2: one engine spans exactly "
+     "tensorParallelSize GPUs"),
+    ({"models": [_model(gpu={"count": 2})]},
+     "engine.tensorParallelSize 1 but gpu.count 2"),
+    ({"models": [_model(engine={"tensorParallelSize": 2},
+                        gpu={"count": 2, "resourceName": "nvidia.com/mig-3g.40gb"})]},
+     "gpu.count 2 of nvidia.com/mig-3g.40gb: a process sees one MIG slice only"),
+    ({"models": [_model(engine={"tensorParallelSize": 2}, gpu={"count": 2})]},
      "does not pass a tensor parallel size to vLLM yet"),
+    # Scale to zero's preconditions, and KEDA's bounds.
+    ({"models": [_model(autoscaling=_TO_ZERO)]},
+     "models[0] (a): autoscaling.scaleToZero needs KEDA"),
+    ({"autoscaling": _KEDA, "models": [_model(autoscaling={**_TO_ZERO, "minReplicas": 1})]},
+     "scaleToZero and autoscaling.minReplicas are both set"),
+    ({"autoscaling": _KEDA, "waitingRoom": {"seconds": 0},
+      "models": [_model(autoscaling=_TO_ZERO)]},
+     "autoscaling.scaleToZero needs the waiting room, but waitingRoom.seconds is 0"),
+    ({"autoscaling": _KEDA, "models": [_model(replicas=6)]},
+     "models[0] (a): autoscaling fallback of 6 workers is above maxReplicas 4"),
+    ({"autoscaling": _KEDA, "models": [_model(autoscaling={"minReplicas": 3,
+                                                           "maxReplicas": 2})]},
+     "models[0] (a): autoscaling maxReplicas 2 is below minReplicas 3"),
+    ({"env": {"FAIRWAY_WAITING_ROOM_SECONDS": "60"}},
+     "env.FAIRWAY_WAITING_ROOM_SECONDS: the chart sets it from waitingRoom.seconds"),
     ({"env": {"FAIRWAY_SECRET_KEY": "hunter2"}}, "env.FAIRWAY_SECRET_KEY: connection URLs and "
                                                  "secrets never go in values"),
     ({"models": [{"name": "a", "servedName": "x", "source": {"hostPath": {"path": "/m"}},

@@ -30,7 +30,11 @@ app.kubernetes.io/part-of: fairway
 {{- end -}}
 
 {{- define "fairway.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "fairway.serviceAccountName" -}}
@@ -90,6 +94,13 @@ template, the tests) always get a new one.
 {{- with .Values.models -}}{{- (first .).servedName -}}{{- end -}}
 {{- end -}}
 
+{{/* Every model's served name but the first's, comma-separated (FAIRWAY_CATALOG_MODELS). */}}
+{{- define "fairway.otherServedNames" -}}
+{{- $names := list -}}
+{{- range $m := rest .Values.models -}}{{- $names = append $names $m.servedName -}}{{- end -}}
+{{- join "," $names -}}
+{{- end -}}
+
 {{/*
 The environment every Fairway process shares: production mode, the connections and the
 secrets from Secrets, logs, metrics binding, the data directory, and the user's FAIRWAY_*.
@@ -125,6 +136,10 @@ secrets from Secrets, logs, metrics binding, the data directory, and the user's 
   value: /var/lib/fairway/files
 - name: HOME
   value: /home/fairway
+{{- with .Values.waitingRoom.seconds }}
+- name: FAIRWAY_WAITING_ROOM_SECONDS
+  value: {{ . | quote }}
+{{- end }}
 {{- range $name, $value := .Values.env }}
 - name: {{ $name }}
   value: {{ $value | toString | quote }}
@@ -169,6 +184,11 @@ capabilities:
 
 {{/* Checks across values that the schema cannot express, with messages that say what to do. */}}
 {{- define "fairway.validate" -}}
+{{- range $name, $key := dict "FAIRWAY_WAITING_ROOM_SECONDS" "waitingRoom.seconds" "FAIRWAY_CATALOG_MODELS" "models[].servedName" -}}
+{{- if hasKey $.Values.env $name -}}
+{{- fail (printf "env.%s: the chart sets it from %s; set that instead" $name $key) -}}
+{{- end -}}
+{{- end -}}
 {{- range $name := list "FAIRWAY_DATABASE_URL" "FAIRWAY_REDIS_URL" "FAIRWAY_SECRET_KEY" "FAIRWAY_ADMIN_TOKEN" -}}
 {{- if or (hasKey $.Values.env $name) (hasKey $.Values.workerDefaults.env $name) -}}
 {{- fail (printf "env.%s: connection URLs and secrets never go in values; the chart reads them from Secrets (database.existingSecret, redis.existingSecret, secrets.existingSecret)" $name) -}}
@@ -197,11 +217,54 @@ capabilities:
 {{- fail (printf "models[%d].env.%s: connection URLs and secrets never go in values; the chart reads them from Secrets" $i $name) -}}
 {{- end -}}
 {{- end -}}
-{{- if and (gt (int $w.gpu.count) 0) (gt (int $w.engine.tensorParallelSize) (int $w.gpu.count)) -}}
-{{- fail (printf "models[%d] (%s): engine.tensorParallelSize %d needs at least that many GPUs (gpu.count is %d)" $i $m.name (int $w.engine.tensorParallelSize) (int $w.gpu.count)) -}}
+{{- include "fairway.validateEngine" (dict "i" $i "m" $w) -}}
+{{- include "fairway.validateScaleToZero" (dict "root" $ "i" $i "m" $w) -}}
 {{- end -}}
-{{- if gt (int $w.engine.tensorParallelSize) 1 -}}
-{{- fail (printf "models[%d] (%s): engine.tensorParallelSize %d: the Fairway worker does not pass a tensor parallel size to vLLM yet (no FAIRWAY_* setting for it), so only 1 is accepted" $i $m.name (int $w.engine.tensorParallelSize)) -}}
+{{- end -}}
+
+{{/* A model's engine against its GPUs: called with (dict "i" index "m" merged settings). */}}
+{{- define "fairway.validateEngine" -}}
+{{- $m := .m -}}
+{{- $where := printf "models[%d] (%s)" (int .i) $m.name -}}
+{{- $gpus := int $m.gpu.count -}}
+{{- $tp := int $m.engine.tensorParallelSize -}}
+{{- if eq (default "gpu" $m.engine.device) "cpu" -}}
+{{- if gt $gpus 0 -}}
+{{- fail (printf "%s: engine.device is cpu but gpu.count is %d: a CPU engine uses no GPU; set gpu.count: 0, or engine.device: gpu" $where $gpus) -}}
+{{- end -}}
+{{- if gt $tp 1 -}}
+{{- fail (printf "%s: engine.tensorParallelSize %d needs a GPU engine (engine.device is cpu)" $where $tp) -}}
+{{- end -}}
+{{- else -}}
+{{- if eq $gpus 0 -}}
+{{- fail (printf "%s: engine.device is gpu but gpu.count is 0: a GPU engine needs at least one GPU; for a CPU trial set engine.device: cpu (an image built with ENGINE_EXTRA=cpu)" $where) -}}
+{{- end -}}
+{{- if ne $tp $gpus -}}
+{{- fail (printf "%s: engine.tensorParallelSize %d but gpu.count %d: one engine spans exactly tensorParallelSize GPUs; set both to the same number" $where $tp $gpus) -}}
+{{- end -}}
+{{- if and (hasPrefix "nvidia.com/mig-" $m.gpu.resourceName) (gt $gpus 1) -}}
+{{- fail (printf "%s: gpu.count %d of %s: a process sees one MIG slice only, so an engine cannot span several; use a larger profile, or whole GPUs (nvidia.com/gpu) for tensor parallelism" $where $gpus $m.gpu.resourceName) -}}
+{{- end -}}
+{{- if gt $tp 1 -}}
+{{- fail (printf "%s: engine.tensorParallelSize %d: the Fairway worker does not pass a tensor parallel size to vLLM yet (no FAIRWAY_* setting for it), so only 1 is accepted" $where $tp) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Scale to zero's preconditions: called with (dict "root" $ "i" index "m" merged settings). */}}
+{{- define "fairway.validateScaleToZero" -}}
+{{- $a := default dict .m.autoscaling -}}
+{{- if $a.scaleToZero -}}
+{{- $where := printf "models[%d] (%s)" (int .i) .m.name -}}
+{{- if not .root.Values.autoscaling.keda.enabled -}}
+{{- fail (printf "%s: autoscaling.scaleToZero needs KEDA (autoscaling.keda.enabled: true); without it the model keeps its replicas" $where) -}}
+{{- end -}}
+{{- if hasKey $a "minReplicas" -}}
+{{- fail (printf "%s: autoscaling.scaleToZero and autoscaling.minReplicas are both set: scale to zero is minReplicas 0; drop one" $where) -}}
+{{- end -}}
+{{- $room := .root.Values.waitingRoom.seconds -}}
+{{- if and (not (kindIs "invalid" $room)) (eq (int $room) 0) -}}
+{{- fail (printf "%s: autoscaling.scaleToZero needs the waiting room, but waitingRoom.seconds is 0: a request for the model at zero would fail at once instead of waking it" $where) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
