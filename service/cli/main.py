@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "service.cli.logs",  # logs
     "service.cli.admin",  # tenant, key
     "service.cli.plans",  # plan
+    "service.cli.spend",  # price, spend, budget
     "service.cli.batch",  # batch
     "service.cli.jobs",  # jobs
     "service.cli.chaos.cli",  # chaos

@@ -36,7 +36,7 @@ def spend(admin: Admin, tenant_id: str, group_by: str) -> Any:
     return admin.ok("GET", f"/admin/spend?tenant_id={tenant_id}&group_by={group_by}")
 
 
-def test_prices_are_versions_per_class_and_unpricing_keeps_history(admin: Admin):
+def test_prices_are_versions_per_class_and_unpricing_keeps_history(admin: Admin) -> None:
     model = model_name()
     first = set_price(admin, model, input_per_mtok="0.15", output_per_mtok=0.6)
     assert first["status"] == "priced" and first["created_by"] == "admin:pytest"
@@ -72,13 +72,14 @@ def test_prices_are_versions_per_class_and_unpricing_keeps_history(admin: Admin)
     ({"input_per_mtok": "1", "output_per_mtok": "1", "currency": "EUR"}, "currency"),
     ({"input_per_mtok": "1"}, "output_per_mtok"),
 ])
-def test_a_bad_price_is_a_400_naming_the_field(admin: Admin, body: dict[str, Any], param: str):
+def test_a_bad_price_is_a_400_naming_the_field(admin: Admin, body: dict[str, Any],
+                                               param: str) -> None:
     resp = admin.http.put("/admin/prices", json={"model": model_name(), **body})
     assert resp.status_code == 400, resp.text
     assert resp.json()["error"]["param"] == param
 
 
-def test_each_job_costs_the_price_in_force_when_it_ended(admin: Admin, sim_stack: Stack):
+def test_each_job_costs_the_price_in_force_when_it_ended(admin: Admin, sim_stack: Stack) -> None:
     url, model = sim_stack.database_url, model_name()
     tid, _ = admin.create_tenant(f"spend-{uuid.uuid4().hex[:8]}")
     key = first_key(url, tid)
@@ -108,7 +109,7 @@ def test_each_job_costs_the_price_in_force_when_it_ended(admin: Admin, sim_stack
 
 
 def test_the_csv_export_has_a_row_per_day_tenant_key_model_and_class(admin: Admin,
-                                                                     sim_stack: Stack):
+                                                                     sim_stack: Stack) -> None:
     url, model = sim_stack.database_url, "=HYPERLINK(\"x\")" + uuid.uuid4().hex[:6]
     tid, _ = admin.create_tenant(f"csv-{uuid.uuid4().hex[:8]}")
     set_price(admin, model, input_per_mtok="0.5", output_per_mtok="1.5")
@@ -125,7 +126,7 @@ def test_the_csv_export_has_a_row_per_day_tenant_key_model_and_class(admin: Admi
     assert all(r["tenant_id"] == tid and r["prompt_tokens"] == str(2 * M) for r in rows)
 
 
-def test_the_window_and_tenant_are_checked(admin: Admin):
+def test_the_window_and_tenant_are_checked(admin: Admin) -> None:
     for params, param in [({"since": "2026-02-30"}, "since"),
                           ({"since": "2026-03-02", "until": "2026-03-01"}, "since"),
                           ({"since": "2024-01-01", "until": "2026-01-01"}, "since"),
@@ -134,7 +135,7 @@ def test_the_window_and_tenant_are_checked(admin: Admin):
         assert resp.status_code == 400 and resp.json()["error"]["param"] == param, resp.text
 
 
-def test_a_budget_is_set_read_and_removed(admin: Admin, sim_stack: Stack):
+def test_a_budget_is_set_read_and_removed(admin: Admin, sim_stack: Stack) -> None:
     url, model = sim_stack.database_url, model_name()
     tid, _ = admin.create_tenant(f"budget-{uuid.uuid4().hex[:8]}")
     set_price(admin, model, input_per_mtok="2", output_per_mtok="2")

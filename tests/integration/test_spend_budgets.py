@@ -48,7 +48,7 @@ def budget_events(receiver: Receiver) -> list[dict[str, Any]]:
 
 
 def test_each_threshold_alerts_once_a_month(admin: Admin, sim_stack: Stack,
-                                            settings: Settings):
+                                            settings: Settings) -> None:
     url = sim_stack.database_url
     tid, _ = admin.create_tenant(f"alerts-{uuid.uuid4().hex[:8]}")
     receiver = Receiver().start()
@@ -108,7 +108,7 @@ def chat(stack: Stack, key: str) -> httpx.Response:
 
 
 def test_a_hard_stop_refuses_with_insufficient_quota_until_raised(admin: Admin,
-                                                                  sim_stack: Stack):
+                                                                  sim_stack: Stack) -> None:
     url = sim_stack.database_url
     tid, key = admin.create_tenant(f"stop-{uuid.uuid4().hex[:8]}")
     other, other_key = admin.create_tenant(f"alert-only-{uuid.uuid4().hex[:8]}")

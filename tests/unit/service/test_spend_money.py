@@ -24,35 +24,35 @@ D = Decimal
 PRICE = Price(D("0.15"), D("0.60"))  # per million tokens
 
 
-def test_realtime_pays_the_list_price_exactly():
+def test_realtime_pays_the_list_price_exactly() -> None:
     assert charge(1_000_000, 0, PRICE, "realtime") == D("0.15")
     assert charge(1, 1, PRICE, "realtime") == D("0.00000075")
 
 
-def test_batch_and_flex_are_half_price_by_default():
+def test_batch_and_flex_are_half_price_by_default() -> None:
     assert PRICE.rates("batch") == (D("0.075"), D("0.30"))
     assert charge(2_000_000, 1_000_000, PRICE, "flex") == D("0.45")
 
 
-def test_a_class_discount_or_explicit_price_wins():
+def test_a_class_discount_or_explicit_price_wins() -> None:
     price = Price(D("1"), D("2"), batch_discount_pct=D("25"), flex_discount_pct=D("0"),
                   flex_output_per_mtok=D("0.5"))
     assert price.rates("batch") == (D("0.75"), D("1.5"))
     assert price.rates("flex") == (D("1"), D("0.5"))  # input at 0% off, output explicit
 
 
-def test_unpriced_costs_zero():
+def test_unpriced_costs_zero() -> None:
     assert charge(10**9, 10**9, None, "realtime") == 0
 
 
-def test_many_small_charges_sum_exactly():
+def test_many_small_charges_sum_exactly() -> None:
     # 10,000 requests of 3 tokens at 0.10/M: float arithmetic drifts, Decimal does not.
     price = Price(D("0.10"), D("0.10"))
     assert sum((charge(1, 2, price, "realtime") for _ in range(10_000)), D(0)) == D("0.003")
     assert shown(D("0.003")) == "0.003000" and shown(D("1E-9")) == "0.000000"
 
 
-def test_job_class_from_kind_and_tier():
+def test_job_class_from_kind_and_tier() -> None:
     assert job_class("batch", "default") == "batch"
     assert job_class("realtime", "flex") == "flex"
     assert job_class("realtime", "priority") == job_class("realtime", None) == "realtime"
@@ -65,17 +65,17 @@ def test_job_class_from_kind_and_tier():
     ("130", [], [50, 80, 100]),
     ("130", [50, 80, 100], []),
 ])
-def test_thresholds_cross_once(spend: str, sent: list[int], expected: list[int]):
+def test_thresholds_cross_once(spend: str, sent: list[int], expected: list[int]) -> None:
     assert crossed_thresholds(D(spend), D("100"), [100, 50, 80], sent) == expected
 
 
-def test_percent_and_months():
+def test_percent_and_months() -> None:
     assert percent_used(D("1"), D("3")) == D("33.33")
     assert next_month(dt.date(2026, 12, 6)) == dt.date(2027, 1, 1)
     assert next_month(dt.date(2026, 1, 31)) == dt.date(2026, 2, 1)
 
 
-def test_lines_sum_by_dimension_and_day():
+def test_lines_sum_by_dimension_and_day() -> None:
     t1, t2, key = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     day = dt.date(2026, 12, 1)
     prices = {1: PRICE}
