@@ -1,17 +1,16 @@
 """`fairway chaos --hosts`: the stack as separate hosts (network namespaces, ``netns``), and
-partitions between them under streaming load: a worker cut from Redis but not Postgres, the
-active dispatcher cut from Postgres while it holds the lock.
+network faults between them under streaming and batch load (``netfaults``).
 
 The db host runs a private Postgres (this machine's Postgres binaries, a throwaway cluster)
-and Redis (the embedded redis-server) bound to its own address; the API, both dispatchers
-and both workers each run in a host of their own; the clients and the audit in another."""
+and Redis (the embedded redis-server) bound to its own address; two API replicas, both
+dispatchers and both workers each run in a host of their own; a balancer host (haproxy,
+``balancer``) gives the replicas one address; the clients and the audit run in another.
+One worker reaches the db host through a delaying proxy in its own host (``delay_proxy``),
+idle until its latency fault."""
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
 import glob
-import json
 import os
 import shutil
 import signal
@@ -20,46 +19,29 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from service.cli.chaos.audit import audit
-from service.cli.chaos.batch_client import BatchRecord
-from service.cli.chaos.cluster import API, DISPATCHERS, WORKERS, Child, Cluster, stack_env
-from service.cli.chaos.faults import Injected, wait_for
-from service.cli.chaos.load import Load, LoadPlan
+from service.cli.chaos.balancer import Balancer
+from service.cli.chaos.cluster import API, Child, Cluster, _http_status, stack_env
+from service.cli.chaos.load import LoadPlan
+from service.cli.chaos.netfaults import (
+    API_2,
+    DELAY_MS,
+    DELAYED_WORKER,
+    HOST_OF,
+    PG_PORT,
+    PROXIED_PORTS,
+    REDIS_PORT,
+    net_faults,
+    run_net_fault,
+)
 from service.cli.chaos.netns import Fabric
-from service.cli.chaos.probe import time_to_recovery
-from service.cli.chaos.report import DETAIL_LIMIT, Row
-from service.cli.chaos.run import _busy_worker, _drain, _tenant, token_stall
+from service.cli.chaos.report import Row
 from service.store.migrate import upgrade
 
-PG_PORT, REDIS_PORT = 5432, 6379
-HOST_OF = {API: "api", DISPATCHERS[0]: "disp-a", DISPATCHERS[1]: "disp-b",
-           WORKERS[0]: "w1", WORKERS[1]: "w2"}
-HOSTS = ("db", *HOST_OF.values(), "client")
-
-
-@dataclass(frozen=True)
-class NetFault:
-    victim: str  # "worker" (a busy one) or "dispatcher" (the active one)
-    dependency: str  # "redis" or "postgres": the port on the db host it is cut from
-    duration_s: float
-
-    @property
-    def name(self) -> str:
-        return f"{self.victim} cut from {self.dependency} {self.duration_s:g}s"
-
-    @property
-    def port(self) -> int:
-        return REDIS_PORT if self.dependency == "redis" else PG_PORT
-
-
-def net_faults(short: bool) -> list[NetFault]:
-    return [NetFault("worker", "redis", 6.0 if short else 10.0),
-            NetFault("dispatcher", "postgres", 10.0 if short else 15.0)]
+HOSTS = ("db", *HOST_OF.values(), "lb", "client")
 
 
 @dataclass
@@ -131,19 +113,32 @@ class DbHost:
 
 @dataclass
 class HostCluster(Cluster):
-    """``Cluster`` with each child in its own host: the API listens on its host's address."""
+    """``Cluster`` with each child in its own host, a second API replica, and the clients'
+    way in through the balancer (``front``)."""
 
     fabric: Fabric | None = None
+    front: str | None = None  # the balancer's URL
+    host_env: dict[str, dict[str, str]] = field(default_factory=dict)  # host -> its own env
 
     @property
     def base_url(self) -> str:
+        return self.front or self.replica_url(API)
+
+    def replica_url(self, name: str) -> str:
         assert self.fabric is not None
-        return f"http://{self.fabric.addresses['api']}:{self.port}"
+        return f"http://{self.fabric.addresses[HOST_OF[name]]}:{self.port}"
+
+    def start(self, timeout_s: float = 120.0) -> None:
+        super().start(timeout_s)
+        self._spawn(API_2, ["api", "--port", str(self.port)])
+        self.wait_until(lambda: _http_status(self.replica_url(API_2) + "/healthz") == 200,
+                        timeout_s, API_2)
 
     def _spawn(self, name: str, args: list[str]) -> Child:
         assert self.fabric is not None
         host = HOST_OF[name]
-        env = {**self.env, "FAIRWAY_API_HOST": self.fabric.addresses[host]}
+        env = {**self.env, "FAIRWAY_API_HOST": self.fabric.addresses[host],
+               **self.host_env.get(host, {})}
         log_path = self.log_dir / f"{name}.log"
         with open(log_path, "ab") as log:
             start = log.tell()
@@ -157,6 +152,17 @@ class HostCluster(Cluster):
         return child
 
 
+@dataclass
+class Stage:
+    """Everything a network fault acts on."""
+
+    fabric: Fabric
+    db: DbHost
+    cluster: HostCluster
+    balancer: Balancer
+    delay_proxy: subprocess.Popen[bytes]
+
+
 def run_hosts_pass(short: bool, data_dir: Path, only: list[str],
                    say: Callable[[str], None] = print) -> list[Row]:
     """Builds the hosts, starts the stack on them and runs each network fault; removes every
@@ -164,24 +170,37 @@ def run_hosts_pass(short: bool, data_dir: Path, only: list[str],
     fabric = Fabric(HOSTS)
     db = DbHost(fabric, data_dir)
     cluster: HostCluster | None = None
+    balancer: Balancer | None = None
+    proxy: subprocess.Popen[bytes] | None = None
     try:
         fabric.create()
         fabric.enter("client")
         say(f"hosts: {', '.join(f'{h} {a}' for h, a in fabric.addresses.items())}")
         db.start()
         upgrade(db.database_url)
+        proxy = _start_delay_proxy(fabric, HOST_OF[DELAYED_WORKER], data_dir / "logs")
         cluster = HostCluster(stack_env(db.database_url, db.redis_url, data_dir),
-                              data_dir / "logs", fabric=fabric)
+                              data_dir / "logs", fabric=fabric,
+                              host_env={HOST_OF[DELAYED_WORKER]: _proxied_env()})
+        balancer = Balancer(fabric.prefix_argv("lb"), fabric.addresses["lb"], cluster.port,
+                            {name: fabric.addresses[HOST_OF[name]] for name in (API, API_2)},
+                            data_dir / "balancer")
+        balancer.start()
+        cluster.front = balancer.url
         say(f"starting the stack (logs in {cluster.log_dir}) ...")
         cluster.start()
+        cluster.wait_until(lambda: all(balancer.up().get(n) for n in (API, API_2)), 30.0,
+                           "both replicas in the balancer")
+        stage = Stage(fabric, db, cluster, balancer, proxy)
         plan = LoadPlan(streams=3 if short else 4, calls=0, stream_max_tokens=48,
+                        batch_lines=20 if short else 60, batch_max_tokens=12,
                         read_timeout_s=60.0)
         rows = []
         for fault in net_faults(short):
             if only and not any(w in fault.name for w in only):
                 continue
             say(f"fault: {fault.name} ...")
-            rows.append(run_net_fault(fault, cluster, fabric, db, plan))
+            rows.append(run_net_fault(fault, stage, plan))
             row = rows[-1]
             say(f"  accepted {row.accepted}, lost {row.lost}, duplicated {row.duplicated}, "
                 f"silent truncations {row.silent_truncations}, recovery "
@@ -191,109 +210,36 @@ def run_hosts_pass(short: bool, data_dir: Path, only: list[str],
     finally:
         if cluster is not None:
             cluster.stop()
+        for proc in (balancer.proc if balancer else None, proxy):
+            if proc is not None:
+                _stop(proc)
         db.stop()
         fabric.remove()
 
 
-def run_net_fault(fault: NetFault, cluster: HostCluster, fabric: Fabric, db: DbHost,
-                  plan: LoadPlan) -> Row:
-    url = db.database_url
-    label = f"net-{fault.victim}-{uuid.uuid4().hex[:6]}"
-    tenants = [_tenant(url, f"chaos-{label}-{i}") for i in range(2)]
-    probe = _tenant(url, f"chaos-{label}-probe")
-    tenant_ids = [uuid.UUID(t.id) for t in (*tenants, probe)]
-    exits_before = len(cluster.exits)
-    load = Load(cluster.base_url, tenants, plan, label)
-    load.start()
-    time.sleep(2.5)
-    if fault.victim == "worker":
-        victim = wait_for(lambda: _busy_worker(url, tenant_ids), 20.0) or WORKERS[0]
-    else:
-        victim = wait_for(cluster.active_dispatcher, 20.0) or DISPATCHERS[0]
-    host = HOST_OF[victim]
-    hit, cut_at = time.monotonic(), time.time()
-    fabric.cut(host, "db", fault.port)
-    recovery: float | None = None
-    try:
-        if fault.victim == "dispatcher":
-            # The standby must take the lock while the leader is cut off: recovery counts
-            # from the cut, until the standby leads and a new request succeeds.
-            led = wait_for(lambda: _other(cluster.active_dispatcher(), victim), 60.0)
-            if led is not None:
-                recovery = time_to_recovery(cluster.base_url, probe, hit, 60.0)
-        time.sleep(max(0.0, fault.duration_s - (time.monotonic() - hit)))
-    finally:
-        fabric.heal(host, "db", fault.port)
-    over, healed_at = time.monotonic(), time.time()
-    if fault.victim == "worker":
-        recovery = time_to_recovery(cluster.base_url, probe, over, 60.0)
-    back = _victim_back(cluster, victim, cut_at, healed_at)
-    time.sleep(3.0)
-    load.stop()
-    _drain(cluster, url, tenant_ids, tenants[0], _no_batch(tenants[0].name), 90.0)
-    found = audit(url, cluster.redis, tenant_ids, load, None)
-    exits = cluster.exits[exits_before:]
-    details = {"lost": found.lost, "duplicated": found.duplicated,
-               "truncated": found.truncated, "client_errors": found.error_samples,
-               "exits": [f"{e.name} exited with code {e.code}:\n{e.tail}" for e in exits],
-               "victim_back": [back]}
-    return Row(fault=fault.name, victim=victim, accepted=found.accepted,
-               lost=len(found.lost), duplicated=len(found.duplicated),
-               silent_truncations=len(found.truncated), client_errors=dict(found.errors),
-               recovery_s=recovery, token_stall_s=token_stall(load.streams,
-                                                              Injected(victim, hit, over)),
-               worker_fault=False, recovery_held=fault.victim == "dispatcher",
-               quota_held=len(found.quota_held),
-               manual_restarts=[f"{e.name} (exit {e.code})" for e in exits],
-               job_ends=dict(found.statuses),
-               details={k: v[:DETAIL_LIMIT] for k, v in details.items() if v})
+def _start_delay_proxy(fabric: Fabric, host: str, log_dir: Path) -> subprocess.Popen[bytes]:
+    """The delaying proxy on ``host``'s loopback, to the db host's Redis and Postgres; its
+    delay is off until the latency fault (``delay_proxy``)."""
+    db = fabric.addresses["db"]
+    routes = [f"127.0.0.1:{mine}={db}:{port}" for port, mine in PROXIED_PORTS.items()]
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / "delay-proxy.log", "ab") as log:
+        proc = subprocess.Popen([*fabric.prefix_argv(host), sys.executable, "-m",
+                                 "service.cli.chaos.delay_proxy", "--delay-ms", str(DELAY_MS),
+                                 *routes], stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    deadline = time.monotonic() + 30.0
+    while "listening" not in (log_dir / "delay-proxy.log").read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the delaying proxy did not start (see {log_dir})")
+        time.sleep(0.1)
+    return proc
 
 
-def _victim_back(cluster: HostCluster, victim: str, cut_at: float, healed_at: float,
-                 timeout_s: float = 60.0) -> str:
-    """When the victim was itself again (``*_at``: wall-clock times of the cut and the heal):
-    a worker beating again; a cut-off leader knowing it lost the lock, which it may learn
-    during the cut (the server's goodbye on its lock's session still reaches it) or only
-    after the heal (its loop may wait on a connection whose packets were dropped). Until
-    then it still thinks it leads beside the new leader: only the fencing of its placements
-    keeps it harmless."""
-    child = cluster.children[victim]
-    if victim in WORKERS:
-        if wait_for(lambda: "yes" if cluster.worker_beating(victim) else None, timeout_s):
-            return f"{victim}: beating again {time.time() - healed_at:.1f} s after the heal"
-        return f"{victim}: not beating {timeout_s:g} s after the heal"
-    at = wait_for(lambda: _logged_at(child, "lost the dispatcher lock", cut_at), timeout_s)
-    if at is None:
-        return f"{victim}: had not stood down {timeout_s:g} s after the heal"
-    when = (f"{float(at) - cut_at:.1f} s into the cut" if float(at) < healed_at
-            else f"{float(at) - healed_at:.1f} s after the heal")
-    return f"{victim}: stood down (lost the lock) {when}"
-
-
-def _logged_at(child: Child, text: str, since: float) -> str | None:
-    """The wall-clock time (as text, for ``_poll``) of the child's first log line that holds
-    ``text``, logged at ``since`` (wall clock) or later."""
-    try:
-        with open(child.log_path, "rb") as log:
-            log.seek(child.log_start)
-            lines = log.read().decode(errors="replace").splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        if text in line:
-            with contextlib.suppress(ValueError, KeyError, TypeError):
-                at = dt.datetime.fromisoformat(json.loads(line)["ts"]).timestamp()
-                if at >= since:
-                    return str(at)
-    return None
-
-
-def _no_batch(tenant: str) -> BatchRecord:
-    return BatchRecord(tenant, [])  # not accepted: the drain does not follow one
-
-
-def _other(active: str | None, victim: str) -> str | None:
-    return active if active in DISPATCHERS and active != victim else None
+def _proxied_env() -> dict[str, str]:
+    return {"FAIRWAY_DATABASE_URL":
+            f"postgresql://postgres@127.0.0.1:{PROXIED_PORTS[PG_PORT]}/postgres",
+            "FAIRWAY_REDIS_URL": f"redis://127.0.0.1:{PROXIED_PORTS[REDIS_PORT]}/0"}
 
 
 def _python(args: list[str]) -> list[str]:

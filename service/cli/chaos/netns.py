@@ -11,6 +11,7 @@ clients, its audit) runs in a "client" host: ``Fabric.enter`` moves the calling 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shutil
 import subprocess
@@ -24,11 +25,12 @@ NETNS_DIR = "/run/netns"  # where `ip netns add` mounts a namespace
 
 
 def unavailable() -> str | None:
-    """Why namespaces cannot be used here (None when they can): not root, no `ip` or
-    `iptables`, or `ip netns add` refused (a container without CAP_SYS_ADMIN)."""
+    """Why namespaces cannot be used here (None when they can): not root, no `ip`,
+    `iptables` or `haproxy` (the API replicas' balancer), or `ip netns add` refused (a
+    container without CAP_SYS_ADMIN)."""
     if os.geteuid() != 0:
         return "network namespaces need root"
-    for tool in ("ip", "iptables"):
+    for tool in ("ip", "iptables", "haproxy"):
         if shutil.which(tool) is None:
             return f"`{tool}` is not installed"
     probe = f"fwprobe{os.getpid()}"
@@ -120,6 +122,43 @@ class Fabric:
         self.exec(self.ns(host), ["iptables", *_drop_rule("-D", self.addresses[to_host], port)],
                   check=False)
 
+    # -- faults on a host's whole link (its eth0, both ways) ----------------------------------
+    def isolate(self, host: str) -> None:
+        """Every packet in or out of ``host``'s link dropped: the host is gone from the
+        network without knowing it, and nobody hears from it (no reset, no goodbye)."""
+        for rule in _link_rules("-A", "-j", "DROP"):
+            self.exec(self.ns(host), ["iptables", *rule])
+
+    def rejoin(self, host: str) -> None:
+        for rule in _link_rules("-D", "-j", "DROP"):
+            self.exec(self.ns(host), ["iptables", *rule], check=False)
+
+    def lossy(self, host: str, share: float) -> None:
+        """Drops ``share`` of the packets in and out of ``host``'s link, at random (iptables'
+        ``statistic`` match: the kernel here has no netem)."""
+        for rule in _link_rules("-A", *_random_drop(share)):
+            self.exec(self.ns(host), ["iptables", *rule])
+
+    def lossless(self, host: str, share: float) -> None:
+        for rule in _link_rules("-D", *_random_drop(share)):
+            self.exec(self.ns(host), ["iptables", *rule], check=False)
+
+    def link_packets(self, host: str) -> int:
+        """Packets through ``host``'s link so far, both ways (as its interface counts them:
+        those dropped on the way out never reach it)."""
+        shown = self.exec(self.ns(host), ["ip", "-j", "-s", "link", "show", "eth0"]).stdout
+        stats = json.loads(shown)[0]["stats64"]
+        return int(stats["rx"]["packets"]) + int(stats["tx"]["packets"])
+
+    def randomly_dropped(self, host: str) -> tuple[int, int]:
+        """Packets the ``lossy`` rules of ``host`` dropped so far: (in, out)."""
+        counts = []
+        for chain in ("INPUT", "OUTPUT"):
+            listing = self.exec(self.ns(host), ["iptables", "-nvxL", chain]).stdout
+            counts.append(sum(int(line.split()[0]) for line in listing.splitlines()
+                              if "statistic" in line and "DROP" in line))
+        return counts[0], counts[1]
+
     def _add_ns(self, ns: str) -> None:
         _run(["ip", "netns", "del", ns], check=False)  # a killed earlier run's leftover
         _run(["ip", "netns", "add", ns])
@@ -130,6 +169,14 @@ def _drop_rule(op: str, address: str, port: int) -> list[str]:
     # OUTPUT: the host's own packets, on new and established connections alike, so an open
     # pooled connection stalls as it would behind a dead link (no reset, no refusal).
     return [op, "OUTPUT", "-p", "tcp", "-d", address, "--dport", str(port), "-j", "DROP"]
+
+
+def _link_rules(op: str, *match: str) -> list[list[str]]:
+    return [[op, "INPUT", "-i", "eth0", *match], [op, "OUTPUT", "-o", "eth0", *match]]
+
+
+def _random_drop(share: float) -> list[str]:
+    return ["-m", "statistic", "--mode", "random", "--probability", f"{share:g}", "-j", "DROP"]
 
 
 def _run(argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess[str]:
