@@ -176,7 +176,9 @@ def door_verdict(
         if wait > max_wait_s:
             return DoorVerdict(predicted, max(1, math.ceil(wait - max_wait_s)), calibration)
     bar = target_s * admit_below
-    if judged > bar and scale * alone_ttft(o, prompt_tokens=prompt_tokens) <= bar:
+    # The idle pool by the profile: a factor learned on loaded first tokens (queueing the
+    # outlook under-counts) would make every request look hopeless under load, and let in.
+    if judged > bar and alone_ttft(o, prompt_tokens=prompt_tokens) <= bar:
         return DoorVerdict(predicted, max(1, math.ceil(judged - bar)), calibration)
     return DoorVerdict(predicted, None, calibration)
 

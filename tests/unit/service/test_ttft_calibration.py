@@ -48,6 +48,18 @@ def test_a_calibrated_verdict_admits_what_the_raw_one_refused():
     assert calibrated.raw_predicted_s == pytest.approx(raw.predicted_ttft_s)
 
 
+def test_a_factor_learned_under_load_does_not_make_a_loaded_pool_look_hopeless():
+    """The idle exemption (a target missed even on an idle pool is admitted, refusing it
+    relieves nothing) judges the idle pool by the profile, not by a factor learned from
+    loaded first tokens: scaled by it, every request looked hopeless under load and was
+    admitted (the simulator at 2x: 1 s-target requests predicted at 3 s let in)."""
+    idle_s = 0.2 + 0.01  # 200 prompt tokens at 1 ms each, one prefill step
+    factor = 4.0  # idle_s * factor is past the 0.7 s bar of a 1 s target
+    verdict = door_verdict(outlook(6), prompt_tokens=200, target_s=1.0, calibration=factor)
+    assert idle_s * factor > 0.7 and idle_s < 0.7
+    assert verdict.retry_after is not None
+
+
 class FixedRedis:
     def __init__(self, value: str) -> None:
         self.value = value
