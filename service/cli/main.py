@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "service.cli.spend",  # price, spend, budget
     "service.cli.batch",  # batch
     "service.cli.jobs",  # jobs
+    "service.cli.usage",  # usage, limits
     "service.cli.chaos.cli",  # chaos
     "service.cli.replay.cli",  # bench replay
 )

@@ -22,6 +22,7 @@ import httpx
 import openai
 import pytest
 
+from service.cli.main import main as cli_main
 from service.store.db import sync_session
 from service.store.models.jobs import Job
 from tests.support.admin import Admin
@@ -286,6 +287,32 @@ def test_limits_are_the_tenants_own(idle_stack: Stack, world: dict[str, Any]):
     b = _http(idle_stack, world["b"].api_key).get("/limits").json()
     assert b["organization"]["id"] == world["b_id"]
     assert b["rate_limits"]["max_requests_per_1_minute"] != 120
+
+
+def test_cli_usage_and_limits(idle_stack: Stack, world: dict[str, Any],
+                              capsys: pytest.CaptureFixture[str]):
+    base = world["base"]
+    target = ["--base-url", idle_stack.base_url + "/v1", "--api-key", world["a_key"]]
+    assert cli_main(["usage", *target, "--since", str(base), "--until", str(base + 2 * DAY),
+                     "--by", "model,batch"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["START", "(UTC)", "MODEL", "BATCH", "REQUESTS", "IN", "CACHED",
+                                "OUT"]
+    assert sorted(line.split()[2:6] for line in lines[1:]) == sorted([
+        ["sim-model", "realtime", "2", "30"], ["other-model", "realtime", "1", "30"],
+        ["sim-model", "batch", "1", "40"]])
+    # Minute buckets over more than a page (1,440 a page) follow next_page.
+    assert cli_main(["usage", *target, "--width", "1m", "--since", str(base),
+                     "--until", str(base + 2 * DAY)]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert [r.split()[2:4] for r in rows] == [["2", "30"], ["1", "30"], ["1", "40"]]
+    assert cli_main(["usage", *target, "--width", "1m", "--since", "1d", "--csv"]) == 0
+    assert capsys.readouterr().out.startswith("start_time,end_time,start_time_utc,")
+    assert cli_main(["usage", *target, "--width", "1m", "--since", "200d"]) == 1  # 200 pages
+    assert "wider --width" in capsys.readouterr().err
+    assert cli_main(["limits", *target]) == 0
+    out = capsys.readouterr().out
+    assert PATIENT_PLAN in out and "tokens this month" in out
 
 
 def test_a_real_request_is_counted(sim_stack: Stack, make_tenant: Any):
