@@ -124,6 +124,10 @@ def test_two_models_share_mig_slices_and_one_scales_to_zero(render: Any) -> None
     assert to_zero["minReplicaCount"] == 0
     assert "idleReplicaCount" not in to_zero  # only for a floor above zero
     assert to_zero["maxReplicaCount"] == 2
+    # Its own cooldown (asleep sooner); the other model keeps the chart's.
+    assert (to_zero["cooldownPeriod"], always_on["cooldownPeriod"]) == (300, 900)
+    window = to_zero["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]
+    assert window["stabilizationWindowSeconds"] == 300
     # With Prometheus unreachable the model holds a worker rather than staying asleep.
     assert to_zero["fallback"]["replicas"] == 1
     # It wakes on the same count: the dispatcher's desired workers, above 0 once asked.
