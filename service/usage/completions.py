@@ -59,7 +59,7 @@ def _group_columns(group_by: tuple[str, ...]) -> list[Any]:
     return [columns[g].label(g) for g in group_by if g not in _NULL_GROUPS]
 
 
-def _statement(query: UsageQuery, window: PageWindow, tenant_id: uuid.UUID | None
+def usage_statement(query: UsageQuery, window: PageWindow, tenant_id: uuid.UUID | None
                ) -> Select[Any]:
     width = query.width_s
     bucket = cast(func.floor(func.extract("epoch", Job.created_at) / width) * width, BigInteger)
@@ -111,7 +111,7 @@ async def usage_page(session: AsyncSession, query: UsageQuery, *,
     """One page of buckets, every bucket of the page present (``results`` empty when idle).
     ``tenant_id`` scopes it to one tenant (a tenant's own read); None reads every tenant."""
     window = query.window(max_buckets=max_buckets)
-    rows = (await session.execute(_statement(query, window, tenant_id))).all()
+    rows = (await session.execute(usage_statement(query, window, tenant_id))).all()
     names: dict[uuid.UUID, str] = {}
     if "tenant_id" in query.group_by and rows:
         found = await session.execute(select(Tenant.id, Tenant.name).where(

@@ -21,10 +21,12 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from sqlalchemy import text
 
 from service.cli.main import main as cli_main
-from service.store.db import sync_session
+from service.store.db import sync_engine, sync_session
 from service.store.models.jobs import Job
+from service.usage.completions import UsageQuery, usage_statement
 from tests.support.admin import Admin
 from tests.support.services import PATIENT_PLAN
 from tests.support.stack import Stack, own_stack, wait_until
@@ -287,6 +289,22 @@ def test_limits_are_the_tenants_own(idle_stack: Stack, world: dict[str, Any]):
     b = _http(idle_stack, world["b"].api_key).get("/limits").json()
     assert b["organization"]["id"] == world["b_id"]
     assert b["rate_limits"]["max_requests_per_1_minute"] != 120
+
+
+def test_a_tenants_range_is_an_index_range(idle_stack: Stack, world: dict[str, Any]):
+    """The tenant's query can walk (tenant_id, created_at): no function of created_at in the
+    filter. (This table is too small for the planner to prefer it unasked.)"""
+    base = world["base"]
+    query = UsageQuery(start_time=base, end_time=base + DAY, group_by=("model",))
+    engine = sync_engine(idle_stack.database_url)
+    stmt = usage_statement(query, query.window(), uuid.UUID(world["a_id"])).compile(
+        engine, compile_kwargs={"literal_binds": True})
+    with engine.connect() as conn:
+        conn.execute(text("SET enable_seqscan = off"))
+        plan = "\n".join(r[0] for r in conn.execute(text(f"EXPLAIN {stmt}")))
+    assert "ix_jobs_tenant_created_id" in plan, plan
+    [cond] = [line for line in plan.splitlines() if "Index Cond" in line]
+    assert "tenant_id =" in cond and "created_at >=" in cond and "created_at <" in cond, plan
 
 
 def test_cli_usage_and_limits(idle_stack: Stack, world: dict[str, Any],
