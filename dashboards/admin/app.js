@@ -1,6 +1,6 @@
 // Fairway admin dashboard: talks only to the admin API (/admin/...) with the pasted token.
 // Preact + htm, no build step; pages by hash route (#/overview, #/tenants, #/tenants/<id>,
-// #/batches, #/plans, #/audit; #/tiers, the plans page's first route, still leads there).
+// #/batches, #/plans, #/spend, #/audit; #/tiers, the plans page's first route, still leads there).
 import { html, render, useEffect, useState } from "./js/lib.js";
 import { api, getToken, onHealth, setAuthLostHandler, setToken } from "./js/api.js";
 import { useRoute } from "./js/hooks.js";
@@ -11,9 +11,10 @@ import { Tenant } from "./js/pages/tenant.js";
 import { Batches } from "./js/pages/batches.js";
 import { Plans } from "./js/pages/plans.js";
 import { Audit } from "./js/pages/audit.js";
+import { Spend } from "./js/pages/spend.js";
 
 const PAGES = [["overview", "Overview"], ["tenants", "Tenants"], ["batches", "Batches"],
-  ["plans", "Plans"], ["audit", "Audit"]];
+  ["plans", "Plans"], ["spend", "Spend"], ["audit", "Audit"]];
 
 function Login({ message, onLogin }) {
   const [token, setDraft] = useState("");
@@ -59,6 +60,7 @@ function Page({ route, plans, reloadPlans }) {
   if (name === "batches") return html`<${Batches} params=${route.params} />`;
   if (name === "plans") return html`<${Plans} onChanged=${reloadPlans} />`;
   if (name === "audit") return html`<${Audit} params=${route.params} />`;
+  if (name === "spend") return html`<${Spend} params=${route.params} />`;
   if (name === "overview") return html`<${Overview} />`;
   return html`<div class="page"><p class="state empty">No page here. <a href="#/overview">Overview</a></p></div>`;
 }

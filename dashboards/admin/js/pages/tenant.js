@@ -8,6 +8,7 @@ import { Empty, Field, Loaded, attempt, confirmAction, fmt, serverErrors, when }
 import { QUOTA_FIELDS, checkQuota, showQuota, usageNow } from "../quotas.js";
 import { UsageCharts } from "./usage.js";
 import { Webhooks } from "./webhooks.js";
+import { TenantSpend } from "./tenant_spend.js";
 
 // A tenant created from the list arrives with its first key: shown here once, then dropped.
 const newKeys = new Map();
@@ -228,6 +229,7 @@ export function Tenant({ id, plans }) {
       <${Keys} tenant=${t} />
       <${Quotas} tenantId=${t.id} />
       <${Webhooks} tenant=${t} />
+      <${TenantSpend} tenant=${t} />
       <${UsageCharts} tenantId=${t.id} />`}</${Loaded}>
   </div>`;
 }
