@@ -15,6 +15,7 @@ from service.api.door import door_of
 from service.api.event_stream import EventStream, LastChunk
 from service.api.relay import (
     Interrupted,
+    KeepAlive,
     NewText,
     cancel_for_client,
     follow_job,
@@ -25,6 +26,7 @@ from service.api.relay import (
     wait_for_job,
 )
 from service.api.ttft_calibration import calibrating
+from service.api.waiting_room import waiting_room_of
 from service.jobs.door_request import DoorRequest
 from service.jobs.response_format import ResponseFormat
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
@@ -49,13 +51,16 @@ router = APIRouter(prefix="/v1", responses=TENANT_ROUTES)
 # One server-sent event: `data` is a chunk (JSON), an error in OpenAI's shape, or [DONE].
 SSE_EVENT = {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}}}
 # A completion answers JSON, or with "stream": true server-sent events; refusals at admission
-# (403 service tier, 404 model, 429 quota), and a job's own failure, timeout or lost stream.
+# (403 service tier, 404 model, 429 quota), no worker for the model within the waiting room
+# (503), and a job's own failure, timeout or lost stream.
 COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"description": "The completion (JSON), or its chunks as server-sent events.",
           "content": {"text/event-stream": {"schema": SSE_EVENT}},
           "headers": RATE_LIMIT_HEADERS},
-    **errors(403, 404, 429, 504), **WITH_BODY,
+    **errors(403, 404, 429, 503, 504), **WITH_BODY,
 }
+# A stream waiting for a worker (service.api.waiting_room): a comment line, skipped by clients.
+WAITING_COMMENT = b": waiting for a worker\n\n"
 
 
 @router.post("/chat/completions", response_model=None, responses=COMPLETION_RESPONSES,
@@ -104,18 +109,21 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
                           predicted_ttft_s=entered.predicted_ttft_s)
     obs = calibrating(obs, gate=door_of(request.app.state).gate, model=body.model,
                       predicted_ttft_s=entered.predicted_ttft_s, started=started)
+    watch = await waiting_room_of(request.app.state).enter(job.id, body.model,
+                                                           on_expired=admission.refund)
     if body.stream:
+        await watch.before_stream(obs)  # a short wait ends in a real status: 503 or the stream
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = _stream(request, job.id, builder, include_usage, settings, obs,
-                         on_settled=admission.settled_by_worker)
-        return EventStream(admission.wrap(obs.wrap(events)),
+                         on_settled=admission.settled_by_worker, keepalive_s=watch.keepalive_s)
+        return EventStream(admission.wrap(obs.wrap(watch.wrap(events))),
                            media_type="text/event-stream",
                            headers={"Cache-Control": "no-cache",
                                     "X-Fairway-Job": job.public_id,
                                     **admission.headers})
     response.headers.update(admission.headers)
-    return await admission.around(obs.around(_wait(request, job.id, builder, settings, obs,
-                                                   on_settled=admission.settled_by_worker)))
+    return await admission.around(obs.around(watch.around(_wait(
+        request, job.id, builder, settings, obs, on_settled=admission.settled_by_worker))))
 
 
 async def _wait(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
@@ -128,19 +136,26 @@ async def _wait(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
 
 async def _stream(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,
                   include_usage: bool, settings: Settings, obs: Any = NULL_OBSERVER,
-                  on_settled: Callable[[], None] | None = None) -> AsyncIterator[bytes]:
+                  on_settled: Callable[[], None] | None = None,
+                  keepalive_s: float | None = None) -> AsyncIterator[bytes]:
     """The job's chat or text completion chunks. ``on_settled``: called when the job's end
-    says its worker settled the quota (``Admission.settled_by_worker``)."""
+    says its worker settled the quota (``Admission.settled_by_worker``); ``keepalive_s``: a
+    comment line after each such quiet stretch (a request in the waiting room)."""
     state = request.app.state
     done = closed = False
     # The role rides on the first content chunk, as in vLLM and OpenAI, so "first chunk" means
     # "first token" to clients and benchmarks alike.
     role_pending = builder.chat
+    if keepalive_s is not None:  # held before its headers already: say it is waiting
+        yield WAITING_COMMENT
     try:
         async for ev in follow_job(state.redis, job_id,
                                    timeout_s=settings.api.request_timeout_seconds,
                                    settled=row_reader(state, job_id),
-                                   on_quota_settled=on_settled):
+                                   on_quota_settled=on_settled, keepalive_s=keepalive_s):
+            if isinstance(ev, KeepAlive):
+                yield WAITING_COMMENT
+                continue
             if isinstance(ev, NewText):
                 obs.first_token()
                 relay = relay_span(ev)  # ended once the chunk is sent (this generator resumes)

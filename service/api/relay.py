@@ -51,7 +51,13 @@ class Interrupted:
     reason: str
 
 
-RelayEvent = NewText | Final | Failure | TimedOut | Interrupted
+@dataclass(frozen=True, slots=True)
+class KeepAlive:
+    """Nothing came for ``keepalive_s``: a stream may send a comment line, so that the client
+    and any balancer between see the connection alive (the waiting room)."""
+
+
+RelayEvent = NewText | Final | Failure | TimedOut | Interrupted | KeepAlive
 RELAY_SPAN = "fairway.api.relay"
 
 
@@ -96,8 +102,10 @@ async def follow_job(
     settled: Callable[[], Awaitable[Settled | None]] | None = None,
     on_quota_settled: Callable[[], None] | None = None,
     pace: RelayPace = RelayPace(),
+    keepalive_s: float | None = None,
 ) -> AsyncIterator[RelayEvent]:
-    """Yields new text, then one Final or Failure (or TimedOut, or Interrupted).
+    """Yields new text, then one Final or Failure (or TimedOut, or Interrupted); with
+    ``keepalive_s``, a KeepAlive after each such stretch with nothing else to yield.
 
     A Redis outage is waited out (up to ``pace.outage_patience_s``): reading resumes after the last
     entry seen, so the client gets every entry once Redis is back.
@@ -115,6 +123,7 @@ async def follow_job(
     give_up = time.monotonic() + timeout_s
     outage_since: float | None = None
     failures = 0
+    last_yield = time.monotonic()
     while True:
         entries = await reader.read()
         if not entries and (outcome := await row.due()) is not None:
@@ -138,7 +147,11 @@ async def follow_job(
             if time.monotonic() > give_up:
                 yield TimedOut()
                 return
+            if keepalive_s is not None and time.monotonic() - last_yield >= keepalive_s:
+                last_yield = time.monotonic()
+                yield KeepAlive()
             continue
+        last_yield = time.monotonic()
         row.heard()
         for entry in entries:
             if isinstance(entry, Final | Failure):

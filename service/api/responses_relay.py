@@ -18,6 +18,7 @@ from fastapi import Request
 
 from service.api.relay import (
     Interrupted,
+    KeepAlive,
     NewText,
     cancel_for_client,
     final_row,
@@ -34,6 +35,7 @@ from service.store.job_stream import Failure, Final
 from service.store.settings import Settings
 
 log = logging.getLogger("fairway.api")
+KEEPALIVE_COMMENT = b": waiting for a worker\n\n"  # skipped by clients
 
 
 async def wait_response(request: Request, job_id: uuid.UUID, settings: Settings,
@@ -45,10 +47,11 @@ async def wait_response(request: Request, job_id: uuid.UUID, settings: Settings,
 
 async def stream_response(request: Request, job_id: uuid.UUID, events: EventStream,
                           settings: Settings, obs: Any, *, background: bool,
-                          on_settled: Callable[[], None] | None = None
-                          ) -> AsyncIterator[bytes]:
+                          on_settled: Callable[[], None] | None = None,
+                          keepalive_s: float | None = None) -> AsyncIterator[bytes]:
     """The Responses API's events, from ``response.created`` to the final object (or an
-    ``error`` event when the stream cannot go on)."""
+    ``error`` event when the stream cannot go on); ``keepalive_s``: a comment line after
+    each such quiet stretch (a request in the waiting room)."""
     state = request.app.state
     done = False
     for event in events.start("queued" if background else "in_progress"):
@@ -57,8 +60,10 @@ async def stream_response(request: Request, job_id: uuid.UUID, events: EventStre
         async for ev in follow_job(state.redis, job_id,
                                    timeout_s=settings.api.request_timeout_seconds,
                                    settled=row_reader(state, job_id),
-                                   on_quota_settled=on_settled):
-            if isinstance(ev, NewText):
+                                   on_quota_settled=on_settled, keepalive_s=keepalive_s):
+            if isinstance(ev, KeepAlive):
+                yield KEEPALIVE_COMMENT
+            elif isinstance(ev, NewText):
                 obs.first_token()
                 relay = relay_span(ev)  # ended once the events are sent
                 for event in events.delta(ev.text):

@@ -20,6 +20,7 @@ from service.api.door import door_of
 from service.api.openai_routes import SSE_EVENT
 from service.api.responses_relay import stream_response, wait_response
 from service.api.ttft_calibration import calibrating
+from service.api.waiting_room import waiting_room_of
 from service.jobs.cancel import cancel_own_job
 from service.jobs.door_request import DoorRequest
 from service.jobs.job_records import get_job, parse_public_id
@@ -40,7 +41,7 @@ CREATE_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"description": "The Response object (JSON), or with \"stream\": true its events "
                          "(server-sent events).",
           "content": {"text/event-stream": {"schema": SSE_EVENT}}},
-    **errors(403, 404, 429, 504), **WITH_BODY,
+    **errors(403, 404, 429, 503, 504), **WITH_BODY,
 }
 
 
@@ -85,13 +86,17 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
                           predicted_ttft_s=entered.predicted_ttft_s)
     obs = calibrating(obs, gate=door_of(request.app.state).gate, model=body.model,
                       predicted_ttft_s=entered.predicted_ttft_s, started=started)
+    watch = await waiting_room_of(request.app.state).enter(job.id, body.model,
+                                                           on_expired=admission.refund)
     if body.stream:
+        await watch.before_stream(obs)  # a short wait ends in a real status: 503 or the stream
         events = stream_response(request, job.id, EventStream(shape), settings, obs,
-                                 background=False, on_settled=admission.settled_by_worker)
-        return _sse(admission.wrap(obs.wrap(events)), headers)
+                                 background=False, on_settled=admission.settled_by_worker,
+                                 keepalive_s=watch.keepalive_s)
+        return _sse(admission.wrap(obs.wrap(watch.wrap(events))), headers)
     response.headers.update(headers)
-    return await admission.around(obs.around(wait_response(
-        request, job.id, settings, obs, on_settled=admission.settled_by_worker)))
+    return await admission.around(obs.around(watch.around(wait_response(
+        request, job.id, settings, obs, on_settled=admission.settled_by_worker))))
 
 
 @router.get("/responses/{response_id}", responses=errors(404))

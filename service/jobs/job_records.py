@@ -152,7 +152,7 @@ def job_outcome(job: Job) -> tuple[str, Final | Failure] | None:
         return "", Failure(job.attempt, int(error.get("status") or (409 if cancelled else 500)),
                            error.get("code") or ("cancelled" if cancelled else "job_failed"),
                            error.get("message") or f"The job {job.status}.",
-                           param=error.get("param"))
+                           retry_after=error.get("retry_after"), param=error.get("param"))
     return None
 
 

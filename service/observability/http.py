@@ -94,7 +94,8 @@ async def _redis_check(state: Any) -> tuple[list[dict[str, Any]], LeaderBeat | N
 
 
 async def readiness(state: Any) -> tuple[bool, dict[str, Any]]:
-    """DB, Redis, and a live worker for every model this API serves; reasons when not. The
+    """DB, Redis, a dispatcher, and (only without a waiting room) a live worker for the
+    configured model; reasons when not. The
     checks run side by side, each within CHECK_TIMEOUT_S: a dependency that hangs makes the
     answer "not ready" in that time, not a probe that waits with it."""
     checks: dict[str, Any] = {}
@@ -129,7 +130,9 @@ async def readiness(state: Any) -> tuple[bool, dict[str, Any]]:
         for name in worker.get("models", []):
             per_model[name] = per_model.get(name, 0) + 1
     checks["workers"] = per_model
-    if checks["redis"] == "ok":
+    # With a waiting room a model without workers (scaled to zero, or starting) is not a
+    # reason to take the API out of its balancer: its requests wait for a worker there.
+    if checks["redis"] == "ok" and state.settings.api.waiting_room_seconds <= 0:
         reasons += [f"no live worker serves model '{name}'" for name in sorted(served)
                     if per_model.get(name, 0) == 0]
     return not reasons, {"status": "ready" if not reasons else "not_ready",

@@ -5,11 +5,12 @@ each read from its FAIRWAY_* variables; `service.store.settings.Settings` holds 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     SettingsConfigDict,
 )
 
@@ -80,6 +81,27 @@ class ApiSettings(SettingsGroup):
         description="how long the API waits on Redis for one command or new connection; past "
                     "it the request gets 503 + Retry-After (at least 1.5: a token stream's "
                     "blocking read waits 1 s)")
+    waiting_room_seconds: float = Field(
+        default=300.0, ge=0, validation_alias="FAIRWAY_WAITING_ROOM_SECONDS",
+        description="a realtime request for a model no live worker serves (scaled to zero, or "
+                    "its workers not up yet) waits this long for one, its job stored and "
+                    "queued, while the model's autoscaler wakes a worker; past it the job ends "
+                    "and the request gets 503 + Retry-After (`model_unavailable`); a stream "
+                    "gets a comment line every 10 s meanwhile. Above 0, `/readyz` does not "
+                    "wait for workers; 0: no waiting room, and `/readyz` is not ready while "
+                    "no worker serves the configured model")
+    catalog_models: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, validation_alias="FAIRWAY_CATALOG_MODELS",
+        description="comma-separated models clients may name beside the configured one and "
+                    "those live workers serve: models that may have no worker (scaled to "
+                    "zero), listed by `GET /v1/models` and waited for in the waiting room")
+
+    @field_validator("catalog_models", mode="before")
+    @classmethod
+    def _split_models(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
 
 
 class LimitSettings(SettingsGroup):

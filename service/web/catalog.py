@@ -28,14 +28,16 @@ async def live_workers(redis: Redis) -> list[dict[str, Any]]:
 
 
 class ModelCatalog:
-    """Models clients may name: the configured one plus whatever live workers serve, and
-    what those workers' engines can do (the "capabilities" of their heartbeats)."""
+    """Models clients may name: the configured one, those of ``FAIRWAY_CATALOG_MODELS`` (which
+    may have no worker: scaled to zero) and whatever live workers serve; which of them a live
+    worker serves now; and what those workers' engines can do (the "capabilities" of their
+    heartbeats)."""
 
     def __init__(
         self, settings: Settings, redis: Redis, ttl_s: float = 2.0, miss_refresh_s: float = 0.25,
         renew_after_s: float = RENEW_AFTER_S,
     ) -> None:
-        self._configured = settings.engine.served_model_name
+        self._configured = {settings.engine.served_model_name, *settings.api.catalog_models}
         self._redis = redis
         self._ttl = ttl_s
         # A name missing from the cache is looked up again at most this often: a worker for a
@@ -53,6 +55,7 @@ class ModelCatalog:
         # model -> the capabilities every live worker serving it has (absent: no live worker)
         self._capabilities: dict[str, frozenset[str]] = {}
         self._created: dict[str, int] = {}  # name -> first offered (epoch s); never changes
+        self._served: frozenset[str] = frozenset()  # models a live, undrained worker serves
 
     async def models(self) -> list[str]:
         """The names, as of at most ``ttl_s`` ago. Once loaded, an older list is returned at
@@ -82,6 +85,15 @@ class ModelCatalog:
         capabilities = self._capabilities.get(model)
         return None if capabilities is None else capability in capabilities
 
+    async def serves(self, model: str, *, fresh: bool = False) -> bool:
+        """Does a live worker that takes new work (not draining) serve ``model``? As of the
+        cached list, or, with ``fresh``, of a read now (shared with any under way)."""
+        if fresh:
+            await self.refresh()
+        else:
+            await self.models()
+        return model in self._served
+
     async def refresh(self) -> list[str]:
         """Read the live workers now; a read already under way is shared, not repeated."""
         return await asyncio.shield(self._reading.run(None, self._read))
@@ -89,12 +101,16 @@ class ModelCatalog:
     async def _read(self) -> list[str]:
         workers = await live_workers(self._redis)
         capabilities: dict[str, frozenset[str]] = {}
+        served: set[str] = set()
         for worker in workers:
             has = frozenset(worker.get("capabilities") or ())
             for model in worker.get("models", []):
                 capabilities[model] = capabilities.get(model, has) & has
-        names = sorted(set(capabilities) | {self._configured})
+                if not worker.get("draining"):
+                    served.add(model)
+        names = sorted(set(capabilities) | self._configured)
         self._capabilities = capabilities
+        self._served = frozenset(served)
         self._cached = (time.monotonic(), names)
         self._loaded = True
         return names

@@ -89,6 +89,7 @@ def test_a_draining_worker_does_not_make_its_model_ready(database_url: str,
     from service.api.app import create_app
     from service.store.keys import worker_key
     from service.store.settings import EngineSettings, Settings
+    from service.store.settings_groups import ApiSettings
 
     model = f"model-draining-{uuid.uuid4().hex[:6]}"
     redis = Redis.from_url(test_redis_url)
@@ -96,7 +97,8 @@ def test_a_draining_worker_does_not_make_its_model_ready(database_url: str,
             "ts": time.time(), "draining": True}
     redis.set(worker_key(model), json.dumps(beat), ex=30)
     settings = Settings(database_url=database_url, redis_url=test_redis_url,
-                        engine=EngineSettings(kind="sim", served_model_name=model))
+                        engine=EngineSettings(kind="sim", served_model_name=model),
+                        api=ApiSettings(waiting_room_seconds=0))  # workers count for /readyz
     try:
         with TestClient(create_app(settings)) as client:
             resp = client.get("/readyz")

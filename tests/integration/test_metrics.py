@@ -15,6 +15,7 @@ from service.store.db import sync_session
 from service.store.models.jobs import Job
 from service.store.models.tenants import Tenant
 from service.store.settings import EngineSettings, Settings
+from service.store.settings_groups import ApiSettings
 from tests.integration._scrape import (
     api_url,
     has,
@@ -184,9 +185,18 @@ def test_readyz_reports_reasons(sim_stack: Stack, database_url, test_redis_url):
     assert body["checks"]["workers"]["sim-model"] >= 1
     assert httpx.get(sim_stack.base_url + "/healthz", timeout=5).status_code == 200
 
+    # Without a waiting room, a model with no worker takes the API out of its balancer.
     lonely = Settings(database_url=database_url, redis_url=test_redis_url,
-                      engine=EngineSettings(kind="sim", served_model_name="model-nobody-serves"))
+                      engine=EngineSettings(kind="sim", served_model_name="model-nobody-serves"),
+                      api=ApiSettings(waiting_room_seconds=0))
     with TestClient(create_app(lonely)) as client:
         resp = client.get("/readyz")
     assert resp.status_code == 503
     assert resp.json()["reasons"] == ["no live worker serves model 'model-nobody-serves'"]
+    # With one (the default), its requests wait for a worker there: the API stays ready.
+    waiting = Settings(database_url=database_url, redis_url=test_redis_url,
+                       engine=EngineSettings(kind="sim", served_model_name="model-nobody-serves"))
+    with TestClient(create_app(waiting)) as client:
+        resp = client.get("/readyz")
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["checks"]["workers"]["model-nobody-serves"] == 0

@@ -67,3 +67,25 @@ def test_past_the_ttl_a_burst_gets_the_last_list_at_once_and_one_scan_refreshes_
         assert await catalog.models() == ["base", "m1", "m2"]
 
     asyncio.run(run())
+
+
+def test_catalog_models_are_named_without_a_worker_and_serves_says_which_have_one() -> None:
+    async def run() -> None:
+        from service.store.settings_groups import ApiSettings
+
+        redis = FakeRedis()
+        redis.beats["fairway:worker:w1"] = json.dumps({"models": ["base"]})
+        redis.beats["fairway:worker:w2"] = json.dumps({"models": ["leaving"], "draining": True})
+        settings = Settings(engine=EngineSettings(served_model_name="base"),
+                            api=ApiSettings(catalog_models=["cold", "leaving"]))
+        catalog = ModelCatalog(settings, redis, ttl_s=60.0)  # type: ignore[arg-type]
+        assert await catalog.models() == ["base", "cold", "leaving"]
+        assert await catalog.has("cold")
+        assert await catalog.serves("base")
+        assert not await catalog.serves("cold")
+        assert not await catalog.serves("leaving")  # draining: takes nothing new
+        redis.beats["fairway:worker:w3"] = json.dumps({"models": ["cold"]})
+        assert not await catalog.serves("cold")  # the cached list (ttl 60 s)
+        assert await catalog.serves("cold", fresh=True)
+
+    asyncio.run(run())

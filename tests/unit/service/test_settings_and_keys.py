@@ -99,6 +99,8 @@ NEW_VARIABLES: dict[str, tuple[str, str, Any]] = {
     "FAIRWAY_API_DRAIN_DELAY_SECONDS": ("0.5", "api.drain_delay_seconds", 0.5),
     "FAIRWAY_API_DRAIN_GRACE_SECONDS": ("20", "api.drain_grace_seconds", 20.0),
     "FAIRWAY_AUTOSCALE_IDLE_SECONDS": ("60", "dispatcher.autoscale_idle_seconds", 60.0),
+    "FAIRWAY_WAITING_ROOM_SECONDS": ("30", "api.waiting_room_seconds", 30.0),
+    "FAIRWAY_CATALOG_MODELS": ("a, b/c", "api.catalog_models", ["a", "b/c"]),
     "FAIRWAY_CURRENCY": ("EUR", "spend.currency", "EUR"),
     "FAIRWAY_BUDGET_CHECK_SECONDS": ("30", "spend.budget_check_seconds", 30.0),
     "FAIRWAY_BUDGET_STOP_REFRESH_SECONDS": ("2", "spend.stop_refresh_seconds", 2.0),
