@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.admin import queues, slo_series
 from service.admin.audit import record
+from service.admin.explorer_routes import router as explorer_router
 from service.admin.tenant_search import search_tenants
 from service.batches.admin_view import batches_page
 from service.batches.batch_records import batch_view, cancel_batch, live_counts
@@ -155,3 +156,6 @@ def _maybe_uuid(raw: str) -> uuid.UUID | None:
         return uuid.UUID(raw)
     except ValueError:
         return None
+
+
+router.include_router(explorer_router)  # /admin/search, /admin/jobs/{id}, /admin/batches/{id}
