@@ -28,6 +28,7 @@ FULL: dict[str, Any] = {
         "grafanaDashboards": {"enabled": True},
     },
     "autoscaling": {"keda": {"enabled": True}},
+    "networkPolicy": {"enabled": True, "apiFrom": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]},
     "models": [
         {"name": "llama-8b", "servedName": "meta-llama/Llama-3.1-8B-Instruct",
          "source": {"pvc": {"claimName": "models", "path": "llama-3.1-8b"}},

@@ -77,7 +77,7 @@ def test_the_full_render_has_every_kind(render: Any) -> None:
     assert kinds >= {"Deployment", "StatefulSet", "Service", "Secret", "Job",
                      "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceAccount",
                      "ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap",
-                     "ScaledObject"}
+                     "ScaledObject", "NetworkPolicy"}
 
 
 BAD_VALUES = [

@@ -32,8 +32,8 @@ from tests.unit.deploy.chart_support import (
 
 CONFIG = ROOT / "deploy" / "helm" / ".checkov.yaml"
 REQUIREMENTS = ROOT / "deploy" / "helm" / "checkov-requirements.txt"
-# The chart's defaults name a tag pulled IfNotPresent: a finding the scan must see (the
-# proof that a failed check fails the test).
+# The chart's defaults name a tag pulled IfNotPresent and leave NetworkPolicies off: findings
+# the scan must see (the proof that a failed check fails the test).
 SCANNED = {**{name: example(name) for name in EXAMPLE_NAMES}, "defaults": {}}
 
 
@@ -89,7 +89,8 @@ def test_checkov_finds_nothing_in_the_example_value_sets(scans: dict[str, Any],
 
 def test_the_scan_fails_on_a_finding(scans: dict[str, Any]) -> None:
     failed = _failed(scans["defaults"])
-    assert failed and all(f.startswith("CKV_K8S_15 ") for f in failed)  # tag, IfNotPresent
+    # A tag pulled IfNotPresent; pods no NetworkPolicy selects.
+    assert {f.split()[0] for f in failed} == {"CKV_K8S_15", "CKV2_K8S_6"}
 
 
 def test_every_skipped_check_says_why() -> None:
@@ -135,3 +136,53 @@ def test_what_the_skips_would_hide_holds_for_fairways_own_pods(render: Any,
         for doc in [d for d in docs if d["kind"] in ("Deployment", "Job")]:
             for c in pod_spec(doc)["containers"]:
                 assert re.search(r"@sha256:[0-9a-f]{64}$", c["image"]), c["image"]
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        assert expression["operator"] == "In"
+        if labels.get(expression["key"]) not in expression["values"]:
+            return False
+    return True
+
+
+def _admits(docs: list[dict[str, Any]], labels: dict[str, str]) -> list[dict[str, Any]]:
+    """The ingress rules of every policy that selects a pod with these labels."""
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"
+                and _selects(d["spec"]["podSelector"], labels)]
+    assert policies and all(p["spec"]["policyTypes"] == ["Ingress"] for p in policies)
+    return [rule for p in policies for rule in p["spec"].get("ingress", [])]
+
+
+def test_network_policies_admit_only_what_each_pod_serves(render: Any) -> None:
+    values = example("cpu-trial")
+    values["networkPolicy"] = {"enabled": True,
+                               "apiFrom": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]}
+    docs = render(values)
+    monitoring = {"namespaceSelector": {
+        "matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    pods = {d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]:
+            d["spec"]["template"]["metadata"]["labels"]
+            for d in docs if d["kind"] in ("Deployment", "StatefulSet", "Job")}
+    assert set(pods) == {"api", "dispatcher", "worker", "migrate", "postgres", "redis"}
+    assert _admits(docs, pods["migrate"]) == []  # selected by the default deny alone
+    (api,) = _admits(docs, pods["api"])
+    assert api["ports"] == [{"port": "http", "protocol": "TCP"}]
+    assert api["from"] == [{"ipBlock": {"cidr": "10.0.0.0/8"}}, monitoring]  # and /metrics
+    for component in ("dispatcher", "worker"):
+        (rule,) = _admits(docs, pods[component])
+        assert rule == {"ports": [{"port": "metrics", "protocol": "TCP"}], "from": [monitoring]}
+        port = pod_spec(named(docs, "Deployment", f"fw-fairway-{component}"
+                              if component == "dispatcher"
+                              else "fw-fairway-worker-smollm2-135m"))["containers"][0]["ports"]
+        assert [p["name"] for p in port] == ["metrics"]  # the named port the rule opens
+    for component, number in (("postgres", 5432), ("redis", 6379)):
+        (rule,) = _admits(docs, pods[component])
+        assert rule["ports"] == [{"port": number, "protocol": "TCP"}]
+        (peer,) = rule["from"]
+        assert _selects(peer["podSelector"], pods["api"])
+        assert not _selects(peer["podSelector"], {"app.kubernetes.io/name": "other"})
+    assert not [d for d in render(example("cpu-trial") | {"networkPolicy": {"enabled": False}})
+                if d["kind"] == "NetworkPolicy"]

@@ -26,6 +26,8 @@ _CORE = {("Deployment", "fw-fairway-api"), ("Service", "fw-fairway-api"),
          ("Secret", "fw-fairway-app"), ("ServiceAccount", "fw-fairway")}
 _MONITORING = {("ServiceMonitor", "fw-fairway-api"), ("PodMonitor", "fw-fairway"),
                ("PrometheusRule", "fw-fairway")}
+_POLICIES = {("NetworkPolicy", f"fw-fairway-{name}") for name in
+             ("default-deny", "api", "metrics")}
 _DASHBOARDS = {("ConfigMap", f"fw-fairway-dashboard-{name}") for name in
                ("batch-progress", "fleet-overview", "scheduler", "tenant-slos")}
 
@@ -38,13 +40,15 @@ def _worker(name: str, *, scaled: bool) -> set[tuple[str, str]]:
 
 # What each set renders, every object by kind and name (docs/deploy.md lists the same).
 EXPECTED = {
-    "cpu-trial": _CORE | _worker("smollm2-135m", scaled=False) | {
+    "cpu-trial": _CORE | _POLICIES | _worker("smollm2-135m", scaled=False) | {
         ("Secret", "fw-fairway-trial-databases"), ("Service", "fw-fairway-postgres"),
         ("StatefulSet", "fw-fairway-postgres"), ("Service", "fw-fairway-redis"),
-        ("Deployment", "fw-fairway-redis")},
-    "one-gpu-model": _CORE | _MONITORING | _DASHBOARDS | _worker("llama-8b", scaled=True),
-    "two-models-mig-scale-to-zero": _CORE | _MONITORING | _worker("qwen-7b", scaled=True)
-    | _worker("smollm2-1-7b", scaled=True),
+        ("Deployment", "fw-fairway-redis"), ("NetworkPolicy", "fw-fairway-postgres"),
+        ("NetworkPolicy", "fw-fairway-redis")},
+    "one-gpu-model": _CORE | _POLICIES | _MONITORING | _DASHBOARDS
+    | _worker("llama-8b", scaled=True),
+    "two-models-mig-scale-to-zero": _CORE | _POLICIES | _MONITORING
+    | _worker("qwen-7b", scaled=True) | _worker("smollm2-1-7b", scaled=True),
 }
 
 
