@@ -18,7 +18,7 @@ from sqlalchemy import BigInteger, Select, cast, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.models.jobs import Job, JobKind
-from service.store.models.tenants import Tenant
+from service.store.models.tenants import ApiKey, Tenant
 from service.usage.buckets import WIDTHS, PageWindow, encode_cursor, page_window, utc
 
 # group_by values and what they group on. project_id and user_id are OpenAI's: a tenant is one
@@ -85,7 +85,7 @@ def usage_statement(query: UsageQuery, window: PageWindow, tenant_id: uuid.UUID 
     return stmt
 
 
-def _result(row: Any, group_by: tuple[str, ...], tenant_names: dict[uuid.UUID, str]
+def _result(row: Any, group_by: tuple[str, ...], names: dict[uuid.UUID, str]
             ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "object": RESULT_OBJECT, "input_tokens": int(row.input_tokens),
@@ -100,9 +100,27 @@ def _result(row: Any, group_by: tuple[str, ...], tenant_names: dict[uuid.UUID, s
             continue
         value = getattr(row, name)
         out[name] = str(value) if isinstance(value, uuid.UUID) else value
+    # Ours, beside OpenAI's fields: the names a person knows the key and the tenant by.
+    if "api_key_id" in group_by:
+        out["api_key_name"] = names.get(row.api_key_id) if row.api_key_id else None
     if "tenant_id" in group_by:
-        out["tenant_name"] = tenant_names.get(row.tenant_id)
+        out["tenant_name"] = names.get(row.tenant_id)
     return out
+
+
+async def _names(session: AsyncSession, group_by: tuple[str, ...], rows: list[Any]
+                 ) -> dict[uuid.UUID, str]:
+    """Key and tenant names of the rows' ids (every row is already in scope)."""
+    names: dict[uuid.UUID, str] = {}
+    keys = {r.api_key_id for r in rows if r.api_key_id} if "api_key_id" in group_by else set()
+    if keys:
+        found = await session.execute(select(ApiKey.id, ApiKey.name).where(ApiKey.id.in_(keys)))
+        names.update(dict(found.tuples().all()))
+    if "tenant_id" in group_by and rows:
+        found = await session.execute(select(Tenant.id, Tenant.name).where(
+            Tenant.id.in_({r.tenant_id for r in rows})))
+        names.update(dict(found.tuples().all()))
+    return names
 
 
 async def usage_page(session: AsyncSession, query: UsageQuery, *,
@@ -111,12 +129,8 @@ async def usage_page(session: AsyncSession, query: UsageQuery, *,
     """One page of buckets, every bucket of the page present (``results`` empty when idle).
     ``tenant_id`` scopes it to one tenant (a tenant's own read); None reads every tenant."""
     window = query.window(max_buckets=max_buckets)
-    rows = (await session.execute(usage_statement(query, window, tenant_id))).all()
-    names: dict[uuid.UUID, str] = {}
-    if "tenant_id" in query.group_by and rows:
-        found = await session.execute(select(Tenant.id, Tenant.name).where(
-            Tenant.id.in_({r.tenant_id for r in rows})))
-        names = {tid: name for tid, name in found.tuples()}
+    rows = list((await session.execute(usage_statement(query, window, tenant_id))).all())
+    names = await _names(session, query.group_by, rows)
     by_bucket: dict[int, list[dict[str, Any]]] = {}
     for row in rows:
         by_bucket.setdefault(int(row.bucket), []).append(_result(row, query.group_by, names))

@@ -13,7 +13,8 @@ _METRICS = ("num_model_requests", "input_tokens", "input_cached_tokens", "output
 
 
 def usage_csv(page: dict[str, Any], group_by: Sequence[str]) -> str:
-    groups = [g for g in group_by if g != "tenant_id"]
+    groups = [c for g in group_by if g != "tenant_id"
+              for c in ((g, "api_key_name") if g == "api_key_id" else (g,))]
     tenant = ["tenant_id", "tenant_name"] if "tenant_id" in group_by else []
     header = ["start_time", "end_time", "start_time_utc", *tenant, *groups, *_METRICS]
     out = io.StringIO()

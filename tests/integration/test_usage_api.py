@@ -143,6 +143,11 @@ def test_each_group_by(world: dict[str, Any]):
         (0, "sim-model", 2, 30), (0, "other-model", 1, 30), (1, "sim-model", 1, 40)}
     assert _groups(a, world, "api_key_id") == {
         (0, world["k1"], 2, 30), (0, world["k2"], 1, 30), (1, None, 1, 40)}
+    keys = _usage(a, start_time=world["base"], end_time=world["base"] + 2 * DAY,
+                  group_by=["api_key_id"])
+    assert {(r.api_key_id, getattr(r, "api_key_name", "absent"))
+            for b in keys.data for r in b.results} == {
+        (world["k1"], "default"), (world["k2"], "second"), (None, None)}
     assert _groups(a, world, "batch") == {(0, False, 3, 60), (1, True, 1, 40)}
     assert _groups(a, world, "service_tier") == {
         (0, "default", 2, 40), (0, "flex", 1, 20), (1, "default", 1, 40)}

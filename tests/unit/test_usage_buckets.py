@@ -66,3 +66,12 @@ def test_csv_rows_per_result_with_spreadsheet_formulas_defused():
         "start_time,end_time,start_time_utc,model,batch,num_model_requests,input_tokens,"
         "input_cached_tokens,output_tokens",
         "0,60,1970-01-01T00:00:00Z,'=cmd(),true,2,9,1,3"]
+
+
+def test_csv_names_the_key_beside_its_id():
+    page = {"data": [{"start_time": 0, "end_time": 60, "results": [
+        {"api_key_id": "k-1", "api_key_name": "prod", "num_model_requests": 1,
+         "input_tokens": 2, "input_cached_tokens": 0, "output_tokens": 3}]}]}
+    header, row = usage_csv(page, ("api_key_id",)).splitlines()
+    assert header.split(",")[3:5] == ["api_key_id", "api_key_name"]
+    assert row.split(",")[3:5] == ["k-1", "prod"]
