@@ -12,6 +12,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from service.adapters.router import router as adapters_router
 from service.admin.routes import router as admin_router
 from service.admin.routes_state import router as admin_state_router
 from service.admin.routes_views import router as admin_views_router
@@ -121,6 +122,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    admin_views_router):
         app.include_router(router)
     app.include_router(files_router)
+    app.include_router(adapters_router)
     app.include_router(batches_router)
     app.include_router(jobs_router)
     app.include_router(responses_router)

@@ -11,6 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from service.adapters.records import adapter_model, list_adapters, resolve_ft_model
 from service.web.deps import CurrentTenant, SessionDep
 from service.web.errors import APIError
 from service.web.responses import TENANT_ROUTES, errors
@@ -23,18 +24,24 @@ def _model(name: str, created: int) -> dict[str, Any]:
 
 
 @router.get("/models")
-async def list_models(request: Request, _: CurrentTenant, session: SessionDep
+async def list_models(request: Request, tenant: CurrentTenant, session: SessionDep
                       ) -> dict[str, Any]:
     catalog = request.app.state.catalog
     names = await catalog.models()
     created = await catalog.created(session, names)
-    return {"object": "list", "data": [_model(n, created[n]) for n in names if n in created]}
+    data = [_model(n, created[n]) for n in names if n in created]
+    # The caller's own adapters on the models served here (no one else's).
+    data += [adapter_model(row, tenant.name) for row in await list_adapters(
+        session, tenant_id=tenant.id) if row.base_model in created]
+    return {"object": "list", "data": data}
 
 
 @router.get("/models/{model:path}", responses=errors(404))
-async def retrieve_model(model: str, request: Request, _: CurrentTenant, session: SessionDep
-                         ) -> dict[str, Any]:
+async def retrieve_model(model: str, request: Request, tenant: CurrentTenant,
+                         session: SessionDep) -> dict[str, Any]:
     catalog = request.app.state.catalog
+    if (adapter := await resolve_ft_model(session, tenant, model)) is not None:
+        return adapter_model(adapter, tenant.name)
     if not await catalog.has(model):
         raise APIError(404, f"The model '{model}' does not exist or you do not have access "
                             f"to it.", code="model_not_found", param="model")

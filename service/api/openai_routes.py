@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
+from service.adapters.resolve import served_model
 from service.api.door import door_of
 from service.api.event_stream import EventStream, LastChunk
 from service.api.relay import (
@@ -83,7 +84,8 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
                   tenant: Tenant, body: ChatCompletionRequest | CompletionRequest, *, chat: bool
                   ) -> dict[str, Any] | StreamingResponse:
     started = time.perf_counter()
-    if not await request.app.state.catalog.has(body.model):
+    model = await served_model(request, session, tenant, body.model)  # an adapter's: its base
+    if not await request.app.state.catalog.has(model):
         raise APIError(404, f"The model '{body.model}' does not exist.",
                        code="model_not_found", param="model")
     await _check_response_format(request, body)
@@ -91,7 +93,7 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
     if max_tokens > settings.limits.max_tokens_limit:
         raise APIError(400, f"max_tokens must be at most {settings.limits.max_tokens_limit}.",
                        code="invalid_value", param="max_tokens")
-    req = DoorRequest(tenant, getattr(request.state, "api_key_id", None), body.model,
+    req = DoorRequest(tenant, getattr(request.state, "api_key_id", None), model,
                       "chat.completions" if chat else "completions",
                       body.model_dump(mode="json", exclude_none=True), max_tokens,
                       body.deadline_ms, stream=body.stream,
@@ -102,14 +104,14 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
     builder = ShapeBuilder(chat=chat, public_id=("chatcmpl-" if chat else "cmpl-") + job.id.hex,
                            created=int(now.timestamp()), model=body.model,
                            service_tier=classification.service_tier)
-    obs = observe_request(model=body.model, tenant=tenant.id, job_class=classification.kind,
+    obs = observe_request(model=model, tenant=tenant.id, job_class=classification.kind,
                           tier=classification.service_tier, started=started,
                           targets=SloTargets(admission.ttft_target_s, admission.tpot_target_s),
                           deadline_s=(classification.deadline_at - now).total_seconds(),
                           predicted_ttft_s=entered.predicted_ttft_s)
-    obs = calibrating(obs, gate=door_of(request.app.state).gate, model=body.model,
+    obs = calibrating(obs, gate=door_of(request.app.state).gate, model=model,
                       predicted_ttft_s=entered.predicted_ttft_s, started=started)
-    watch = await waiting_room_of(request.app.state).enter(job.id, body.model,
+    watch = await waiting_room_of(request.app.state).enter(job.id, model,
                                                            on_expired=admission.refund)
     if body.stream:
         await watch.before_stream(obs)  # a short wait ends in a real status: 503 or the stream

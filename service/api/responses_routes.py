@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
+from service.adapters.resolve import served_model
 from service.api.door import door_of
 from service.api.openai_routes import SSE_EVENT
 from service.api.responses_relay import stream_response, wait_response
@@ -55,7 +56,8 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
     if refused is not None:
         raise refused
     payload = body.stored()  # 400 for input Fairway cannot run (images, files, tool items)
-    if not await request.app.state.catalog.has(body.model):
+    model = await served_model(request, session, tenant, body.model)  # an adapter's: its base
+    if not await request.app.state.catalog.has(model):
         raise APIError(404, f"The model '{body.model}' does not exist.",
                        code="model_not_found", param="model")
     max_tokens = body.max_output_tokens or settings.limits.default_max_tokens
@@ -63,7 +65,7 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
         raise APIError(400, f"max_output_tokens must be at most "
                             f"{settings.limits.max_tokens_limit}.",
                        code="invalid_value", param="max_output_tokens")
-    req = DoorRequest(tenant, getattr(request.state, "api_key_id", None), body.model,
+    req = DoorRequest(tenant, getattr(request.state, "api_key_id", None), model,
                       RESPONSES_ENDPOINT, payload, max_tokens, body.deadline_ms,
                       stream=body.stream, background=body.background,
                       arrived_at=request_started(request.scope))
@@ -79,14 +81,14 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
             return shape.body("queued")
         return _sse(stream_response(request, job.id, EventStream(shape), settings,
                                     NULL_OBSERVER, background=True), headers)
-    obs = observe_request(model=body.model, tenant=tenant.id, job_class=classification.kind,
+    obs = observe_request(model=model, tenant=tenant.id, job_class=classification.kind,
                           tier=classification.service_tier, started=started,
                           targets=SloTargets(admission.ttft_target_s, admission.tpot_target_s),
                           deadline_s=(classification.deadline_at - now).total_seconds(),
                           predicted_ttft_s=entered.predicted_ttft_s)
-    obs = calibrating(obs, gate=door_of(request.app.state).gate, model=body.model,
+    obs = calibrating(obs, gate=door_of(request.app.state).gate, model=model,
                       predicted_ttft_s=entered.predicted_ttft_s, started=started)
-    watch = await waiting_room_of(request.app.state).enter(job.id, body.model,
+    watch = await waiting_room_of(request.app.state).enter(job.id, model,
                                                            on_expired=admission.refund)
     if body.stream:
         await watch.before_stream(obs)  # a short wait ends in a real status: 503 or the stream

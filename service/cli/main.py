@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "service.cli.plans",  # plan
     "service.cli.spend",  # price, spend, budget
     "service.cli.batch",  # batch
+    "service.cli.adapters",  # adapter
     "service.cli.jobs",  # jobs
     "service.cli.usage",  # usage, limits
     "service.cli.chaos.cli",  # chaos

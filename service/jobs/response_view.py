@@ -62,7 +62,10 @@ class ResponseShape:
 
     @classmethod
     def of(cls, job: Job) -> ResponseShape:
-        return cls(job.id, job.created_at, job.model, nul_codec.decode(job.request),
+        request = nul_codec.decode(job.request)
+        # The model as the client named it: an adapter's ft: name, where the job's column
+        # holds the base model it runs on.
+        return cls(job.id, job.created_at, str(request.get("model") or job.model), request,
                    job.service_tier)
 
     @property

@@ -42,6 +42,7 @@ from pydantic_settings import (
 
 from service.store.settings_groups import (
     ENV_PREFIX,
+    AdapterSettings,
     ApiSettings,
     BatchSettings,
     DispatcherSettings,
@@ -60,6 +61,7 @@ from service.store.settings_groups import (
 # The groups live in service.store.settings_groups; importers may keep naming them here.
 __all__ = [
     "ENV_PREFIX",
+    "AdapterSettings",
     "ApiSettings",
     "BatchSettings",
     "DispatcherSettings",
@@ -133,6 +135,7 @@ class Settings(BaseSettings):
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
+    adapters: AdapterSettings = Field(default_factory=AdapterSettings)
 
     @classmethod
     def settings_customise_sources(

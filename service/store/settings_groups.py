@@ -387,3 +387,31 @@ class TracingSettings(SettingsGroup):
     @property
     def on(self) -> bool:
         return bool(self.endpoint) or self.spans_dir is not None
+
+
+class AdapterSettings(SettingsGroup):
+    """Tenants' LoRA adapters: what the API accepts and how workers serve them
+    (docs/adapters.md)."""
+
+    lora_enabled: bool = Field(
+        default=False,
+        description="workers start vLLM with LoRA enabled, so requests may name a tenant's "
+                    "adapter (`ft:<base>:<tenant>:<name>`); off: such requests fail on the worker")
+    max_loras: int = Field(default=4, ge=1,
+                           description="adapters one engine step may batch together (slots)")
+    max_cpu_loras: int = Field(
+        default=8, ge=1,
+        description="adapters a worker keeps loaded (least recently used goes first); at least "
+                    "`FAIRWAY_MAX_LORAS`")
+    max_lora_rank: int = Field(
+        default=16, ge=1, description="the largest LoRA rank uploaded adapters may have, and the "
+                                      "rank workers size their LoRA buffers for")
+    max_adapter_bytes: int = Field(default=256 * 1024 * 1024, ge=1,
+                                   description="largest adapter upload (the archive, bytes)")
+    adapter_load_timeout_s: float = Field(
+        default=120.0, gt=0,
+        description="a worker's fetch and load of one adapter; longer fails the request")
+    adapter_concurrent_loads: int = Field(
+        default=2, ge=1, description="adapter loads one worker runs at once (others wait)")
+    sim_adapter_load_s: float = Field(
+        default=0.2, ge=0, description="sim engine: the modelled time to load an adapter")

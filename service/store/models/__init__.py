@@ -3,6 +3,7 @@
 
 from service.store.db import Base
 from service.store.models import (  # noqa: F401
+    adapters,
     audit,
     batches,
     files,

@@ -29,13 +29,23 @@ class Catalog:
         return {n: SERVED[n] for n in names}
 
 
+class NoAdapters:
+    """A session in which the tenant has no LoRA adapters (the list's only query)."""
+
+    async def scalars(self, _query: object) -> NoAdapters:
+        return self
+
+    def all(self) -> list[object]:
+        return []
+
+
 @pytest.fixture
 def api() -> openai.OpenAI:
     app = create_app(Settings(database_url="postgresql://unused", redis_url="redis://unused"))
     app.state.catalog = Catalog()
 
-    async def no_session() -> AsyncIterator[None]:
-        yield None
+    async def no_session() -> AsyncIterator[NoAdapters]:
+        yield NoAdapters()
 
     app.dependency_overrides[current_tenant] = lambda: Tenant(id=uuid.uuid4(), name="t")
     app.dependency_overrides[get_session] = no_session

@@ -1,0 +1,1 @@
+"""Tenants' LoRA adapters: upload, validation, the API and the resolution of ``ft:`` model names."""
