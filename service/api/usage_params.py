@@ -108,6 +108,9 @@ def usage_query(params: QueryParams, *, group_fields: Sequence[str] = GROUP_FIEL
     end = _integer(params, "end_time", low=1, high=MAX_TIMESTAMP)
     if end is None:
         end = ceil_to(int(now if now is not None else time.time()) + 1, rule.seconds)
+        if end <= start:
+            raise bad_param("start_time", f"Invalid 'start_time': {start} is in the future; "
+                                          "give an end_time after it.")
     if end <= start:
         raise bad_param("end_time", f"Invalid 'end_time': {end} is not after start_time {start}.")
     limit = _integer(params, "limit", low=1, high=rule.max_limit,

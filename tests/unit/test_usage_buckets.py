@@ -48,6 +48,7 @@ def test_query_defaults_and_list_forms():
     ("start_time=1&bucket_width=1w", "bucket_width"), ("start_time=1&limit=0", "limit"),
     ("start_time=1&bucket_width=1h&limit=169", "limit"), ("start_time=-1", "start_time"),
     ("start_time=5&end_time=4", "end_time"), ("start_time=1&user_ids=u", "user_ids"),
+    ("start_time=999999", "start_time"),  # after now (1000) with no end_time
     ("start_time=1&group_by=" + ",".join(["model"] * 101), "group_by"),
 ])
 def test_query_refusals_name_the_parameter(query: str, param: str):
