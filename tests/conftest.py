@@ -106,6 +106,8 @@ SIM_ENV = {
     "FAIRWAY_METRICS_MAX_TENANTS": "100000",
     # The tests' webhook receivers listen on 127.0.0.1, a private target.
     "FAIRWAY_WEBHOOK_ALLOW_PRIVATE": "true",
+    # Tenants' LoRA adapters (the sim engine models their loads).
+    "FAIRWAY_LORA_ENABLED": "true",
 }
 
 

@@ -33,6 +33,7 @@ class ClaimedJob:
     resume_logged: bool = False
     saved_tokens: int = 0  # tokens in the job row's checkpoint (worker heartbeats update it)
     cache_salt: str | None = None  # the tenant's prefix-cache namespace (None: shared)
+    tenant_id: uuid.UUID | None = None  # whose job: an adapter it names must be its tenant's
     trace: dict[str, str] | None = None  # W3C trace context from the hand-off (None: none)
     # Started from the hand-off's body: the claim still under way (``confirm``).
     claiming: asyncio.Task[ClaimedJob | None] | None = None

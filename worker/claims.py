@@ -104,6 +104,7 @@ class Claims:
                           row.priority, checkpoint, observe_job(row, attempt=attempt, now=now),
                           streamed=row.batch_id is None, resume_of=resume_of,
                           cache_salt=tenant_cache_salt(self.settings, row.tenant_id),
+                          tenant_id=row.tenant_id,
                           created_at=row.created_at)
 
     async def _row_exists(self, job_id: uuid.UUID) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -16,6 +17,7 @@ from service.store.keys import worker_queue
 from service.store.settings import EngineSettings, Settings
 from service.store.task_queue import make_celery
 from service.store.telemetry.gc_pauses import freeze_startup_heap
+from worker.adapters import lora_config
 from worker.broker import CONSUMER
 from worker.engine import Engine, SimEngineConfig, VllmEngineConfig, build_engine
 from worker.engine.vllm_guard import PHASE_COST_FIELDS
@@ -82,8 +84,12 @@ def engine_config(engine: EngineSettings,
 
 
 def engine_from_settings(settings: Settings, phase_slot: int | None = None) -> Engine:
-    """The worker's engine, not started (see `engine_config`)."""
-    return build_engine(engine_config(settings.engine, phase_slot))
+    """The worker's engine, not started (see `engine_config`), serving tenants' LoRA
+    adapters when the adapter settings enable it."""
+    config = engine_config(settings.engine, phase_slot)
+    if settings.adapters.lora_enabled:
+        config = dataclasses.replace(config, lora=lora_config(settings.adapters))
+    return build_engine(config)
 
 
 def run_worker(settings: Settings) -> None:

@@ -25,6 +25,7 @@ from service.store.response_events import record_response_end_async
 from service.store.response_status import RESPONSES_ENDPOINT
 from service.store.settings import Settings
 from worker.accounting import account_job_end
+from worker.adapters import WorkerAdapters
 from worker.checkpoint import park_job
 from worker.claim_ahead import AHEAD_CLAIM_AFTER_S
 from worker.claimed_job import (
@@ -76,6 +77,7 @@ class JobRunner:
         self.active: dict[str, str] = {}  # job id -> engine request id, running here
         self.progress: dict[str, tuple[ClaimedJob, Progress]] = {}  # what each has made
         self.preempting: set[str] = set()  # job ids being taken back (park, don't drop)
+        self.adapters = WorkerAdapters(settings, sessionmaker, engine)  # tenants' LoRA adapters
 
     async def run(self, job_id: str, attempt: int, trace: dict[str, str] | None = None,
                   body: handoff.JobBody | None = None, ahead: bool = False) -> str:
@@ -140,7 +142,8 @@ class JobRunner:
 
         job = ClaimedJob(job_id, attempt, body.endpoint, body.request, body.max_tokens,
                          body.priority, [],
-                         cache_salt=tenant_cache_salt(self.settings, uuid.UUID(body.tenant_id)))
+                         cache_salt=tenant_cache_salt(self.settings, uuid.UUID(body.tenant_id)),
+                         tenant_id=uuid.UUID(body.tenant_id))
         if ahead:  # the claim starts at its first token (confirm), or after a short while
             job.ahead, job.claim_later = True, claim
             asyncio.get_running_loop().call_later(AHEAD_CLAIM_AFTER_S, start_claim, job)
@@ -203,6 +206,8 @@ class JobRunner:
 
     async def _execute(self, job: ClaimedJob, rid: str) -> str:
         request = self._build_request(job, rid)
+        request = await self.adapters.attach(request, job.tenant_id,
+                                             str(job.request.get("model", "")))
         if request.sampling.max_tokens < 1:  # preempted right at its last token
             # Nothing runs: no prefill is paid again (everything counts as cached).
             await confirm(job)

@@ -21,7 +21,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from worker.engine.lora import LoraSpec
 
 FINISH_STOP = "stop"
 FINISH_LENGTH = "length"
@@ -98,6 +101,9 @@ class EngineRequest:
     # salt (vLLM's cache_salt). Fairway sets one per tenant, so one tenant cannot learn
     # another's prompt prefixes from timing. None: one shared namespace.
     cache_salt: str | None = None
+    # A tenant's LoRA adapter to run the request with (worker.engine.lora); None: the base
+    # model. Its id is part of the prefix-cache namespace too.
+    lora: LoraSpec | None = None
 
 
 @dataclass(slots=True)

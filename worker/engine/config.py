@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.engine_rules import PREEMPT_PRIORITY_GAP
+from worker.engine.lora import LoraConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,7 @@ class VllmEngineConfig:
     # "swap" preemption mode: CPU memory (GiB) for vLLM's KV offloading connector. None or 0:
     # off. Only CUDA platforms can offload; elsewhere this is ignored with a warning.
     kv_offload_gib: float | None = None
+    lora: LoraConfig | None = None  # serve tenants' LoRA adapters; None: LoRA off
 
     def __post_init__(self) -> None:
         if self.preempt_priority_gap < 1:
@@ -89,6 +91,9 @@ class SimEngineConfig:
     preempt_for_priority: bool = True
     # >= 1: 0 would let equal priorities preempt each other
     preempt_priority_gap: int = PREEMPT_PRIORITY_GAP
+    # Accept LoRA adapters (each loads once, after ``lora.sim_load_s``, and changes the
+    # output); None: a request naming one is refused.
+    lora: LoraConfig | None = None
 
     def __post_init__(self) -> None:
         if self.token_budget < 1 or self.max_num_seqs < 1:

@@ -42,9 +42,11 @@ from worker.engine.base import (
     EngineRequest,
     EngineStats,
     TokenDelta,
+    UnsupportedParameter,
     validate_request,
 )
 from worker.engine.config import SimEngineConfig
+from worker.engine.lora import AdapterLoads, LoraSpec
 from worker.engine.sim_sched import SimRequest, SimScheduler, mix64
 from worker.engine.sim_tokenizer import SimTokenizer
 from worker.engine.step_clock import StepClock
@@ -87,6 +89,9 @@ class SimEngine:
         self.peak_kv_blocks = 0
         self.peak_running = 0
         self.step_clock = StepClock()
+        # Adapters load once each after a modelled delay (worker.engine.lora); None: LoRA off.
+        self.adapter_loads = None if c.lora is None else AdapterLoads(
+            c.lora, load=self._load_adapter, unload=self._unload_adapter)
 
     @property
     def num_preemptions(self) -> int:
@@ -123,6 +128,10 @@ class SimEngine:
                          structured_outputs=self.supports_structured_outputs)
         if request.request_id in self._reqs:
             raise ValueError(f"duplicate request id {request.request_id!r}")
+        if request.lora is not None:
+            if self.adapter_loads is None:
+                raise UnsupportedParameter("model", "This worker serves no LoRA adapters.")
+            await self.adapter_loads.ensure(request.lora)
         r = SimRequest(
             req=request,
             arrival=self._arrivals,
@@ -133,6 +142,8 @@ class SimEngine:
             salt_root=_salt_root(request.cache_salt),
         )
         self._arrivals += 1
+        if request.lora is not None:  # an adapter changes every next token, as a real one does
+            r.hash = _salt_root(request.lora.adapter_id)
         for t in r.tokens:
             r.hash = mix64(r.hash ^ t)
         self._reqs[request.request_id] = r
@@ -167,6 +178,14 @@ class SimEngine:
 
     def encode_chat(self, messages: list[dict[str, Any]]) -> list[int]:
         return self.tokenizer.encode_chat(messages)
+
+    async def _load_adapter(self, spec: LoraSpec) -> None:
+        assert self.config.lora is not None
+        delay = self.config.lora.sim_load_s
+        await asyncio.sleep(delay / self.speed if self.speed != math.inf else 0)
+
+    async def _unload_adapter(self, spec: LoraSpec) -> None:
+        return None
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_bos=True)

@@ -49,9 +49,11 @@ from worker.engine.base import (
     EngineRequest,
     EngineStats,
     TokenDelta,
+    UnsupportedParameter,
     validate_request,
 )
 from worker.engine.config import VllmEngineConfig
+from worker.engine.lora import AdapterLoadFailed, AdapterLoads, LoraSpec
 from worker.engine.step_clock import StepClock
 from worker.engine.vllm_stats import make_stats_sink
 from worker.engine.vllm_structured import structured_outputs_available, to_vllm
@@ -79,6 +81,9 @@ class VllmEngine:
         self._kv_capacity_tokens = 0
         # Whether response_format can be honoured (worker.engine.vllm_structured), once started.
         self.supports_structured_outputs = False
+        # Tenants' adapters, loaded on first use (worker.engine.lora); None: LoRA off.
+        self.adapter_loads = None if config.lora is None else AdapterLoads(
+            config.lora, load=self._load_adapter, unload=self._unload_adapter)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -136,6 +141,9 @@ class VllmEngine:
         }
         if c.max_num_batched_tokens is not None:
             kwargs["max_num_batched_tokens"] = c.max_num_batched_tokens
+        if c.lora is not None:
+            kwargs.update(enable_lora=True, max_loras=c.lora.max_loras,
+                          max_cpu_loras=c.lora.max_cpu_loras, max_lora_rank=c.lora.max_lora_rank)
         if c.kv_offload_gib:
             offload = _kv_offload_config(c.kv_offload_gib, current_platform)
             if offload is not None:
@@ -253,12 +261,14 @@ class VllmEngine:
         prompt = TokensPrompt(prompt_token_ids=list(request.prompt_token_ids))
         if request.cache_salt is not None:
             prompt["cache_salt"] = request.cache_salt
+        lora_request = await self._lora_request(request.lora)
         num_prompt = len(request.prompt_token_ids)
         finished = False
         cached = 0
         self._inflight.add(request.request_id)
         try:
-            stream = llm.generate(prompt, params, request.request_id, priority=priority)
+            stream = llm.generate(prompt, params, request.request_id, priority=priority,
+                                  lora_request=lora_request)
             try:
                 async for out in stream:
                     comp = out.outputs[0]
@@ -315,6 +325,31 @@ class VllmEngine:
             num_preemptions=self._num_preemptions,
         )
 
+    # ---- adapters --------------------------------------------------------------------------
+
+    async def _lora_request(self, spec: LoraSpec | None) -> Any:
+        """vLLM's LoRARequest for ``spec``, the adapter loaded first (once: AdapterLoads)."""
+        if spec is None:
+            return None
+        if self.adapter_loads is None:
+            raise UnsupportedParameter("model", "This worker serves no LoRA adapters.")
+        await self.adapter_loads.ensure(spec)
+        return _to_vllm_lora(spec)
+
+    async def _load_adapter(self, spec: LoraSpec) -> None:
+        # add_lora reads the folder and puts the weights in vLLM's CPU adapter cache, so the
+        # first request does not pay for it inside an engine step (and a bad adapter fails
+        # here, for its own request only).
+        try:
+            await self._llm.add_lora(_to_vllm_lora(spec))
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise AdapterLoadFailed(f"Adapter {spec.adapter_id} could not be loaded: "
+                                    f"{exc}") from exc
+
+    async def _unload_adapter(self, spec: LoraSpec) -> None:
+        if self._llm is not None:
+            await self._llm.remove_lora(spec.int_id)
+
     # ---- tokenizer -------------------------------------------------------------------------
 
     @property
@@ -342,6 +377,12 @@ class VllmEngine:
 
 
 _OFFLOAD_CONNECTORS = ("OffloadingConnector", "SimpleCPUOffloadConnector")
+
+
+def _to_vllm_lora(spec: LoraSpec) -> Any:
+    from vllm.lora.request import LoRARequest
+
+    return LoRARequest(lora_name=spec.adapter_id, lora_int_id=spec.int_id, lora_path=spec.path)
 
 
 def _kv_offload_config(gib: float, platform: Any) -> Any:

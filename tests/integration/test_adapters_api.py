@@ -1,0 +1,173 @@
+"""Tenants' LoRA adapters against the shared sim stack: upload, list, retrieve and delete
+through the API and the CLI; the adapter's ft: name as `model` in realtime and background
+requests; GET /v1/models for its owner only; another tenant can neither see nor use it;
+bad uploads get OpenAI's error shape; a burst for a cold adapter loads it once."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import io
+import json
+import uuid
+import zipfile
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from sqlalchemy import select
+
+from service.cli.main import main
+from service.store.db import sync_session
+from service.store.models.adapters import LoraAdapter
+from service.store.models.jobs import Job
+from tests.integration._scrape import scrape, total, worker_url
+from tests.support.lora_adapter import adapter_config, adapter_zip
+from tests.support.stack import Stack, wait_until
+
+MODEL = "sim-model"
+
+
+def client(stack: Stack, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=stack.base_url + "/v1", api_key=key, max_retries=0,
+                         timeout=60)
+
+
+def upload(stack: Stack, key: str, name: str, data: bytes | None = None,
+           model: str = MODEL) -> httpx.Response:
+    return httpx.post(stack.base_url + "/v1/adapters", timeout=60,
+                      headers={"Authorization": f"Bearer {key}"},
+                      data={"name": name, "model": model},
+                      files={"file": ("adapter.zip", adapter_zip() if data is None else data)})
+
+
+def call(stack: Stack, key: str, method: str, path: str) -> httpx.Response:
+    return httpx.request(method, stack.base_url + path, timeout=30,
+                         headers={"Authorization": f"Bearer {key}"})
+
+
+def chat(api: openai.OpenAI, model: str, content: str = "hello adapter") -> Any:
+    return api.chat.completions.create(model=model, max_tokens=10, temperature=0,
+                                       messages=[{"role": "user", "content": content}])
+
+
+def test_an_adapter_is_its_tenants_alone(sim_stack: Stack, make_tenant, database_url):
+    owner_id, owner = make_tenant("lora")
+    _, other = make_tenant("lora-other")
+    resp = upload(sim_stack, owner, "support-v2")
+    assert resp.status_code == 200, resp.text
+    adapter = resp.json()
+    name = adapter["model"]
+    assert name.startswith(f"ft:{MODEL}:lora-") and name.endswith(":support-v2")
+    assert (adapter["object"], adapter["rank"], adapter["target_modules"]) == (
+        "lora_adapter", 8, ["q_proj", "v_proj"])
+
+    assert [a["id"] for a in call(sim_stack, owner, "GET", "/v1/adapters").json()["data"]] == [
+        adapter["id"]]
+    for ref in (adapter["id"], name):
+        assert call(sim_stack, owner, "GET", f"/v1/adapters/{ref}").json()["id"] == adapter["id"]
+    api = client(sim_stack, owner)
+    assert name in [m.id for m in api.models.list().data]
+    assert api.models.retrieve(name).owned_by == name.split(":")[2]
+
+    # Another tenant: nothing to see, nothing to use, nothing to delete.
+    stranger = client(sim_stack, other)
+    assert call(sim_stack, other, "GET", "/v1/adapters").json()["data"] == []
+    assert name not in [m.id for m in stranger.models.list().data]
+    for method in ("GET", "DELETE"):
+        for ref in (adapter["id"], name):
+            refused = call(sim_stack, other, method, f"/v1/adapters/{ref}")
+            assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found"
+    with pytest.raises(openai.NotFoundError) as info:
+        chat(stranger, name)
+    assert info.value.code == "model_not_found"
+    with pytest.raises(openai.NotFoundError):
+        stranger.models.retrieve(name)
+
+    # The owner runs it: the answer names the adapter, the job runs on its base model, and the
+    # output is not the base model's.
+    tuned, base = chat(api, name), chat(api, MODEL)
+    assert tuned.model == name and tuned.choices[0].message.content
+    assert tuned.choices[0].message.content != base.choices[0].message.content
+    with sync_session(database_url) as session:
+        job = session.scalar(select(Job).where(Job.id == uuid.UUID(tuned.id.split("-", 1)[1])))
+        assert job is not None and job.model == MODEL and job.tenant_id == owner_id
+        assert job.request["model"] == name
+
+    # A background response with the adapter.
+    created = api.responses.create(model=name, input="hello adapter", background=True,
+                                   max_output_tokens=10, temperature=0)
+    assert created.model == name
+    ended = ("completed", "incomplete", "failed", "cancelled")
+    wait_until(lambda: api.responses.retrieve(created.id).status in ended, 60,
+               "the background response")
+    done = api.responses.retrieve(created.id)
+    assert done.status in ("completed", "incomplete"), done.error  # incomplete: max tokens
+    assert done.output_text == tuned.choices[0].message.content
+
+    gone = call(sim_stack, owner, "DELETE", f"/v1/adapters/{name}").json()
+    assert gone == {"id": adapter["id"], "object": "lora_adapter", "deleted": True}
+    with pytest.raises(openai.NotFoundError):
+        chat(api, name)
+    assert name not in [m.id for m in api.models.list().data]
+    with sync_session(database_url) as session:
+        row = session.scalar(select(LoraAdapter).where(LoraAdapter.tenant_id == owner_id))
+        assert row is not None and row.status == "deleted" and row.deleted_at is not None
+    # The name is free again.
+    assert upload(sim_stack, owner, "support-v2").status_code == 200
+
+
+def test_bad_uploads_get_openais_error_shape(sim_stack: Stack, make_tenant):
+    _, key = make_tenant("lora-bad")
+    cases = [
+        (upload(sim_stack, key, "big", adapter_zip(adapter_config(rank=64))), "invalid_adapter",
+         "max_lora_rank"),
+        (upload(sim_stack, key, "mods", adapter_zip(adapter_config(modules=("lm_head",)))),
+         "invalid_adapter", "target_modules"),
+        (upload(sim_stack, key, "junk", adapter_zip(weights=b"not safetensors")),
+         "invalid_adapter", "does not parse"),
+        (upload(sim_stack, key, "notzip", b"plain bytes"), "invalid_adapter", "zip or tar"),
+        (upload(sim_stack, key, "Bad Name"), "invalid_value", "name must be"),
+        (upload(sim_stack, key, "nobase", model="no-such-model"), "invalid_value",
+         "base model served here"),
+    ]
+    for resp, code, text in cases:
+        assert resp.status_code == 400, resp.text
+        error = resp.json()["error"]
+        assert error["code"] == code and text in error["message"], error
+        assert error["type"] == "invalid_request_error"
+    assert upload(sim_stack, key, "twice").status_code == 200
+    again = upload(sim_stack, key, "twice")
+    assert again.status_code == 409 and again.json()["error"]["code"] == "adapter_exists"
+    listed = call(sim_stack, key, "GET", "/v1/adapters").json()["data"]
+    assert [a["name"] for a in listed] == ["twice"]
+
+
+def test_a_burst_for_a_cold_adapter_loads_it_once(sim_stack: Stack, make_tenant):
+    _, key = make_tenant("lora-burst")
+    name = upload(sim_stack, key, "burst").json()["model"]
+    url = worker_url(sim_stack, "sim-1")
+    before = total(scrape(url), "fairway_lora_load_seconds_count")
+    api = client(sim_stack, key)
+    with concurrent.futures.ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(lambda i: chat(api, name, "the same question"), range(20)))
+    assert len({a.choices[0].message.content for a in answers}) == 1
+    assert total(scrape(url), "fairway_lora_load_seconds_count") - before == 1
+
+
+def test_the_cli_uploads_lists_and_deletes(sim_stack: Stack, make_tenant, tmp_path, capsys):
+    _, key = make_tenant("lora-cli")
+    folder = tmp_path / "my-adapter"
+    folder.mkdir()
+    with zipfile.ZipFile(io.BytesIO(adapter_zip())) as zf:
+        zf.extractall(folder)
+    base = ["--base-url", sim_stack.base_url + "/v1", "--api-key", key, "adapter"]
+    assert main([*base, "upload", str(folder), "--name", "cli-one", "--model", MODEL]) == 0
+    uploaded = json.loads(capsys.readouterr().out)
+    assert uploaded["name"] == "cli-one"
+    assert main([*base, "list"]) == 0
+    assert uploaded["model"] in capsys.readouterr().out
+    assert main([*base, "delete", uploaded["model"]]) == 0
+    assert uploaded["id"] in capsys.readouterr().out
+    assert main([*base, "list"]) == 0
+    assert "No adapters" in capsys.readouterr().out

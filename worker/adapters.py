@@ -1,0 +1,168 @@
+"""A worker's side of tenants' LoRA adapters: which adapter a job names, and its files here.
+
+The API placed the job on its base model's workers and kept the client's ``model`` (the
+adapter's ``ft:`` name) in the request. The worker looks the adapter up among the job's
+tenant's own live adapters (briefly cached), copies its two files from file storage to a
+local folder once (concurrent jobs for the same adapter share that one copy), and hands the
+engine a `LoraSpec`; the engine loads it (worker.engine.lora). The adapter's id joins the
+tenant's cache salt, so no prefix-cache block is shared across adapters, nor with the base
+model.
+
+File storage is read as the local backend lays it out (``<files root>/<key>``): workers must
+see the files directory the API writes, as the dispatcher does for batch files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import Histogram
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from service.store.adapter_names import parse_ft_name, tenant_slug
+from service.store.models.adapters import LoraAdapter
+from service.store.models.tenants import Tenant
+from service.store.settings import AdapterSettings, Settings
+from service.store.telemetry import metrics as m
+from worker.engine.base import EngineError, EngineRequest
+from worker.engine.lora import AdapterLoads, LoraConfig, LoraSpec
+
+log = logging.getLogger("fairway.worker")
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+LOOKUP_TTL_S = 5.0  # a deleted adapter may still run this long after its deletion
+
+LORA_LOAD_SECONDS = Histogram(
+    "fairway_lora_load_seconds", "Time to load a LoRA adapter into a worker's engine (first "
+    "use, or again after it was evicted)", (), buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+                                                        5.0, 10.0, 30.0, 60.0, 120.0),
+    registry=m.REGISTRY)
+
+
+class AdapterNotFound(EngineError):
+    code = "model_not_found"
+    param = "model"
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    adapter_id: uuid.UUID
+    rank: int
+    storage_key: str
+    bytes: int
+
+
+class WorkerAdapters:
+    def __init__(self, settings: Settings, sessionmaker: async_sessionmaker[AsyncSession],
+                 engine: object = None) -> None:
+        loads = getattr(engine, "adapter_loads", None)
+        if isinstance(loads, AdapterLoads):
+            loads.observe = LORA_LOAD_SECONDS.observe
+        self._sessionmaker = sessionmaker
+        self._files_root = settings.files_root
+        self._local_root = settings.cache_dir / "lora-adapters" / "fetched"
+        self._max_bytes = settings.adapters.max_adapter_bytes
+        self._timeout_s = settings.adapters.adapter_load_timeout_s
+        self._salted = settings.engine.tenant_cache_isolation
+        self._lookups: dict[tuple[uuid.UUID, str], tuple[float, _Found | None]] = {}
+        self._fetching: dict[uuid.UUID, asyncio.Future[Path]] = {}
+        self.fetches = 0  # copies made from file storage
+
+    async def attach(self, request: EngineRequest, tenant_id: uuid.UUID | None,
+                     model: str) -> EngineRequest:
+        """``request`` with the adapter ``model`` names (if it names one) and its cache salt."""
+        if parse_ft_name(model) is None or tenant_id is None:
+            return request
+        found = await self._lookup(tenant_id, model)
+        if found is None:
+            raise AdapterNotFound(f"The model '{model}' does not exist (the adapter was "
+                                  f"deleted?).")
+        path = await self._fetch(found)
+        public_id = "lora-" + found.adapter_id.hex
+        request.lora = LoraSpec(public_id, str(path), found.rank)
+        request.cache_salt = adapter_cache_salt(request.cache_salt, public_id)
+        return request
+
+    async def _lookup(self, tenant_id: uuid.UUID, model: str) -> _Found | None:
+        key = (tenant_id, model)
+        cached = self._lookups.get(key)
+        if cached is not None and time.monotonic() < cached[0]:
+            return cached[1]
+        parsed = parse_ft_name(model)
+        assert parsed is not None
+        async with self._sessionmaker() as session:
+            row = (await session.execute(
+                select(LoraAdapter.id, LoraAdapter.rank, LoraAdapter.storage_key,
+                       LoraAdapter.bytes, Tenant.name)
+                .join(Tenant, Tenant.id == LoraAdapter.tenant_id)
+                .where(LoraAdapter.tenant_id == tenant_id, LoraAdapter.deleted_at.is_(None),
+                       LoraAdapter.base_model == parsed.base_model,
+                       LoraAdapter.name == parsed.adapter))).first()
+        found = None
+        if row is not None and tenant_slug(row.name) == parsed.tenant_slug:
+            found = _Found(row.id, row.rank, row.storage_key, row.bytes)
+        self._lookups[key] = (time.monotonic() + LOOKUP_TTL_S, found)
+        return found
+
+    async def _fetch(self, found: _Found) -> Path:
+        """The adapter's local folder, copied once (concurrent callers share the copy)."""
+        folder = self._local_root / found.adapter_id.hex
+        if all((folder / name).is_file() for name in ADAPTER_FILES):
+            return folder
+        pending = self._fetching.get(found.adapter_id)
+        if pending is None:
+            pending = asyncio.ensure_future(asyncio.wait_for(
+                asyncio.to_thread(self._copy, found, folder), self._timeout_s))
+            self._fetching[found.adapter_id] = pending
+            pending.add_done_callback(lambda _: self._fetching.pop(found.adapter_id, None))
+        try:
+            return await asyncio.shield(pending)
+        except TimeoutError as exc:
+            raise EngineError(f"Fetching the adapter took longer than {self._timeout_s:g} s."
+                              ) from exc
+
+    def _copy(self, found: _Found, folder: Path) -> Path:
+        if found.bytes > self._max_bytes:
+            raise EngineError(f"The adapter is larger than this worker's limit of "
+                              f"{self._max_bytes} bytes.")
+        parts = found.storage_key.split("/")
+        if any(p in ("", ".", "..") for p in parts):
+            raise EngineError("The adapter's storage key is unsafe.")
+        source = self._files_root.joinpath(*parts)
+        staging = folder.with_name(f".{folder.name}.{uuid.uuid4().hex}")
+        staging.mkdir(parents=True)
+        try:
+            for name in ADAPTER_FILES:
+                shutil.copyfile(source / name, staging / name)
+            staging.rename(folder)
+        except FileExistsError:
+            pass  # another process of this host copied it first
+        except FileNotFoundError as exc:
+            raise EngineError("The adapter's files are gone from storage.") from exc
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        self.fetches += 1
+        log.info("fetched adapter %s", found.adapter_id.hex)
+        return folder
+
+
+def adapter_cache_salt(tenant_salt: str | None, adapter_id: str) -> str:
+    """The prefix-cache namespace of an adapter's requests: the tenant's, narrowed to the
+    adapter (a base-model block must never serve an adapter's request, nor the reverse)."""
+    return hashlib.sha256(f"{tenant_salt or ''}\x00{adapter_id}".encode()).hexdigest()[:32]
+
+
+def lora_config(settings: AdapterSettings) -> LoraConfig:
+    """The engine's LoRA config from the adapter settings."""
+    return LoraConfig(max_loras=settings.max_loras, max_cpu_loras=settings.max_cpu_loras,
+                      max_lora_rank=settings.max_lora_rank,
+                      load_timeout_s=settings.adapter_load_timeout_s,
+                      concurrent_loads=settings.adapter_concurrent_loads,
+                      sim_load_s=settings.sim_adapter_load_s)
