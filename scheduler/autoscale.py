@@ -23,9 +23,9 @@ A model may scale to zero (``min_workers`` 0):
   one worker after its start, would leave less than ``batch_wake_slack_s`` (or the work's own
   length, if longer) before its deadline. A backlog due in a week does not hold a GPU all
   week; one due in an hour wakes the model at once;
-- a model that had traffic within ``idle_after_s`` keeps one worker (``warm``), so that a
-  quiet minute between requests does not cost the next one a cold start; past it, with
-  nothing queued, it asks for zero (``idle``).
+- a model that had realtime traffic within ``idle_after_s`` keeps one worker (``warm``), so
+  that a quiet minute between requests does not cost the next one a cold start; past it,
+  with nothing due, it asks for zero (``idle``).
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ class Demand:
     ttft_target_s: float = 1.0
     batch_due: tuple[BatchDue, ...] = ()
     batch_waiting: int = 0  # batch jobs queued (only to say "not idle")
-    # Since the model's last traffic (an arrival, or work queued or running); None: unknown,
-    # which holds nothing warm.
+    # Since the model's last realtime traffic (queued, running or ended; batch work is judged
+    # by its deadlines instead); None: unknown, which holds nothing warm.
     idle_s: float | None = None
 
 

@@ -10,7 +10,8 @@ took per second, a measured rate rather than a guess). Batch demand is every ope
 (estimated as the door does, ~4 characters a token) and its ``max_tokens`` scaled by the
 share of ``max_tokens`` recent batch jobs of the model really produced. How long each model
 has gone without traffic (nothing queued, running or ended in the last minute) is kept
-between reads (``Idleness``), so that a model idle past ``idle_after_s`` can go to zero.
+between reads (``Idleness``; realtime traffic only), so that a model idle past
+``idle_after_s`` can go to zero.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ class RecentRow:
 
 
 class Idleness:
-    """Since when each model has had no traffic, from the demands read at each refresh. A
+    """Since when each model has had no realtime traffic, from the demands read at each
+    refresh (batch work is not traffic here: its deadline says when it needs a worker). A
     model not yet seen busy counts from the first refresh: a dispatcher that just took over
     holds a model warm for the idle period before it lets it go to zero."""
 
@@ -92,11 +94,11 @@ class Idleness:
         self._since: float | None = None
 
     def note(self, d: Demand, *, recent: bool, clock: float) -> Demand:
-        """``d`` with its ``idle_s``; ``recent``: jobs of the model ended in the last
-        RECENT_S."""
+        """``d`` with its ``idle_s``; ``recent``: realtime jobs of the model ended in the
+        last RECENT_S."""
         if self._since is None:
             self._since = clock
-        if recent or d.rt_waiting or d.rt_inflight or d.batch_due:
+        if recent or d.rt_waiting or d.rt_inflight:
             self._busy_at[d.model] = clock
         return replace(d, idle_s=clock - self._busy_at.get(d.model, self._since))
 
@@ -186,7 +188,7 @@ def decide(policy: Any, session: Session, reader: Reader, *, now_epoch: float,
     target = 1.0
     if policy_config is not None:
         target = float(policy_config.ttft_slo(DEFAULT_TIER, None))
-    recent_models = {r.model for r in recent}
+    recent_models = {r.model for r in recent if r.kind == "realtime"}
     return [desired_workers(reader.idleness.note(d, recent=d.model in recent_models,
                                                  clock=clock), config)
             for d in demands(open_rows, recent, policy.outlook(now_epoch), costs, now=now,

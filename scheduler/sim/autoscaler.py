@@ -95,7 +95,7 @@ class AutoscaledSimulation(Simulation):
         self._batch_done = [0, 0]  # output, max_tokens of ended batch jobs
         self._rt_recent: deque[tuple[float, int, int]] = deque()
         self._rt_sums = [0, 0]  # prompt, output of _rt_recent
-        self._busy_at = 0.0  # last time the model had traffic (queued, running or ended)
+        self._busy_at = 0.0  # last realtime traffic (queued, running or ended)
         self.cold_arrivals: list[str] = []  # realtime jobs that arrived with no live worker
 
     # -- the loop's hooks ----------------------------------------------------------------
@@ -226,15 +226,15 @@ class AutoscaledSimulation(Simulation):
         due = tuple(BatchDue(minute - self.now,
                              batch_work_s(self.cost, prompt, asked * ratio, jobs))
                     for minute, (jobs, prompt, asked) in self._batch_due.items())
-        if (self._queued or self._rt_recent or due
-                or any(self.engines[w].num_seqs() for w in self._live())):
+        rt_inflight = (outlook.rt_load - outlook.rt_queued) if outlook else 0
+        if self._queued_rt or self._rt_recent or rt_inflight:  # realtime traffic only
             self._busy_at = self.now
         return Demand(
             self.model,
             live_workers=len(self._live()),
             slots_per_worker=self.cost.max_slots,
             rt_waiting=self._queued_rt,
-            rt_inflight=(outlook.rt_load - outlook.rt_queued) if outlook else 0,
+            rt_inflight=rt_inflight,
             rt_busy_s_per_s=realtime_busy_s(self.cost, *self._rt_sums) / RECENT_S,
             predicted_ttft_s=(predict_new_ttft(outlook,
                                                prompt_tokens=int(outlook.mean_prompt_tokens))

@@ -168,8 +168,8 @@ class DispatcherSettings(SettingsGroup):
                     "ended by the server, and a standby takes over (Postgres 14 or later)")
     autoscale_idle_seconds: float = Field(
         default=900.0, ge=0, validation_alias="FAIRWAY_AUTOSCALE_IDLE_SECONDS",
-        description="a model with no traffic (nothing queued, running or ended) for this long "
-                    "and no batch work due asks for zero workers "
+        description="a model with no realtime request (queued, running or ended) for this "
+                    "long and no batch work due asks for zero workers "
                     "(`fairway_desired_workers{reason=\"idle\"}`); until then it keeps one "
                     "(`reason=\"warm\"`); KEDA scales it to zero only where its chart allows")
 

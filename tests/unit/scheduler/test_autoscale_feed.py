@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from scheduler.autoscale import AutoscaleConfig, Demand, desired_workers
+from scheduler.autoscale import AutoscaleConfig, BatchDue, Demand, desired_workers
 from scheduler.cost_profiles import H200_LLAMA3_8B
 from scheduler.dispatcher import metrics as dm
 from scheduler.dispatcher.autoscale_feed import (
@@ -122,6 +122,10 @@ def test_idleness_counts_from_the_last_traffic_or_the_first_read() -> None:
     assert idle.note(busy, recent=False, clock=500.0).idle_s == 0.0
     assert idle.note(quiet, recent=True, clock=550.0).idle_s == 0.0  # ended in the last minute
     assert idle.note(quiet, recent=False, clock=1600.0).idle_s == 1050.0
+    # Batch work is no traffic: its deadline, not the idle period, says when it needs a worker.
+    backlog = Demand("m", live_workers=0, slots_per_worker=8,
+                     batch_due=(BatchDue(7 * 86400.0, 60.0),), batch_waiting=10)
+    assert idle.note(backlog, recent=False, clock=1600.0).idle_s == 1050.0
     # Past the idle period with nothing queued the model asks for zero, before it for one.
     config = AutoscaleConfig(idle_after_s=900.0)
     assert desired_workers(idle.note(quiet, recent=False, clock=1000.0), config).workers == 1
