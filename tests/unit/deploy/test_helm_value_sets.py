@@ -146,3 +146,15 @@ def test_two_models_share_mig_slices_and_one_scales_to_zero(render: Any) -> None
     # The second model is in the API's catalog with no worker alive, so its requests wait.
     assert api["FAIRWAY_CATALOG_MODELS"]["value"] == "HuggingFaceTB/SmolLM2-1.7B-Instruct"
     assert api["FAIRWAY_WAITING_ROOM_SECONDS"]["value"] == "300"
+
+
+@pytest.mark.parametrize(("seconds", "env"), [(None, None), (0, "0"), (45.5, "45.5")])
+def test_the_waiting_room_bound_reaches_every_process_when_set(render: Any, seconds: Any,
+                                                               env: str | None) -> None:
+    """Unset leaves the API's default; 0 (no waiting room) is a value, not an absence."""
+    values = example("one-gpu-model") | {"waitingRoom": {"seconds": seconds}}
+    docs = render(values)
+    for name in ("fw-fairway-api", "fw-fairway-dispatcher", "fw-fairway-worker-llama-8b"):
+        found = env_of(pod_spec(named(docs, "Deployment", name))["containers"][0]).get(
+            "FAIRWAY_WAITING_ROOM_SECONDS")
+        assert (found and found["value"]) == env, name

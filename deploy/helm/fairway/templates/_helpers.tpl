@@ -136,9 +136,10 @@ secrets from Secrets, logs, metrics binding, the data directory, and the user's 
   value: /var/lib/fairway/files
 - name: HOME
   value: /home/fairway
-{{- with .Values.waitingRoom.seconds }}
+{{- /* 0 is a value too (no waiting room): test for null, not for truth. */}}
+{{- if not (kindIs "invalid" .Values.waitingRoom.seconds) }}
 - name: FAIRWAY_WAITING_ROOM_SECONDS
-  value: {{ . | quote }}
+  value: {{ .Values.waitingRoom.seconds | quote }}
 {{- end }}
 {{- range $name, $value := .Values.env }}
 - name: {{ $name }}
