@@ -25,7 +25,8 @@ with the wake-up (service.store.wakeups) the change calls for.
     fail         running                      failed      worker
     requeue      assigned | running           queued      dispatcher: lease expired, worker
                                                           dead, task unsent
-    reject       queued                       failed      dispatcher, policy refused
+    reject       queued                       failed      dispatcher, policy refused; API,
+                                                          no worker in the waiting room
     cancel       queued | assigned | running  cancelled   API, admin, batch cancel
     expire       queued | assigned | running  cancelled   batch window over
 """
