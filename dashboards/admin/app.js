@@ -1,6 +1,6 @@
 // Fairway admin dashboard: talks only to the admin API (/admin/...) with the pasted token.
 // Preact + htm, no build step; pages by hash route (#/overview, #/tenants, #/tenants/<id>,
-// #/batches, #/plans, #/spend, #/audit; #/tiers, the plans page's first route, still leads there).
+// #/batches, #/plans, #/spend, #/audit, #/explore/<id>; #/tiers, the plans page's first route, still leads there).
 import { html, render, useEffect, useState } from "./js/lib.js";
 import { api, getToken, onHealth, setAuthLostHandler, setToken } from "./js/api.js";
 import { useRoute } from "./js/hooks.js";
@@ -12,9 +12,10 @@ import { Batches } from "./js/pages/batches.js";
 import { Plans } from "./js/pages/plans.js";
 import { Audit } from "./js/pages/audit.js";
 import { Spend } from "./js/pages/spend.js";
+import { Explore, ExploreBox } from "./js/pages/explore.js";
 
 const PAGES = [["overview", "Overview"], ["tenants", "Tenants"], ["batches", "Batches"],
-  ["plans", "Plans"], ["spend", "Spend"], ["audit", "Audit"]];
+  ["plans", "Plans"], ["spend", "Spend"], ["audit", "Audit"], ["explore", "Explore"]];
 
 function Login({ message, onLogin }) {
   const [token, setDraft] = useState("");
@@ -61,6 +62,7 @@ function Page({ route, plans, reloadPlans }) {
   if (name === "plans") return html`<${Plans} onChanged=${reloadPlans} />`;
   if (name === "audit") return html`<${Audit} params=${route.params} />`;
   if (name === "spend") return html`<${Spend} params=${route.params} />`;
+  if (name === "explore") return html`<${Explore} key=${id || ""} id=${id} params=${route.params} />`;
   if (name === "overview") return html`<${Overview} />`;
   return html`<div class="page"><p class="state empty">No page here. <a href="#/overview">Overview</a></p></div>`;
 }
@@ -90,6 +92,7 @@ function App() {
       <a class="brand" href="#/overview"><img src="/favicon.ico" alt="" width="20" height="20" /> Fairway admin</a>
       <nav aria-label="pages">${PAGES.map(([p, label]) => html`<a href=${`#/${p}`}
         class=${current === p ? "active" : ""} aria-current=${current === p ? "page" : undefined}>${label}</a>`)}</nav>
+      <${ExploreBox} />
       <button type="button" id="logout" onClick=${() => { setToken(null); setPlans(null); }}>Log out</button>
     </header>
     <${Banner} />
