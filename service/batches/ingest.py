@@ -35,6 +35,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from scheduler.tiers import BATCH_LINE
+from service.adapters.batch_lines import known_with_adapter
 from service.batches.validation import ENDPOINTS, LineError, LineLimits, LineValidator
 from service.files.storage import FileStorage, StorageWriter
 from service.quotas.batch import admit_batch_sync, settle_batch_sync
@@ -104,6 +105,8 @@ def validate_batch(session: Session, *, batch_id: uuid.UUID, storage: FileStorag
         run.abort()
         raise
     try:
+        known_models = known_with_adapter(session, batch_id=batch.id, tenant_id=batch.tenant_id,
+                                          model=validator.model, known_models=known_models)
         failure = run.whole_file_failure(validator, settings, known_models)
         if failure is None:
             failure = _admit(session, quotas, batch, run.tokens)

@@ -171,3 +171,40 @@ def test_the_cli_uploads_lists_and_deletes(sim_stack: Stack, make_tenant, tmp_pa
     assert uploaded["id"] in capsys.readouterr().out
     assert main([*base, "list"]) == 0
     assert "No adapters" in capsys.readouterr().out
+
+
+def test_batch_lines_may_name_the_adapter(sim_stack: Stack, make_tenant, database_url):
+    tenant_id, key = make_tenant("lora-batch")
+    _, other = make_tenant("lora-batch-other")
+    name = upload(sim_stack, key, "batchy").json()["model"]
+    api = client(sim_stack, key)
+    realtime = chat(api, name, "batch me").choices[0].message.content
+
+    def submit(who: openai.OpenAI) -> Any:
+        line = {"custom_id": "one", "method": "POST", "url": "/v1/chat/completions",
+                "body": {"model": name, "max_tokens": 10, "temperature": 0,
+                         "messages": [{"role": "user", "content": "batch me"}]}}
+        f = who.files.create(file=("in.jsonl", io.BytesIO(json.dumps(line).encode() + b"\n")),
+                             purpose="batch")
+        return who.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions",
+                                  completion_window="24h")
+
+    ended = ("completed", "failed", "expired", "cancelled")
+    batch = submit(api)
+    wait_until(lambda: api.batches.retrieve(batch.id).status in ended, 60, "the batch")
+    batch = api.batches.retrieve(batch.id)
+    assert batch.status == "completed", batch.errors
+    assert batch.output_file_id is not None
+    out = json.loads(api.files.content(batch.output_file_id).text.splitlines()[0])
+    assert out["response"]["body"]["choices"][0]["message"]["content"] == realtime
+    with sync_session(database_url) as session:
+        models = set(session.scalars(select(Job.model).where(Job.tenant_id == tenant_id)))
+    assert models == {MODEL}  # the jobs ran on the base model's workers
+
+    # Another tenant's batch naming it fails as an unknown model.
+    refused = submit(client(sim_stack, other))
+    stranger = client(sim_stack, other)
+    wait_until(lambda: stranger.batches.retrieve(refused.id).status in ended, 60, "the batch")
+    failed = stranger.batches.retrieve(refused.id)
+    assert failed.status == "failed" and failed.errors is not None
+    assert failed.errors.data[0].code == "model_not_found"
