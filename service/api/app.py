@@ -97,6 +97,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # this one only adds room for the multipart framing.
         if path == "/v1/files":
             return settings.batches.max_file_bytes + 1024 * 1024
+        if path == "/v1/adapters":  # the same for adapter uploads (service/adapters/upload.py)
+            return settings.adapters.max_adapter_bytes + 1024 * 1024
         return settings.limits.max_request_bytes
 
     app.add_middleware(BodyLimit, limit_for=body_limit)

@@ -22,7 +22,7 @@ from service.store.db import sync_session
 from service.store.models.adapters import LoraAdapter
 from service.store.models.jobs import Job
 from tests.integration._scrape import scrape, total, worker_url
-from tests.support.lora_adapter import adapter_config, adapter_zip
+from tests.support.lora_adapter import adapter_config, adapter_zip, synthetic_weights
 from tests.support.stack import Stack, wait_until
 
 MODEL = "sim-model"
@@ -136,11 +136,15 @@ def test_bad_uploads_get_openais_error_shape(sim_stack: Stack, make_tenant):
         error = resp.json()["error"]
         assert error["code"] == code and text in error["message"], error
         assert error["type"] == "invalid_request_error"
+    # Past the API's general body limit (1 MB): adapters have their own.
+    big = adapter_zip(weights=synthetic_weights(layers=16, hidden=1024))
+    assert len(big) > 1_000_000
+    assert upload(sim_stack, key, "big-but-fine", big).status_code == 200
     assert upload(sim_stack, key, "twice").status_code == 200
     again = upload(sim_stack, key, "twice")
     assert again.status_code == 409 and again.json()["error"]["code"] == "adapter_exists"
     listed = call(sim_stack, key, "GET", "/v1/adapters").json()["data"]
-    assert [a["name"] for a in listed] == ["twice"]
+    assert [a["name"] for a in listed] == ["big-but-fine", "twice"]
 
 
 def test_a_burst_for_a_cold_adapter_loads_it_once(sim_stack: Stack, make_tenant):
