@@ -14,7 +14,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -149,7 +149,9 @@ class EngineHost:
                            grace_s=self.settings.worker.drain_grace_seconds)
         await self._heartbeat_once()
         self._reader = asyncio.create_task(self._take_handoffs_forever())
-        self._tasks = [asyncio.create_task(self._heartbeat_forever()), self._reader,
+        self._tasks = [asyncio.create_task(self._heartbeat_forever(self._beat, REDIS)),
+                       asyncio.create_task(self._heartbeat_forever(self._renew_leases, POSTGRES)),
+                       self._reader,
                        asyncio.create_task(self._listen_for_commands()),
                        asyncio.create_task(self._publish_step_clock_forever()),
                        asyncio.create_task(self.outbox.deliver_forever())]
@@ -295,24 +297,31 @@ class EngineHost:
         return key_ttl_s(self.settings.worker)
 
     # -- heartbeats and leases -----------------------------------------------------------------
-    async def _heartbeat_forever(self) -> None:
+    async def _heartbeat_forever(self, part: Callable[[], Awaitable[None]], dependency: str
+                                 ) -> None:
+        """One of the two beats, on its own loop: a Postgres that hangs (not refuses) holds
+        the lease renewal, and must not hold the beat in Redis with it, or the leader counts
+        this worker lost and re-queues all it runs."""
         while True:
             await asyncio.sleep(self.settings.worker.heartbeat_seconds)
-            await self._heartbeat_once()
+            await self._beat_part(part, dependency)
 
     async def _heartbeat_once(self) -> None:
         """The beat in Redis and the leases in Postgres, each on its own: either dependency may
         be away without stopping the other (an outage is logged once, not per beat)."""
         for part, dependency in ((self._beat, REDIS), (self._renew_leases, POSTGRES)):
-            try:
-                await part()
-            except Exception as exc:
-                if is_outage(exc):
-                    self.deps.failed(exc)
-                else:
-                    log.exception("heartbeat failed")
+            await self._beat_part(part, dependency)
+
+    async def _beat_part(self, part: Callable[[], Awaitable[None]], dependency: str) -> None:
+        try:
+            await part()
+        except Exception as exc:
+            if is_outage(exc):
+                self.deps.failed(exc)
             else:
-                self.deps.ok(dependency)
+                log.exception("heartbeat failed")
+        else:
+            self.deps.ok(dependency)
 
     async def _beat(self) -> None:
         assert self.redis is not None and self.runner is not None
