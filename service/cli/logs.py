@@ -30,7 +30,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the JSON lines as written, not the readable form")
     p.add_argument("--job", default=None,
-                   help="only lines about this job (job_..., chatcmpl-..., resp_... or its UUID)")
+                   help="only lines about this job (job_..., chatcmpl-..., resp_..., a batch "
+                        "output line's req_... or its UUID) or batch (batch_...)")
+    p.add_argument("--request-id", default=None,
+                   help="only lines logged while serving this request (its x-request-id)")
     p.add_argument("--tenant", default=None, help="only lines about this tenant (id or name)")
     p.add_argument("--level", default=None, type=str.upper, choices=LEVELS,
                    help="only lines at this level or above")
@@ -46,7 +49,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
                        "it prints them instead)")
     prefix = len(roles) > 1
     view = _View(raw=args.json, only=LineFilter(job=args.job, tenant=args.tenant,
-                                                level=args.level))
+                                                level=args.level, request_id=args.request_id))
     files: dict[str, IO[str]] = {}
     for role, path in paths.items():
         if path.exists():

@@ -17,9 +17,14 @@ _HIDDEN = frozenset({"ts", "level", "logger", "msg", "exc", "job_id", "batch_id"
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
+# The spellings of a job's or batch's id users see; the hex after the prefix is its UUID (a
+# batch output line's request_id, req_<hex>, is its job's). batch_req_ before batch_.
+_PREFIXES = ("job_", "batch_req_", "batch_", "chatcmpl-", "cmpl-", "resp_", "req_")
+
+
 def _hex(value: str) -> str | None:
     """A job or batch id in any of its spellings (job_<hex>, chatcmpl-<hex>, a UUID) as hex."""
-    for prefix in ("job_", "batch_", "chatcmpl-", "cmpl-", "resp_"):
+    for prefix in _PREFIXES:
         if value.startswith(prefix):
             value = value[len(prefix):]
             break
@@ -31,15 +36,17 @@ def _hex(value: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class LineFilter:
-    """What `--job`, `--tenant` and `--level` ask for (None: anything)."""
+    """What `--job`, `--request-id`, `--tenant` and `--level` ask for (None: anything).
+    ``job`` may name a batch (batch_<hex>): its lines are the ones that carry that batch."""
 
     job: str | None = None
     tenant: str | None = None
     level: str | None = None
+    request_id: str | None = None
 
     @property
     def active(self) -> bool:
-        return bool(self.job or self.tenant or self.level)
+        return bool(self.job or self.tenant or self.level or self.request_id)
 
     def matches(self, record: dict[str, Any] | None) -> bool:
         if record is None:  # not a JSON line (a crash's raw traceback): only when unfiltered
@@ -48,9 +55,13 @@ class LineFilter:
             rank = logging.getLevelName(str(record.get("level", "INFO")).upper())
             if not isinstance(rank, int) or rank < logging.getLevelName(self.level.upper()):
                 return False
+        if self.request_id and record.get("request_id") != self.request_id:
+            return False
         if self.job:
             wanted = _hex(self.job)
-            seen = {_hex(str(record.get(k))) for k in ("job_id", "job") if record.get(k)}
+            batch = self.job.startswith("batch_") and not self.job.startswith("batch_req_")
+            keys = ("batch_id", "batch") if batch else ("job_id", "job")
+            seen = {_hex(str(record.get(k))) for k in keys if record.get(k)}
             if wanted is None or wanted not in seen:
                 return False
         if self.tenant:

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "service.cli.batch",  # batch
     "service.cli.adapters",  # adapter
     "service.cli.jobs",  # jobs
+    "service.cli.job_show",  # job show (admin: any job or batch by id)
     "service.cli.usage",  # usage, limits
     "service.cli.chaos.cli",  # chaos
     "service.cli.replay.cli",  # bench replay
