@@ -22,6 +22,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
+from service.spend.closed_days import ClosedDays
 from service.spend.money import crossed_thresholds, month_start, next_month, over_budget, shown
 from service.spend.queries import month_spend, spend_lines, spend_lines_sync, utc_midnight
 from service.store.db import sync_session
@@ -52,16 +53,22 @@ def event_data(budget: TenantBudget, *, month: dt.date, threshold: int, spend: D
             "hard_stop": budget.hard_stop}
 
 
-def check_budgets(session: Session, *, currency: str, now: dt.datetime | None = None) -> int:
+def check_budgets(session: Session, *, currency: str, now: dt.datetime | None = None,
+                  closed: ClosedDays | None = None) -> int:
     """Alert every threshold newly reached this month and set or lift hard stops; commits.
-    Returns the number of alerts sent."""
-    month, start, end = month_window(now or dt.datetime.now(dt.UTC))
+    Returns the number of alerts sent. ``closed`` keeps the closed days' spend between calls
+    (the dispatcher's); without it the whole month is read."""
+    now = now or dt.datetime.now(dt.UTC)
+    month, start, end = month_window(now)
     budgets = session.scalars(select(TenantBudget).with_for_update(skip_locked=True)).all()
     if not budgets:
         session.rollback()
         return 0
-    spend = month_spend(spend_lines_sync(session, start=start, end=end,
-                                         tenant_ids=[b.tenant_id for b in budgets]))
+    tenant_ids = [b.tenant_id for b in budgets]
+    spend = (closed.month_spend(session, month=month, today=now.astimezone(dt.UTC).date(),
+                                tenant_ids=tenant_ids) if closed is not None
+             else month_spend(spend_lines_sync(session, start=start, end=end, detail=False,
+                                               tenant_ids=tenant_ids)))
     sent: dict[uuid.UUID, set[int]] = {}
     for tenant_id, threshold in session.execute(
             select(BudgetAlert.tenant_id, BudgetAlert.threshold_pct)
@@ -109,6 +116,7 @@ class BudgetWatch:
         self.database_url = database_url
         self.every_s = every_s
         self.currency = currency
+        self.closed = ClosedDays()
         self._next_at = 0.0
 
     def tick(self) -> None:
@@ -117,7 +125,7 @@ class BudgetWatch:
         self._next_at = time.monotonic() + self.every_s
         try:
             with sync_session(self.database_url) as session:
-                check_budgets(session, currency=self.currency)
+                check_budgets(session, currency=self.currency, closed=self.closed)
         except Exception:  # never take the dispatcher down
             log.exception("budget check failed")
 
@@ -127,7 +135,7 @@ class BudgetWatch:
 async def month_to_date(session: AsyncSession, tenant_id: uuid.UUID,
                         now: dt.datetime | None = None) -> Decimal:
     _, start, end = month_window(now or dt.datetime.now(dt.UTC))
-    lines = await spend_lines(session, start=start, end=end, tenant_ids=[tenant_id])
+    lines = await spend_lines(session, start=start, end=end, tenant_ids=[tenant_id], detail=False)
     return month_spend(lines).get(tenant_id, Decimal(0))
 
 

@@ -10,7 +10,7 @@ from collections.abc import Collection, Sequence
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Date, Select, and_, case, cast, func, or_, select
+from sqlalchemy import Date, Select, and_, case, cast, func, literal, null, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
@@ -29,21 +29,26 @@ _VERSIONS = select(
 
 
 def lines_statement(*, start: dt.datetime, end: dt.datetime,
-                    tenant_ids: Collection[uuid.UUID] | None) -> Select[Any]:
-    """Ended jobs with ``start <= finished_at < end`` grouped by tenant, key, model, price
-    class, UTC day and price version."""
+                    tenant_ids: Collection[uuid.UUID] | None, detail: bool = True
+                    ) -> Select[Any]:
+    """Ended jobs with ``start <= finished_at < end`` grouped by tenant, model, price class and
+    price version, and with ``detail`` by key and UTC day too (a budget needs only each
+    tenant's sum: without, far fewer lines come back)."""
     klass = case((Job.kind == "batch", "batch"), (Job.service_tier == "flex", "flex"),
                  else_="realtime").label("job_class")
-    day = cast(func.timezone("UTC", Job.finished_at), Date).label("day")
+    key = Job.api_key_id if detail else null().label("api_key_id")
+    day = (cast(func.timezone("UTC", Job.finished_at), Date) if detail
+           else literal(start.date(), Date)).label("day")
     in_force = and_(_VERSIONS.c.model == Job.model, _VERSIONS.c.since <= Job.finished_at,
                     or_(_VERSIONS.c.until.is_(None), Job.finished_at < _VERSIONS.c.until))
-    query = (select(Job.tenant_id, Job.api_key_id, Job.model, klass, day,
+    grouped = [Job.tenant_id, Job.model, klass, _VERSIONS.c.id, *((key, day) if detail else ())]
+    query = (select(Job.tenant_id, key, Job.model, klass, day,
                     _VERSIONS.c.id.label("price_id"), func.count().label("requests"),
                     func.coalesce(func.sum(Job.prompt_tokens), 0).label("prompt_tokens"),
                     func.coalesce(func.sum(Job.completion_tokens), 0).label("completion_tokens"))
              .outerjoin(_VERSIONS, in_force)
              .where(Job.finished_at >= start, Job.finished_at < end)
-             .group_by(Job.tenant_id, Job.api_key_id, Job.model, klass, day, _VERSIONS.c.id))
+             .group_by(*grouped))
     if tenant_ids is not None:
         query = query.where(Job.tenant_id.in_(list(tenant_ids)))
     return query
@@ -77,17 +82,20 @@ def _price_ids(rows: Sequence[Any]) -> set[int]:
 
 
 async def spend_lines(session: AsyncSession, *, start: dt.datetime, end: dt.datetime,
-                      tenant_ids: Collection[uuid.UUID] | None = None) -> list[SpendLine]:
-    rows = (await session.execute(lines_statement(start=start, end=end,
-                                                  tenant_ids=tenant_ids))).all()
+                      tenant_ids: Collection[uuid.UUID] | None = None, detail: bool = True
+                      ) -> list[SpendLine]:
+    rows = (await session.execute(lines_statement(start=start, end=end, tenant_ids=tenant_ids,
+                                                  detail=detail))).all()
     ids = _price_ids(rows)
     found = (await session.scalars(select(ModelPrice).where(ModelPrice.id.in_(ids)))).all()
     return _lines(rows, {p.id: to_price(p) for p in found})
 
 
 def spend_lines_sync(session: Session, *, start: dt.datetime, end: dt.datetime,
-                     tenant_ids: Collection[uuid.UUID] | None = None) -> list[SpendLine]:
-    rows = session.execute(lines_statement(start=start, end=end, tenant_ids=tenant_ids)).all()
+                     tenant_ids: Collection[uuid.UUID] | None = None, detail: bool = True
+                     ) -> list[SpendLine]:
+    rows = session.execute(lines_statement(start=start, end=end, tenant_ids=tenant_ids,
+                                           detail=detail)).all()
     ids = _price_ids(rows)
     found = session.scalars(select(ModelPrice).where(ModelPrice.id.in_(ids))).all()
     return _lines(rows, {p.id: to_price(p) for p in found})
