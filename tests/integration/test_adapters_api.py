@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import io
 import json
+import time
 import uuid
 import zipfile
 from typing import Any
@@ -21,7 +22,8 @@ from service.cli.main import main
 from service.store.db import sync_session
 from service.store.models.adapters import LoraAdapter
 from service.store.models.jobs import Job
-from tests.integration._scrape import scrape, total, worker_url
+from service.store.models.tenants import Tenant
+from tests.integration._scrape import scheduler_url, scrape, total, worker_url
 from tests.support.lora_adapter import adapter_config, adapter_zip, synthetic_weights
 from tests.support.stack import Stack, wait_until
 
@@ -212,3 +214,31 @@ def test_batch_lines_may_name_the_adapter(sim_stack: Stack, make_tenant, databas
     failed = stranger.batches.retrieve(refused.id)
     assert failed.status == "failed" and failed.errors is not None
     assert failed.errors.data[0].code == "model_not_found"
+
+
+def test_adapter_requests_count_for_their_tenant(sim_stack: Stack, make_tenant, database_url):
+    tenant_id, key = make_tenant("lora-usage")
+    name = upload(sim_stack, key, "counted").json()["model"]
+    api = client(sim_stack, key)
+    answers = [chat(api, name, f"count me {i}") for i in range(3)]
+    tokens = sum(a.usage.prompt_tokens + a.usage.completion_tokens for a in answers)
+    since = int(time.time()) - 3600
+
+    def usage() -> list[dict[str, Any]]:
+        resp = httpx.get(sim_stack.base_url + "/v1/organization/usage/completions", timeout=30,
+                         headers={"Authorization": f"Bearer {key}"},
+                         params={"start_time": since, "bucket_width": "1h",
+                                 "group_by": "model"})
+        assert resp.status_code == 200, resp.text
+        return [r for b in resp.json()["data"] for r in b["results"]]
+
+    # Usage: the tenant's requests and tokens, under the base model they ran on.
+    wait_until(lambda: sum(r["num_model_requests"] for r in usage()) == 3, 30, "the usage")
+    rows = usage()
+    assert {r["model"] for r in rows} == {MODEL}
+    assert sum(r["input_tokens"] + r["output_tokens"] for r in rows) == tokens
+    # Fair share: the dispatcher charged the tenant for them.
+    with sync_session(database_url) as session:
+        tenant = session.scalar(select(Tenant.name).where(Tenant.id == tenant_id))
+    wait_until(lambda: total(scrape(scheduler_url(sim_stack)), "fairway_fair_share_counter",
+                             tenant=str(tenant)) > 0, 10, "the tenant's fair-share counter")
