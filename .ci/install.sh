@@ -38,4 +38,14 @@ fi
 if [ "$engine" != none ]; then
   "$venv/bin/python" -m worker.model_prep >/dev/null
 fi
+# checkov, for the chart's policy scan (tests/unit/deploy/test_helm_policy.py), in a venv of
+# its own inside this one: its pins cannot share one with Fairway's dependencies.
+checkov_reqs=deploy/helm/checkov-requirements.txt
+checkov_stamp="$venv/checkov/.installed-$(sha256sum < "$checkov_reqs" | cut -c1-16)"
+if [ ! -f "$checkov_stamp" ]; then
+  [ -x "$venv/checkov/bin/python" ] || "$python" -m venv "$venv/checkov"
+  "$venv/checkov/bin/python" -m pip install -q -r "$checkov_reqs"
+  rm -f "$venv"/checkov/.installed-*
+  touch "$checkov_stamp"
+fi
 echo "fairway installed in $venv"
