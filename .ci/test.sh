@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 bash .ci/install.sh
 venv=${FAIRWAY_VENV:-.venv}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-export FAIRWAY_CHECKOV=${FAIRWAY_CHECKOV:-$venv/checkov/bin/checkov}
+export FAIRWAY_CHECKOV=${FAIRWAY_CHECKOV:-$(cd "$venv" && pwd)/checkov/bin/checkov}
 
 "$venv/bin/ruff" check .
 # The import layers (pyproject.toml, [tool.importlinter]); its report is printed only on failure.
