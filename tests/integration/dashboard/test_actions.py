@@ -257,8 +257,9 @@ def test_webhook_added_with_its_secret_shown_once(session: Callable[..., Session
     expect(page.locator("#webhooks-section")).to_contain_text("No webhook endpoints")
     # Every event type the server knows, from its schema, all checked to start with.
     boxes = page.locator('#webhook-events input[type="checkbox"]')
-    expect(boxes).to_have_count(8)
-    for t in ("batch.completed", "batch.cancelled", "response.incomplete", "response.failed"):
+    expect(boxes).to_have_count(9)
+    for t in ("batch.completed", "batch.cancelled", "response.incomplete", "response.failed",
+              "budget.threshold_reached"):
         expect(page.locator(f'#webhook-events input[value="{t}"]')).to_be_checked()
 
     for box in boxes.all():
