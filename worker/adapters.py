@@ -142,10 +142,13 @@ class WorkerAdapters:
             for name in ADAPTER_FILES:
                 shutil.copyfile(source / name, staging / name)
             staging.rename(folder)
-        except FileExistsError:
-            pass  # another process of this host copied it first
         except FileNotFoundError as exc:
             raise EngineError("The adapter's files are gone from storage.") from exc
+        except OSError:
+            # Another process of this host renamed its copy into place first (a rename onto
+            # a folder with files fails): that copy serves.
+            if not all((folder / name).is_file() for name in ADAPTER_FILES):
+                raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         self.fetches += 1
