@@ -13,8 +13,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Request
 from redis.exceptions import RedisError
 
+from service.admin import key_ops
 from service.admin import tenant_ops as ops
 from service.admin.audit import record
+from service.admin.key_routes import router as key_router
 from service.admin.schemas import (
     PLAN_NAME_MAX,
     KeyCreate,
@@ -103,9 +105,11 @@ async def list_keys(tenant_id: str, session: SessionDep) -> dict[str, Any]:
 async def issue_key(tenant_id: str, body: KeyCreate, actor: AdminDep, session: SessionDep,
                     settings: SettingsDep) -> dict[str, Any]:
     tenant = await ops.require_tenant(session, tenant_id)
+    policy = body.policy()
+    await key_ops.check_within_tenant(session, tenant, policy)
     key, clear = await ops.issue_key(session, actor=actor, tenant=tenant,
                                      secret=settings.secret_key, name=body.name,
-                                     expires_at=body.expires_at)
+                                     expires_at=body.expires_at, policy=policy)
     await session.commit()
     return {**ops.key_view(key), "key": clear}  # the only time the clear key is ever sent
 
@@ -191,3 +195,6 @@ async def delete_tier(name: str, actor: AdminDep, session: SessionDep) -> dict[s
 def _plan_view(plan: Plan) -> dict[str, Any]:
     view = plan_records.plan_view(plan)
     return {**view, "quotas": quota_view(view["quotas"])}
+
+
+router.include_router(key_router)  # /admin/keys/{key_id}: a key by its id alone

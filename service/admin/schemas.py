@@ -27,6 +27,7 @@ from pydantic_core import PydanticCustomError
 from scheduler.tiers import SERVICE_TIERS
 from service.store.quota_limits import QUOTA_FIELDS
 from service.store.storable import StorableModel
+from service.tenants.key_policy import KEY_POLICY_FIELDS, clean_models
 
 PLAN_NAME_MAX = 32  # the tiers.name column (the plans table keeps its first name)
 SLO_MAX_MS = 24 * 3600 * 1000  # a day: well inside the int4 columns that hold the targets
@@ -118,7 +119,34 @@ class TenantUpdate(StorableModel):
     suspended: StrictBool | None = None
 
 
-class KeyCreate(StorableModel):
+KeyLimit = Annotated[StrictInt, Field(ge=1, le=QUOTA_MAX)]
+
+
+class KeyPolicyFields(StorableModel):
+    """A key's own policy (service.tenants.key_policy): each limit optional, at most its
+    tenant's; null: the tenant's limit alone, every model, never expires."""
+
+    requests_per_minute: KeyLimit | None = Field(
+        default=None, description="the key's own requests per minute, within the tenant's")
+    tokens_per_minute: KeyLimit | None = Field(
+        default=None, description="the key's own tokens per minute (prompt estimate plus "
+                                  "max_tokens), within the tenant's")
+    concurrent_requests: KeyLimit | None = Field(
+        default=None, description="the key's own open realtime requests, within the tenant's")
+    allowed_models: list[str] | None = Field(
+        default=None, description="the models the key may use; null: every model")
+
+    @field_validator("allowed_models")
+    @classmethod
+    def _models(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else clean_models(value)
+
+    def policy(self) -> dict[str, Any]:
+        """The policy fields sent (a create's unsent ones are null: none)."""
+        return {k: getattr(self, k) for k in KEY_POLICY_FIELDS if k in self.model_fields_set}
+
+
+class KeyCreate(KeyPolicyFields):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(default="default", min_length=1, max_length=128,
                       description="a label for lists: 1-128 characters, not only spaces, no "
@@ -151,6 +179,20 @@ class KeyCreate(StorableModel):
         if value <= dt.datetime.now(dt.UTC):
             raise ValueError("expires_at must be in the future")
         return value
+
+
+class KeyUpdate(KeyCreate):
+    """A key's changes: only the fields sent change."""
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("name must be text (leave it out to keep it)")
+        return value
+
+    def changes(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.model_fields_set}
 
 
 class QuotaUpdate(StorableModel):

@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.admin import audit
+from service.admin.key_ops import apply_policy, policy_view
 from service.admin.schemas import quota_view
 from service.batches.batch_records import cancel_tenant_batches
 from service.store import job_stream, lifecycle, wakeups
@@ -39,7 +40,7 @@ def tenant_view(t: Tenant, *, active_keys: int | None = None) -> dict[str, Any]:
 def key_view(k: ApiKey) -> dict[str, Any]:
     return {"id": str(k.id), "name": k.name, "prefix": k.prefix, "created_at": _ts(k.created_at),
             "last_used_at": _ts(k.last_used_at), "expires_at": _ts(k.expires_at),
-            "revoked_at": _ts(k.revoked_at)}
+            "revoked_at": _ts(k.revoked_at), **policy_view(k)}
 
 
 async def _plan(session: AsyncSession, name: str) -> Plan:
@@ -161,17 +162,21 @@ async def list_keys(session: AsyncSession, *, tenant: Tenant) -> list[dict[str, 
 
 
 async def issue_key(session: AsyncSession, *, actor: str, tenant: Tenant, secret: str,
-                    name: str, expires_at: dt.datetime | None) -> tuple[ApiKey, str]:
-    """The clear key is returned once and never stored or logged; the audit keeps the prefix."""
+                    name: str, expires_at: dt.datetime | None,
+                    policy: dict[str, Any] | None = None) -> tuple[ApiKey, str]:
+    """The clear key is returned once and never stored or logged; the audit keeps the prefix.
+    ``policy``: the key's own limits and models (service.admin.key_ops), already checked."""
     clear = generate_key()
     key = ApiKey(tenant_id=tenant.id, name=name, prefix=display_prefix(clear),
                  key_hash=hash_key(clear, secret), expires_at=expires_at)
+    apply_policy(key, {k: v for k, v in (policy or {}).items() if k != "expires_at"})
     session.add(key)
     await session.flush()
     audit.record(session, actor=actor, action="key.issue", target_type="tenant",
                  target_id=str(tenant.id),
                  details={"key_id": str(key.id), "prefix": key.prefix, "name": name,
-                          "expires_at": _ts(expires_at)})
+                          "expires_at": _ts(expires_at),
+                          **{k: v for k, v in (policy or {}).items() if k != "expires_at"}})
     return key, clear
 
 

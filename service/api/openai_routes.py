@@ -33,6 +33,7 @@ from service.jobs.response_format import ResponseFormat
 from service.jobs.schemas import ChatCompletionRequest, CompletionRequest
 from service.jobs.shapes import ShapeBuilder, sse, usage_dict
 from service.observability.requests import NULL_OBSERVER, observe_request
+from service.quotas.key_limits import check_model, take_key_limits
 from service.spend.stops import BUDGET_OPEN
 from service.store import tracing
 from service.store.detached import run_detached
@@ -84,6 +85,7 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
                   tenant: Tenant, body: ChatCompletionRequest | CompletionRequest, *, chat: bool
                   ) -> dict[str, Any] | StreamingResponse:
     started = time.perf_counter()
+    check_model(request, body.model)  # the key's allow-list, before the catalog
     model = await served_model(request, session, tenant, body.model)  # an adapter's: its base
     if not await request.app.state.catalog.has(model):
         raise APIError(404, f"The model '{body.model}' does not exist.",
@@ -98,7 +100,9 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
                       body.model_dump(mode="json", exclude_none=True), max_tokens,
                       body.deadline_ms, stream=body.stream,
                       arrived_at=request_started(request.scope))
-    entered = await door_of(request.app.state).enter(session, req)
+    key = await take_key_limits(request, req,
+                                slot_ttl_s=settings.api.request_timeout_seconds + 60)
+    entered = await key.guard(door_of(request.app.state).enter(session, req))
     job, admission, classification, now = (entered.job, entered.admission,
                                            entered.classification, entered.now)
     builder = ShapeBuilder(chat=chat, public_id=("chatcmpl-" if chat else "cmpl-") + job.id.hex,
@@ -118,14 +122,14 @@ async def _submit(request: Request, response: Response, session: Any, settings: 
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = _stream(request, job.id, builder, include_usage, settings, obs,
                          on_settled=admission.settled_by_worker, keepalive_s=watch.keepalive_s)
-        return EventStream(admission.wrap(obs.wrap(watch.wrap(events))),
+        return EventStream(key.wrap(admission.wrap(obs.wrap(watch.wrap(events)))),
                            media_type="text/event-stream",
                            headers={"Cache-Control": "no-cache",
                                     "X-Fairway-Job": job.public_id,
                                     **admission.headers})
     response.headers.update(admission.headers)
-    return await admission.around(obs.around(watch.around(_wait(
-        request, job.id, builder, settings, obs, on_settled=admission.settled_by_worker))))
+    return await key.around(admission.around(obs.around(watch.around(_wait(
+        request, job.id, builder, settings, obs, on_settled=admission.settled_by_worker)))))
 
 
 async def _wait(request: Request, job_id: uuid.UUID, builder: ShapeBuilder,

@@ -28,6 +28,7 @@ from service.jobs.job_records import get_job, parse_public_id
 from service.jobs.response_schemas import ResponseCreate
 from service.jobs.response_view import EventStream, ResponseShape, render
 from service.observability.requests import NULL_OBSERVER, observe_request
+from service.quotas.key_limits import check_model, take_key_limits
 from service.spend.stops import BUDGET_OPEN
 from service.store.models.jobs import Job
 from service.store.response_status import RESPONSES_ENDPOINT
@@ -56,6 +57,7 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
     if refused is not None:
         raise refused
     payload = body.stored()  # 400 for input Fairway cannot run (images, files, tool items)
+    check_model(request, body.model)  # the key's allow-list, before the catalog
     model = await served_model(request, session, tenant, body.model)  # an adapter's: its base
     if not await request.app.state.catalog.has(model):
         raise APIError(404, f"The model '{body.model}' does not exist.",
@@ -69,13 +71,16 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
                       RESPONSES_ENDPOINT, payload, max_tokens, body.deadline_ms,
                       stream=body.stream, background=body.background,
                       arrived_at=request_started(request.scope))
-    entered = await door_of(request.app.state).enter(session, req)
+    key = await take_key_limits(request, req,
+                                slot_ttl_s=settings.api.request_timeout_seconds + 60)
+    entered = await key.guard(door_of(request.app.state).enter(session, req))
     job, admission, classification, now = (entered.job, entered.admission,
                                            entered.classification, entered.now)
     shape = ResponseShape.of(job)
     headers = {"X-Fairway-Job": job.public_id, **admission.headers}
     if body.background:
         await admission.detach()  # the job outlives this request; its tokens settle at its end
+        await key.release()
         if not body.stream:
             response.headers.update(headers)
             return shape.body("queued")
@@ -95,10 +100,10 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
         events = stream_response(request, job.id, EventStream(shape), settings, obs,
                                  background=False, on_settled=admission.settled_by_worker,
                                  keepalive_s=watch.keepalive_s)
-        return _sse(admission.wrap(obs.wrap(watch.wrap(events))), headers)
+        return _sse(key.wrap(admission.wrap(obs.wrap(watch.wrap(events)))), headers)
     response.headers.update(headers)
-    return await admission.around(obs.around(watch.around(wait_response(
-        request, job.id, settings, obs, on_settled=admission.settled_by_worker))))
+    return await key.around(admission.around(obs.around(watch.around(wait_response(
+        request, job.id, settings, obs, on_settled=admission.settled_by_worker)))))
 
 
 @router.get("/responses/{response_id}", responses=errors(404))

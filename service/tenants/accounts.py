@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from dataclasses import dataclass
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -11,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from service.store.models.tenants import ApiKey, Tenant
 from service.tenants.key_cache import KeyCache, KeyLookup
+from service.tenants.key_policy import KeyPolicy, expired
 from service.tenants.keys import display_prefix, generate_key, hash_key
 
 
@@ -50,6 +52,23 @@ class TenantSuspended(Exception):
         self.tenant = tenant
 
 
+class KeyExpired(Exception):
+    """A key past its expiry: its holder is told it expired, not that it is wrong."""
+
+    def __init__(self, expires_at: dt.datetime) -> None:
+        super().__init__(f"the key expired at {expires_at.isoformat()}")
+        self.expires_at = expires_at
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who a live key belongs to: its tenant, the key's id (jobs record it) and its policy."""
+
+    tenant: Tenant
+    key_id: uuid.UUID
+    policy: KeyPolicy
+
+
 async def authenticate(session: AsyncSession, *, clear_key: str, secret: str) -> Tenant | None:
     """The tenant for a live key, or None (unknown, revoked or expired key). A live key of a
     suspended tenant raises TenantSuspended: its holder is told why, not that the key is bad."""
@@ -61,10 +80,25 @@ async def authenticate_key(session: AsyncSession, *, clear_key: str, secret: str
                            cache: KeyCache | None = None,
                            sessions: async_sessionmaker[AsyncSession] | None = None
                            ) -> tuple[Tenant, uuid.UUID] | None:
-    """The tenant and the key's id (jobs record it, for per-key usage), as `authenticate`.
-    With a ``cache``, a key looked up within its TTL costs no query (service.tenants.key_cache:
-    a revocation or suspension made elsewhere binds within that TTL); with ``sessions`` too,
-    a busy key's entry is renewed in the background before it expires."""
+    """The tenant and the key's id (jobs record it, for per-key usage), as `authenticate`
+    (an expired key: None)."""
+    try:
+        caller = await authenticate_caller(session, clear_key=clear_key, secret=secret,
+                                           cache=cache, sessions=sessions)
+    except KeyExpired:
+        return None
+    return None if caller is None else (caller.tenant, caller.key_id)
+
+
+async def authenticate_caller(session: AsyncSession, *, clear_key: str, secret: str,
+                              cache: KeyCache | None = None,
+                              sessions: async_sessionmaker[AsyncSession] | None = None
+                              ) -> Caller | None:
+    """The caller of a live key, or None (unknown or revoked key); KeyExpired for a key past
+    its expiry, TenantSuspended for a suspended tenant's. With a ``cache``, a key looked up
+    within its TTL costs no query (service.tenants.key_cache: a revocation, a suspension or a
+    policy edit made elsewhere binds within that TTL); with ``sessions`` too, a busy key's
+    entry is renewed in the background before it expires."""
     now = dt.datetime.now(dt.UTC)
     key_hash = hash_key(clear_key, secret)
     found = cache.get(key_hash) if cache is not None else None
@@ -79,11 +113,11 @@ async def authenticate_key(session: AsyncSession, *, clear_key: str, secret: str
             return None  # never cached: a new key works at once, guesses fill nothing
     if found.revoked_at is not None:
         return None
-    if found.expires_at is not None and found.expires_at <= now:
-        return None
+    if found.expires_at is not None and expired(found.expires_at, now):
+        raise KeyExpired(found.expires_at)
     if found.suspended_at is not None:
         raise TenantSuspended(found.tenant())
-    return found.tenant(), found.key_id
+    return Caller(found.tenant(), found.key_id, found.policy)
 
 
 async def _read_key_apart(sessions: async_sessionmaker[AsyncSession],

@@ -1,13 +1,14 @@
 """An API process's short-lived memory of API-key lookups, so a busy key costs no query per
 request.
 
-What is kept is the row as read (key id, revocation, expiry, the tenant's id, name, plan,
-weight and suspension), keyed by the key's HMAC (never the clear key), for ``ttl_s`` seconds.
-The checks run on every request against that copy: an expiry time takes effect exactly; a
-revocation, a suspension or a change of plan made elsewhere takes effect within ``ttl_s``
-(`FAIRWAY_KEY_CACHE_SECONDS`) on every API process. The admin routes of this process clear it
-at once. Unknown keys are never kept: a key issued a moment ago works on its first request,
-and guessing cannot fill the cache.
+What is kept is the row as read (key id, revocation, expiry, the key's own policy, the
+tenant's id, name, plan, weight and suspension), keyed by the key's HMAC (never the clear key),
+for ``ttl_s`` seconds. The checks run on every request against that copy: an expiry time takes
+effect exactly; a revocation, a suspension, a change of plan or of the key's policy made
+elsewhere takes effect within ``ttl_s`` (`FAIRWAY_KEY_CACHE_SECONDS`) on every API process,
+since an entry is never older than that (a renewal replaces it, it never extends it). The
+admin routes of this process clear it at once. Unknown keys are never kept: a key issued a
+moment ago works on its first request, and guessing cannot fill the cache.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from service.store.models.tenants import ApiKey, Tenant
 from service.store.single_flight import RENEW_AFTER_S, SingleFlight, renew_delay
+from service.tenants.key_policy import NO_POLICY, KeyPolicy
 
 MAX_ENTRIES = 10_000  # distinct live keys remembered at once; the oldest go first
 
@@ -40,12 +42,13 @@ class KeyLookup:
     weight: float
     suspended_at: dt.datetime | None
     tenant_created_at: dt.datetime
+    policy: KeyPolicy = NO_POLICY  # the key's own limits and models
 
     @classmethod
     def of(cls, key: ApiKey, tenant: Tenant) -> KeyLookup:
         return cls(key.id, key.revoked_at, key.expires_at, key.last_used_at, tenant.id,
                    tenant.name, tenant.plan, tenant.weight, tenant.suspended_at,
-                   tenant.created_at)
+                   tenant.created_at, KeyPolicy.of(key))
 
     def tenant(self) -> Tenant:
         """A fresh, detached Tenant per request: no session holds it, nothing shares it."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hmac
 from collections.abc import AsyncIterator
 from typing import Annotated
@@ -13,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.store.models.tenants import Tenant
 from service.store.settings import Settings
 from service.store.storable import first_unstorable
-from service.tenants.accounts import TenantSuspended, authenticate_key
+from service.tenants.accounts import KeyExpired, TenantSuspended, authenticate_caller
 from service.tenants.key_cache import key_cache
 from service.web import admin_guard
 from service.web.errors import APIError
@@ -75,18 +76,24 @@ def _bearer(request: Request) -> str:
 
 async def current_tenant(request: Request, session: SessionDep, settings: SettingsDep) -> Tenant:
     try:
-        found = await authenticate_key(session, clear_key=_bearer(request),
-                                       secret=settings.secret_key,
-                                       cache=key_cache(request.app.state),
-                                       sessions=request.app.state.sessionmaker)
+        found = await authenticate_caller(session, clear_key=_bearer(request),
+                                          secret=settings.secret_key,
+                                          cache=key_cache(request.app.state),
+                                          sessions=request.app.state.sessionmaker)
+    except KeyExpired as exc:
+        when = exc.expires_at.astimezone(dt.UTC)
+        raise APIError(401, f"This API key expired at {when:%Y-%m-%d %H:%M} UTC. Ask your "
+                            "administrator for a new key.",
+                       code="invalid_api_key") from exc
     except TenantSuspended as exc:
         raise APIError(403, "Your account is suspended: an administrator suspended this API "
                             "key's tenant. Contact your administrator to restore access.",
                        code="tenant_suspended", type_="permission_error") from exc
     if found is None:
         raise APIError(401, "Incorrect API key provided.", code="invalid_api_key")
-    tenant, request.state.api_key_id = found  # jobs record their key (per-key usage)
-    return tenant
+    # Jobs record their key (per-key usage); the door enforces its policy.
+    request.state.api_key_id, request.state.api_key_policy = found.key_id, found.policy
+    return found.tenant
 
 
 CurrentTenant = Annotated[Tenant, Depends(current_tenant)]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from typing import Any
 
-from sqlalchemy import DateTime, ForeignKey, String
+from sqlalchemy import CheckConstraint, DateTime, ForeignKey, Integer, String
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from service.store.db import Base, utcnow_column
@@ -32,6 +34,9 @@ class ApiKey(Base):
     """An API key, stored only as an HMAC of the secret; the prefix identifies it to humans."""
 
     __tablename__ = "api_keys"
+    __table_args__ = tuple(
+        CheckConstraint(f"{c} IS NULL OR {c} >= 1", name=f"{c}_positive")
+        for c in ("requests_per_minute", "tokens_per_minute", "concurrent_requests"))
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
     tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
@@ -42,5 +47,11 @@ class ApiKey(Base):
     last_used_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     expires_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    # The key's own policy (service.tenants.key_policy): limits counted per key beside the
+    # tenant's (null: only the tenant's), and the models it may use (null: every model).
+    requests_per_minute: Mapped[int | None] = mapped_column(Integer)
+    tokens_per_minute: Mapped[int | None] = mapped_column(Integer)
+    concurrent_requests: Mapped[int | None] = mapped_column(Integer)
+    allowed_models: Mapped[list[Any] | None] = mapped_column(JSONB)
 
     tenant: Mapped[Tenant] = relationship(back_populates="keys")
