@@ -22,20 +22,20 @@ from redis.asyncio import Redis
 
 from service.store import handoff, lifecycle, wakeups
 from service.store.db import async_engine, async_sessionmaker_for
-from service.store.heartbeats import STRUCTURED_OUTPUTS, encode_step_clock
+from service.store.heartbeats import encode_step_clock
 from service.store.keys import (
     control_channel,
     handoff_stream,
     step_clock_key,
     worker_key,
-    worker_queue,
 )
 from service.store.outages import POSTGRES, REDIS, Dependencies, is_outage
-from service.store.settings import EngineSettings, Settings, WorkerSettings
+from service.store.settings import Settings
 from service.store.telemetry.endpoint import start_metrics_endpoint
+from worker.beat import beat_payload, key_ttl_s
 from worker.drain import Drain
 from worker.engine import step_clock
-from worker.engine.base import Engine, supports_structured_outputs
+from worker.engine.base import Engine
 from worker.metrics import observe_engine
 from worker.phase_slot import keep_phase_slot, release_phase_slot
 from worker.runner import JobRunner, engine_request_id
@@ -51,26 +51,6 @@ HANDOFF_BLOCK_MS = 5_000  # one blocking read's wait; a new read follows at once
 # meanwhile waited up to 2 s for its hand-off to be read).
 REDIS_SOCKET_TIMEOUT_S = HANDOFF_BLOCK_MS / 1000 + 10
 HANDOFF_READ_COUNT = 256  # entries taken per read
-
-
-def default_cost_profile(engine: EngineSettings) -> str:
-    """The scheduler's cost model for this worker (scheduler.cost_profiles names)."""
-    if engine.kind == "sim":
-        return "cpu-smollm2-135m"
-    import torch
-
-    return "h200-llama3-8b" if torch.cuda.is_available() else "cpu-smollm2-135m"
-
-
-def key_ttl_s(worker: WorkerSettings) -> int:
-    """TTL of the keys a worker keeps alive with its heartbeats (its beat, step clock, phase
-    slot). Generous: a loaded host that misses a beat or two must not look dead."""
-    return max(5, int(worker.heartbeat_seconds * 5))
-
-
-def engine_capabilities(engine: Engine) -> list[str]:
-    """The optional features an engine has, as its heartbeat lists them."""
-    return [STRUCTURED_OUTPUTS] if supports_structured_outputs(engine) else []
 
 
 def worker_redis(settings: Settings) -> Redis:
@@ -326,31 +306,10 @@ class EngineHost:
     async def _beat(self) -> None:
         assert self.redis is not None and self.runner is not None
         stats = self.engine.stats()
-        beat = {
-            "worker_id": self.worker_id,
-            "queue": worker_queue(self.worker_id),
-            "models": [self.engine.model_name],
-            "max_slots": stats.max_num_seqs,
-            "running": stats.num_running + stats.num_waiting,
-            "waiting": stats.num_waiting,
-            "active_jobs": len(self.runner.active),
-            # Lets the dispatcher free a finished job's slot before the next beat.
-            "job_ids": list(self.runner.active),
-            "cost_profile": (self.settings.engine.cost_profile
-                             or default_cost_profile(self.settings.engine)),
-            "kv_usage": stats.kv_usage,
-            "kv_capacity_tokens": stats.kv_capacity_tokens,
-            "metrics_port": self.metrics_port,
-            "ts": time.time(),
-            # This process's start: a worker restarted under the same id is a new incarnation,
-            # and the dispatcher re-queues what the old one held.
-            "incarnation": self.incarnation,
-            # What the engine can do beyond plain text; the API refuses what no worker
-            # serving the model can (service.web.catalog).
-            "capabilities": engine_capabilities(self.engine),
-            # Stopping: the dispatcher places nothing more here (scheduler.dispatcher.views).
-            "draining": self.drain is not None and self.drain.draining,
-        }
+        beat = beat_payload(self.engine, stats, self.settings.engine, worker_id=self.worker_id,
+                            active=list(self.runner.active), metrics_port=self.metrics_port,
+                            incarnation=self.incarnation,
+                            draining=self.drain is not None and self.drain.draining)
         observe_engine(self.engine.model_name, stats, len(self.runner.active))
         await self.redis.set(worker_key(self.worker_id), json.dumps(beat), ex=self._key_ttl_s())
         clock = self._step_clock()

@@ -18,10 +18,11 @@ from service.store.settings import EngineSettings, Settings
 from service.store.task_queue import make_celery
 from service.store.telemetry.gc_pauses import freeze_startup_heap
 from worker.adapters import lora_config
+from worker.beat import default_cost_profile, key_ttl_s
 from worker.broker import CONSUMER
 from worker.engine import Engine, SimEngineConfig, VllmEngineConfig, build_engine
 from worker.engine.vllm_guard import PHASE_COST_FIELDS
-from worker.host import EngineHost, default_cost_profile, key_ttl_s
+from worker.host import EngineHost
 from worker.phase_slot import claim_phase_slot
 from worker.tasks import register_tasks
 

@@ -12,6 +12,7 @@ import pytest
 
 from service.store.heartbeats import STRUCTURED_OUTPUTS
 from service.store.settings import EngineSettings, Settings
+from worker.beat import engine_capabilities
 from worker.claimed_job import ClaimedJob
 from worker.engine import vllm_structured
 from worker.engine.base import (
@@ -22,7 +23,6 @@ from worker.engine.base import (
     supports_structured_outputs,
 )
 from worker.engine.sim import SimEngine
-from worker.host import engine_capabilities
 from worker.runner import JobRunner
 from worker.structured import resume_checkpoint, structured_output
 
