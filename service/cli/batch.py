@@ -133,6 +133,20 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def _follow(client: Any, batch_id: str, output: Path | None, poll_s: float = 1.0) -> int:
+    """Follow the batch to its end and download its results. Ctrl-C stops only the
+    following: the batch goes on on the server, and the user is told how to find it."""
+    try:
+        return _follow_until_done(client, batch_id, output, poll_s)
+    except KeyboardInterrupt:
+        print(f"\nstopped following batch {batch_id}; it goes on on the server.\n"
+              f"  follow it again: fairway batch wait {batch_id}\n"
+              f"  see its status:  fairway batch status {batch_id}\n"
+              f"  cancel it:       fairway batch cancel {batch_id}", file=sys.stderr)
+        return 130
+
+
+def _follow_until_done(client: Any, batch_id: str, output: Path | None,
+                       poll_s: float) -> int:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
