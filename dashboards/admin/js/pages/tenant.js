@@ -1,18 +1,19 @@
-// One tenant: status and plan (confirmed), quotas as a form, keys (issue with name and expiry,
-// the secret shown once with a copy button, revoke, per-key usage), webhooks (pages/webhooks.js),
-// usage charts, delete.
+// One tenant: status and plan (confirmed), quotas as a form, keys and their policy
+// (pages/tenant_keys.js), webhooks (pages/webhooks.js), usage charts, delete.
 import { html, useState } from "../lib.js";
-import { ApiError, api, qs } from "../api.js";
+import { ApiError, api } from "../api.js";
 import { href, navigate, useResource } from "../hooks.js";
-import { Empty, Field, Loaded, attempt, confirmAction, fmt, serverErrors, when } from "../ui.js";
+import { Empty, Field, Loaded, attempt, confirmAction, serverErrors, when } from "../ui.js";
 import { QUOTA_FIELDS, checkQuota, showQuota, usageNow } from "../quotas.js";
 import { UsageCharts } from "./usage.js";
+import { Keys } from "./tenant_keys.js";
 import { Webhooks } from "./webhooks.js";
 import { TenantSpend } from "./tenant_spend.js";
 
 // A tenant created from the list arrives with its first key: shown here once, then dropped.
 const newKeys = new Map();
 export function stashNewKey(tenantId, key) { if (key) newKeys.set(tenantId, key); }
+const takeNewKey = (tenantId) => { const key = newKeys.get(tenantId) || ""; newKeys.delete(tenantId); return key; };
 
 function Header({ tenant, plans, reload }) {
   // The API names the tenant's plan "tier".
@@ -134,89 +135,6 @@ function UsageGauge({ now, alert }) {
     <em>${now.used.toLocaleString("en-US")} / ${now.limit.toLocaleString("en-US")}</em></span>`;
 }
 
-function NewKey({ secret, onDone }) {
-  const [copied, setCopied] = useState("");
-  const copy = async () => {
-    try { await navigator.clipboard.writeText(secret); setCopied("Copied."); }
-    catch (err) { setCopied("Copy is not allowed here: select the key and copy it."); }
-  };
-  return html`<div class="newkey" role="region" aria-label="new key">
-    <p><strong>New key: copy it now.</strong> It is shown only this once; Fairway keeps only its hash.</p>
-    <div class="copy-row"><input id="new-key-secret" readonly value=${secret}
-        onFocus=${(e) => e.target.select()} aria-label="new key" />
-      <button type="button" id="copy-key" onClick=${copy}>Copy</button>
-      <button type="button" onClick=${onDone}>Done</button></div>
-    ${copied && html`<small>${copied}</small>`}
-  </div>`;
-}
-
-function Keys({ tenant }) {
-  const [secret, setSecret] = useState(newKeys.get(tenant.id) || "");
-  newKeys.delete(tenant.id);
-  const [name, setName] = useState("");
-  const [expires, setExpires] = useState("");
-  const [errors, setErrors] = useState({});
-  const res = useResource(async () => {
-    const [keys, usage] = await Promise.all([api("GET", `/admin/tenants/${tenant.id}/keys`),
-      api("GET", `/admin/usage/keys${qs({ tenant_id: tenant.id, days: 30 })}`)]);
-    const byKey = Object.fromEntries(usage.data.map((u) => [u.key_id, u]));
-    return keys.data.map((k) => ({ ...k, usage: byKey[k.id] || null }));
-  }, [tenant.id]);
-  const issue = async (e) => {
-    e.preventDefault();
-    const found = {};
-    if (!name.trim()) found.name = "Give the key a name (who or what uses it).";
-    let expiresAt = null;
-    if (expires) {
-      const at = new Date(expires);
-      if (Number.isNaN(at.getTime())) found.expires_at = "Not a date.";
-      else if (at <= new Date()) found.expires_at = "Must be in the future.";
-      else expiresAt = at.toISOString();
-    }
-    setErrors(found);
-    if (Object.keys(found).length) return;
-    const r = await attempt(() => api("POST", `/admin/tenants/${tenant.id}/keys`,
-      { name: name.trim(), expires_at: expiresAt }), `Key ${name.trim()} issued`, { inForm: true });
-    if (r.ok) { setSecret(r.out.key); setName(""); setExpires(""); res.reload(); }
-    else if (r.err instanceof ApiError) setErrors(serverErrors(r.err, ["name", "expires_at"]));
-  };
-  const revoke = async (k) => {
-    if (!await confirmAction({ title: `Revoke key ${k.name}?`, action: "Revoke", danger: true,
-      body: html`<p>Requests with <code>${k.prefix}…</code> are refused from now on. This cannot be undone.</p>` })) return;
-    await attempt(() => api("DELETE", `/admin/tenants/${tenant.id}/keys/${k.id}`), `Key ${k.name} revoked`);
-    res.reload();
-  };
-  const status = (k) => (k.revoked_at ? ["revoked", "bad"]
-    : k.expires_at && new Date(k.expires_at) <= new Date() ? ["expired", "bad"] : ["live", "good"]);
-  return html`<section class="card" aria-labelledby="keys-h"><h2 id="keys-h">API keys</h2>
-    ${secret && html`<${NewKey} secret=${secret} onDone=${() => setSecret("")} />`}
-    <form class="inline-form" id="issue-key" onSubmit=${issue} noValidate>
-      <${Field} label="Key name" name="key-name" error=${errors.name}>
-        <input id="f-key-name" value=${name} placeholder="e.g. production" aria-invalid=${!!errors.name}
-          onInput=${(e) => setName(e.target.value)} /></${Field}>
-      <${Field} label="Expires (optional)" name="key-expires" error=${errors.expires_at}>
-        <input id="f-key-expires" type="datetime-local" value=${expires}
-          onInput=${(e) => setExpires(e.target.value)} /></${Field}>
-      <button type="submit" class="primary">Issue key</button>
-      ${errors._form && html`<p class="field-error">${errors._form}</p>`}
-    </form>
-    <${Loaded} res=${res} what="keys">${(keys) => (keys.length === 0
-      ? html`<${Empty}>No keys: issue one above.</${Empty}>`
-      : html`<div class="table-wrap"><table id="keys">
-        <thead><tr><th>Name</th><th>Key</th><th class="wide-only">Created</th><th>Last used</th><th>Expires</th>
-          <th>Status</th><th>Requests (30 d)</th><th>Tokens in / out</th><th><span class="sr-only">Actions</span></th></tr></thead>
-        <tbody>${keys.map((k) => { const [s, tone] = status(k); return html`<tr key=${k.id} data-key=${k.name}>
-          <td>${k.name}</td><td><code>${k.prefix}…</code></td><td class="wide-only">${when(k.created_at)}</td>
-          <td>${when(k.last_used_at)}</td><td>${k.expires_at ? when(k.expires_at) : "never"}</td>
-          <td><span class=${`badge ${tone}`}>${s}</span></td>
-          <td>${fmt(k.usage ? k.usage.requests : 0)}</td>
-          <td>${fmt(k.usage ? k.usage.prompt_tokens : 0)} / ${fmt(k.usage ? k.usage.completion_tokens : 0)}</td>
-          <td>${!k.revoked_at && html`<button type="button" class="danger small"
-            onClick=${() => revoke(k)}>Revoke</button>`}</td></tr>`; })}
-        </tbody></table></div>`)}</${Loaded}>
-  </section>`;
-}
-
 export function Tenant({ id, plans }) {
   const res = useResource(() => api("GET", `/admin/tenants/${id}`), [id]);
   if (res.error instanceof ApiError && res.error.status === 404) {
@@ -226,7 +144,7 @@ export function Tenant({ id, plans }) {
     <p class="crumbs"><a href="#/tenants">Tenants</a> ›</p>
     <${Loaded} res=${res} what="the tenant">${(t) => html`
       <${Header} key=${`${t.tier}-${t.suspended}`} tenant=${t} plans=${plans} reload=${res.reload} />
-      <${Keys} tenant=${t} />
+      <${Keys} tenant=${t} initialSecret=${takeNewKey(t.id)} />
       <${Quotas} tenantId=${t.id} />
       <${Webhooks} tenant=${t} />
       <${TenantSpend} tenant=${t} />
