@@ -27,6 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scheduler.cost_profiles import profile
 from scheduler.sim.autoscaler import AutoscaledSimulation, AutoscaleSettings
 from scheduler.sim.jobs import SimJob
 from scheduler.sim.scenario import Scenario, WorkerGroup
@@ -86,7 +87,7 @@ def run(name: str, jobs: list[SimJob], args: argparse.Namespace) -> dict[str, An
     firsts, last = [], -math.inf
     for job_id in sim.cold_arrivals:
         record = records[job_id]
-        if record.job.arrival - last > args.start_delay * 2:
+        if record.job.arrival - last > sim.start_delay_s * 2:
             firsts.append(record.ttft if record.ttft is not None else math.inf)
         last = record.job.arrival
     return {"rule": name, "gpu_h": sim.gpu_s / HOUR, "attain": met / max(1, len(rt)),
@@ -107,7 +108,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--batch-jobs", type=int, default=2000)
     p.add_argument("--batch-at", type=float, default=2.0, help="hour the batch arrives")
     p.add_argument("--batch-window", type=float, default=6.0, help="hours until it is due")
-    p.add_argument("--start-delay", type=float, default=120.0, help="a worker's start (s)")
+    p.add_argument("--start-delay", type=float, default=None,
+                   help="a worker's start (s); default: the profile's start_s")
     p.add_argument("--idle", type=float, default=900.0, help="fairway: idle before zero (s)")
     p.add_argument("--cooldown", type=float, default=300.0)
     p.add_argument("--max-workers", type=int, default=4)
@@ -118,8 +120,10 @@ def main(argv: list[str] | None = None) -> None:
                      ttft_s=args.ttft, batch_jobs=args.batch_jobs, batch_at_h=args.batch_at,
                      batch_window_h=args.batch_window, seed=args.seed)
     rt = sum(j.job_class is JobClass.REALTIME for j in jobs)
+    start_delay = (args.start_delay if args.start_delay is not None
+                   else profile(args.profile).start_s)
     print(f"{rt} realtime requests in {args.bursts} bursts and {args.batch_jobs} batch lines "
-          f"over 24 h; worker start {args.start_delay:g} s")
+          f"over 24 h; worker start {start_delay:g} s")
     print("| rule | GPU-hours | realtime TTFT <= target | batch deadline misses "
           "| cold requests | wakes | first request's wait (median, max) |")
     print("|---|---|---|---|---|---|---|")

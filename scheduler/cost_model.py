@@ -37,6 +37,10 @@ class CostModel:
     # Seconds to move one token's KV between GPU and CPU memory, one way (KV bytes per token
     # / host link bandwidth). None: this engine cannot offload KV ("swap" -> recompute).
     swap_per_token_s: float | None = None
+    # From a worker asked for to its first step: pod start and model load, the autoscaler's
+    # cold start (scheduler.autoscale, the simulator's autoscaler). An assumption unless a
+    # profile says it measured it: 120 s sits in the 60-180 s an 8B model takes on an H200.
+    start_s: float = 120.0
 
     @property
     def can_swap(self) -> bool:

@@ -189,8 +189,11 @@ def decide(policy: Any, session: Session, reader: Reader, *, now_epoch: float,
     if policy_config is not None:
         target = float(policy_config.ttft_slo(DEFAULT_TIER, None))
     recent_models = {r.model for r in recent if r.kind == "realtime"}
+    # A worker's start (the cold start new workers are counted after) is its profile's.
     return [desired_workers(reader.idleness.note(d, recent=d.model in recent_models,
-                                                 clock=clock), config)
+                                                 clock=clock),
+                            replace(config, start_delay_s=costs.get(d.model, default_cost)
+                                    .start_s))
             for d in demands(open_rows, recent, policy.outlook(now_epoch), costs, now=now,
                              ttft_target_s=target, models=models, default_cost=default_cost)]
 

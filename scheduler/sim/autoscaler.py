@@ -5,8 +5,9 @@ The scenario's workers are every GPU the autoscaler may use (its ``max_workers``
 does, a scale-up is carried out at once and a scale-down only once the largest count asked
 for over the last ``cooldown_s`` is below the pool (its stabilization window), one worker
 per ``down_step_s``. A worker asked for holds its GPU from that moment, and serves only
-``start_delay_s`` later (its model load). A worker let go drains: the policy sees it without
-slots (as a draining worker's heartbeat says) and it goes once its engine is empty.
+``start_delay_s`` later (its model load; by default the profile's ``start_s``). A worker let
+go drains: the policy sees it without slots (as a draining worker's heartbeat says) and it
+goes once its engine is empty.
 
 Rules (``AutoscaleSettings.rule``):
 
@@ -53,7 +54,8 @@ RECENT_S = 60.0  # the dispatcher's window of ended realtime jobs
 @dataclass(frozen=True, slots=True)
 class AutoscaleSettings:
     rule: str = "fairway"
-    start_delay_s: float = 120.0  # asked for -> serving (pod start and model load)
+    # Asked for -> serving (pod start and model load); None: the profile's ``start_s``.
+    start_delay_s: float | None = None
     min_workers: int = 1
     initial_workers: int = 1
     interval_s: float = 15.0  # KEDA's pollingInterval
@@ -78,6 +80,8 @@ class AutoscaledSimulation(Simulation):
         self.settings = settings
         self.model = scenario.workers[0].models[0]
         self.cost = scenario.workers[0].cost()
+        self.start_delay_s = (settings.start_delay_s if settings.start_delay_s is not None
+                              else self.cost.start_s)
         self.pool = dict(self.engines)  # every GPU the autoscaler may use
         first = len(self.pool) if settings.rule == "fixed" else settings.initial_workers
         self.engines = {w: self.pool[w] for w in list(self.pool)[:first]}
@@ -211,7 +215,7 @@ class AutoscaledSimulation(Simulation):
             return min(len(self.pool), max(s.min_workers, n)), "queue"
         decided = desired_workers(self._demand(), AutoscaleConfig(
             min_workers=s.min_workers, max_workers=len(self.pool),
-            start_delay_s=s.start_delay_s, **s.fairway))
+            start_delay_s=self.start_delay_s, **s.fairway))
         return decided.workers, decided.reason
 
     def _demand(self) -> Demand:
@@ -276,7 +280,7 @@ class AutoscaledSimulation(Simulation):
         worker = free[0]
         self.allocated[worker] = self.now
         self.starting.add(worker)
-        self._push(self.now + self.settings.start_delay_s, WORKER_UP, worker)
+        self._push(self.now + self.start_delay_s, WORKER_UP, worker)
 
     def _worker_up(self, worker: str) -> None:
         if worker not in self.starting:

@@ -130,3 +130,28 @@ def test_idleness_counts_from_the_last_traffic_or_the_first_read() -> None:
     config = AutoscaleConfig(idle_after_s=900.0)
     assert desired_workers(idle.note(quiet, recent=False, clock=1000.0), config).workers == 1
     assert desired_workers(idle.note(quiet, recent=False, clock=1600.0), config).workers == 0
+
+
+def test_each_model_counts_its_own_profile_s_worker_start() -> None:
+    # The same small batch due in ~33 minutes at zero workers: a model whose workers start in
+    # a minute can wait for it, one whose workers take half an hour must wake now.
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from scheduler.dispatcher.autoscale_feed import decide
+
+    due = NOW + dt.timedelta(seconds=2000)
+
+    class Rows:
+        def execute(self, statement: object, params: object = None) -> list[tuple[object, ...]]:
+            if "kind = 'batch'" in str(statement):
+                return [("quick", True, due, 10, 100, 50), ("slow", True, due, 10, 100, 50)]
+            return []
+
+    pools = {"quick": SimpleNamespace(cost=replace(H200_LLAMA3_8B, start_s=60.0)),
+             "slow": SimpleNamespace(cost=replace(H200_LLAMA3_8B, start_s=1800.0))}
+    policy = SimpleNamespace(outlook=lambda now: [], fleet=SimpleNamespace(pools=pools))
+    decided = decide(policy, Rows(), Reader(), now_epoch=NOW.timestamp(),  # type: ignore[arg-type]
+                     clock=0.0, models=[], config=AutoscaleConfig())
+    assert {d.model: (d.workers, d.reason) for d in decided} == {
+        "quick": (0, "idle"), "slow": (1, "wake")}

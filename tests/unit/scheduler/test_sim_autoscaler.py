@@ -109,6 +109,20 @@ def test_fairway_at_zero_leaves_a_far_backlog_until_its_deadline_calls() -> None
                for r in near.metrics.records.values())
 
 
+def test_a_worker_s_start_is_its_profile_s_unless_set() -> None:
+    from scheduler.cost_profiles import profile
+
+    sim = run(realtime(10.0), 1200.0, rule="fairway", min_workers=0, initial_workers=0,
+              start_delay_s=None)
+    assert sim.start_delay_s == profile("h200-llama3-8b").start_s
+    (record,) = sim.metrics.records.values()
+    assert record.ttft is not None and sim.start_delay_s <= record.ttft < sim.start_delay_s + 30
+    slow = run(realtime(10.0), 1200.0, rule="fairway", min_workers=0, initial_workers=0,
+               start_delay_s=300.0)
+    (record,) = slow.metrics.records.values()
+    assert record.ttft is not None and record.ttft >= 300.0
+
+
 def test_unknown_rule_is_refused() -> None:
     with pytest.raises(ValueError):
         AutoscaleSettings(rule="random")
