@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -415,3 +415,10 @@ class AdapterSettings(SettingsGroup):
         default=2, ge=1, description="adapter loads one worker runs at once (others wait)")
     sim_adapter_load_s: float = Field(
         default=0.2, ge=0, description="sim engine: the modelled time to load an adapter")
+
+    @model_validator(mode="after")
+    def _cache_holds_the_slots(self) -> AdapterSettings:
+        # vLLM refuses to start otherwise; say so when the settings are read instead.
+        if self.max_cpu_loras < self.max_loras:
+            raise ValueError("FAIRWAY_MAX_CPU_LORAS must be at least FAIRWAY_MAX_LORAS")
+        return self

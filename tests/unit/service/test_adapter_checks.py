@@ -102,3 +102,13 @@ def test_archives_zip_tar_and_their_refusals(tmp_path: Path) -> None:
     not_archive.write_bytes(b"just bytes")
     with pytest.raises(InvalidAdapter, match="zip or tar"):
         extract_adapter(not_archive, tmp_path, max_bytes=10 << 20)
+
+
+def test_settings_refuse_a_cache_smaller_than_the_slots() -> None:
+    from pydantic import ValidationError
+
+    from service.store.settings import AdapterSettings
+
+    assert AdapterSettings(max_loras=4, max_cpu_loras=4).max_cpu_loras == 4
+    with pytest.raises(ValidationError, match="at least FAIRWAY_MAX_LORAS"):
+        AdapterSettings(max_loras=4, max_cpu_loras=2)
