@@ -97,3 +97,12 @@ def test_a_custom_id_within_its_batch_and_an_unknown_id(session: Callable[..., S
     s.allow("status of 404")
     page = s.go("explore/job_doesnotexist")
     expect(page.locator("#explore-missing")).to_contain_text("job_doesnotexist")
+
+
+def test_the_batches_page_links_each_batch_to_its_detail(session: Callable[..., Session],
+                                                         world: dict[str, Any]) -> None:
+    s = session(800)
+    page = s.go("batches")
+    page.locator(f'#batches tr[data-batch="{world["batch_id"]}"] a[href^="#/explore/"]').click()
+    expect(page.locator("#explore-batch")).to_have_attribute("data-batch", world["batch_id"])
+    expect(page.locator('#batch-files tr[data-role="input"]')).to_contain_text("in.jsonl")

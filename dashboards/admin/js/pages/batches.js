@@ -48,7 +48,8 @@ export function Batches({ params }) {
             <th>Created</th><th></th></tr></thead>
           <tbody>${d.data.map((b) => html`<tr key=${b.id} data-batch=${b.id}>
             <td><a href=${href(`tenants/${b.tenant_id}`)}>${b.tenant}</a></td>
-            <td><code title=${b.id}>${b.id.slice(0, 14)}…</code></td><td>${b.model || "—"}</td>
+            <td><a href=${href(`explore/${b.id}`)} title=${`${b.id}: files, lines, slowest and failed lines`}><code>${
+              b.id.slice(0, 14)}…</code></a></td><td>${b.model || "—"}</td>
             <td><span class=${`badge status-${b.status}`}>${b.status.replace("_", " ")}</span>
               ${b.status === "cancelling" && html`<small class="hint" data-why="cancelling"><br />${
                 cancellingWhy(b.request_counts)}</small>`}</td>
