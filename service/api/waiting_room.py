@@ -45,8 +45,9 @@ UNAVAILABLE = "model_unavailable"
 
 
 def unavailable_message(model: str, waited_s: float) -> str:
-    return (f"No worker serves the model '{model}' yet: it was scaled to zero and is "
-            f"starting. The request waited {waited_s:g} s; retry in {RETRY_AFTER_S} s.")
+    return (f"No worker serves the model '{model}' yet (it is scaled to zero, or its workers "
+            f"are starting): the request waited {waited_s:g} s for one. Retry in "
+            f"{RETRY_AFTER_S} s.")
 
 
 def unavailable_error(message: str) -> APIError:
@@ -126,7 +127,9 @@ class WaitingRoom:
         if self.bound_s <= 0 or await self.state.catalog.serves(model):
             return Watch()
         log.info("waiting for a worker", extra={"job_id": str(job_id), "model": model})
-        return Watch(asyncio.create_task(self._stay(job_id, model, on_expired)))
+        task = asyncio.create_task(self._stay(job_id, model, on_expired))
+        task.add_done_callback(_log_failure)
+        return Watch(task)
 
     async def _stay(self, job_id: uuid.UUID, model: str,
                     on_expired: Callable[[], Awaitable[None]] | None) -> APIError | None:
@@ -175,6 +178,13 @@ class WaitingRoom:
             pipe.expire(key, self.stream_ttl_s)
             await pipe.execute()
         return True
+
+
+def _log_failure(task: asyncio.Task[APIError | None]) -> None:
+    """A stay that failed (Postgres or Redis away at its end) leaves the job queued and the
+    request waiting on its relay, as any queued job: say so, once."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("waiting room: ending an unserved job failed", exc_info=exc)
 
 
 def waiting_room_of(state: Any) -> WaitingRoom:

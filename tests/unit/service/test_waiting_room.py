@@ -97,6 +97,22 @@ def test_a_job_a_worker_took_at_the_bound_is_not_ended() -> None:
     asyncio.run(run())
 
 
+def test_a_failed_end_is_logged_and_leaves_the_request_to_its_relay(
+        caplog: pytest.LogCaptureFixture) -> None:
+    class Broken(Room):
+        async def _end(self, job_id: uuid.UUID, model: str, message: str) -> bool:
+            raise ConnectionError("postgres away")
+
+    async def run() -> None:
+        watch = await Broken(Catalog(), 0.05).enter(uuid.uuid4(), "cold")
+        await watch.settle(1.0)
+        await asyncio.sleep(0)  # the done callback
+        assert watch.expired is None
+
+    asyncio.run(run())
+    assert "ending an unserved job failed" in caplog.text
+
+
 def test_a_stream_is_held_for_a_short_wait_and_gets_the_503_as_its_status() -> None:
     async def run() -> None:
         finished: list[bool] = []
