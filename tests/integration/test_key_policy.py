@@ -1,8 +1,8 @@
 """Per-key policy through the official SDK on a running stack: an expired key is told it
 expired, a model outside the key's allow-list is refused as OpenAI refuses a restricted key,
 a key's own rate and concurrency limits answer 429 with Retry-After while another key of the
-same tenant goes on, a revoked key stops at once, and the admin API keeps a key's limits
-within its tenant's."""
+same tenant goes on, a revoked key stops at once, an edit made on another API process binds
+within the key cache's TTL, and the admin API keeps a key's limits within its tenant's."""
 
 from __future__ import annotations
 
@@ -13,11 +13,15 @@ import uuid
 
 import openai
 import pytest
+from sqlalchemy import update
 
+from service.store.db import sync_session
+from service.store.models.tenants import ApiKey
 from tests.support.admin import NO_LIMITS, Admin
 from tests.support.stack import Stack
 
 MODEL = "sim-model"
+KEY_CACHE_S = 5.0  # FAIRWAY_KEY_CACHE_SECONDS: the test stack keeps the default
 
 
 def _client(stack: Stack, key: str) -> openai.OpenAI:
@@ -162,3 +166,27 @@ def test_a_bad_policy_is_a_400_naming_the_field(sim_stack: Stack, body: dict, pa
     resp = admin.http.patch(f"/admin/keys/{key['id']}", json=body)
     assert resp.status_code == 400, resp.text
     assert resp.json()["error"]["param"] == param
+
+
+def test_an_edit_made_elsewhere_binds_within_the_key_caches_ttl_on_a_busy_key(
+        sim_stack: Stack):
+    """Another API process's edit (committed there, this process's cache not cleared): a key
+    used every half second, whose cached entry is renewed in the background meanwhile, is
+    judged by the new policy within the cache's TTL, never later."""
+    admin = Admin(sim_stack.base_url)
+    key = _key(admin, _tenant(admin), allowed_models=[MODEL])
+    client = _client(sim_stack, key["key"])
+    assert _chat(client)  # cached now
+    with sync_session(sim_stack.database_url) as session:
+        session.execute(update(ApiKey).where(ApiKey.id == uuid.UUID(key["id"]))
+                        .values(allowed_models=["another-model"]))
+        session.commit()
+    edited = time.monotonic()
+    while True:
+        try:
+            _chat(client)
+        except openai.PermissionDeniedError:
+            break
+        assert time.monotonic() - edited < KEY_CACHE_S + 1.5, "served past the cache's TTL"
+        time.sleep(0.5)
+    assert time.monotonic() - edited <= KEY_CACHE_S + 1.5
