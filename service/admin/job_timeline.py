@@ -56,7 +56,6 @@ def _parsed(raw: object) -> dt.datetime | None:
 
 def steps(job: Job) -> list[Step]:
     """Every known step, oldest first (a tie keeps the order a job goes through them)."""
-    worker = job.worker_id
     found = [Step(job.created_at, "created")]
     for event in job.events or []:
         at = _parsed(event.get("at"))
@@ -69,14 +68,21 @@ def steps(job: Job) -> list[Step]:
     # that ran out, the worker gone.
     if job.queued_at and job.queued_at > job.created_at and not job.preemptions:
         found.append(Step(job.queued_at, "requeued"))
+    # A stamp before a preemption belongs to the run that preemption ended (its worker); the
+    # row's worker is the latest run's.
+    runs_ended = sorted((s.at, s.worker) for s in found if s.type == "preempted")
+
+    def worker_at(when: dt.datetime) -> str | None:
+        return next((w for at, w in runs_ended if when <= at), job.worker_id)
+
     for stamp, kind in ((job.assigned_at, "assigned"), (job.started_at, "started"),
                         (job.first_token_at, "first_token")):
         if stamp is not None:
-            found.append(Step(stamp, kind, worker))
+            found.append(Step(stamp, kind, worker_at(stamp)))
     if job.cancelled_at is not None:
-        found.append(Step(job.cancelled_at, "cancelled", worker))
+        found.append(Step(job.cancelled_at, "cancelled", worker_at(job.cancelled_at)))
     elif job.finished_at is not None:
-        found.append(Step(job.finished_at, "finished", worker,
+        found.append(Step(job.finished_at, "finished", worker_at(job.finished_at),
                           {"status": job.status, "finish_reason": job.finish_reason}))
     return sorted(found, key=lambda s: (s.at, _ORDER.index(s.type) if s.type in _ORDER else 99))
 
@@ -108,17 +114,17 @@ def _ms(start: dt.datetime | None, end: dt.datetime | None) -> int | None:
     return round((end - start).total_seconds() * 1000)
 
 
-def durations(job: Job) -> dict[str, int | None]:
-    """Milliseconds. queue: arrival to placed on a worker (the latest attempt's placing);
-    ttft: arrival to first token, as the caller saw it; tpot: per token after the first;
-    total: arrival to the end; parked: time spent parked after preemptions."""
+def durations(job: Job, spans: list[dict[str, Any]]) -> dict[str, int | None]:
+    """Milliseconds. queue: the time in the queued phases, as the bar draws them (parked time
+    apart); ttft: arrival to first token, as the caller saw it; tpot: per token after the
+    first; total: arrival to the end; parked: time spent parked after preemptions."""
     ended = job.cancelled_at or job.finished_at
     tpot = None
     completion = job.completion_tokens or 0
     if job.first_token_at and job.finished_at and completion > 1:
         tpot = round((job.finished_at - job.first_token_at).total_seconds() * 1000
                      / (completion - 1))
-    return {"queue_ms": _ms(job.created_at, job.assigned_at or job.started_at),
+    return {"queue_ms": sum(int(p["ms"]) for p in spans if p["phase"] == "queued"),
             "ttft_ms": _ms(job.created_at, job.first_token_at),
             "tpot_ms": tpot,
             "total_ms": _ms(job.created_at, ended),
@@ -159,6 +165,6 @@ def timeline(job: Job, *, now: dt.datetime | None = None) -> dict[str, Any]:
     """The explorer's timeline part of a job's detail."""
     found = steps(job)
     spans = phases(found, now or dt.datetime.now(dt.UTC))
-    took = durations(job)
+    took = durations(job, spans)
     return {"steps": [s.view() for s in found], "phases": spans, "durations": took,
             "verdict": verdict(job, spans, took)}

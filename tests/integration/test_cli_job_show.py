@@ -40,7 +40,7 @@ def test_a_job_timeline_in_the_terminal(sim_stack: Stack, tenant: dict[str, str]
         "resumed", "ended"]
     assert f"on {WORKER}  mode=recompute" in steps[2]
     assert "Phases: queued 1,880 ms | decode 50 ms | parked 500 ms" in out
-    assert "Queue wait 2,430 ms, TTFT 1,880 ms, TPOT 40 ms, total 2,690 ms" in out
+    assert "Queue wait 1,880 ms, TTFT 1,880 ms, TPOT 40 ms, total 2,690 ms" in out
     assert "SLO as admitted: standard, TTFT 1,000 ms" in out
     assert f"Logs: fairway logs --job job_{job_id.hex}" in out
 

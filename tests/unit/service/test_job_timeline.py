@@ -59,10 +59,12 @@ def test_a_preempted_job_shows_each_run_and_its_parking():
         "created", "first_token", "preempted", "assigned", "started", "resumed", "finished"]
     preempted = view["steps"][2]
     assert preempted["worker"] == "w1" and preempted["detail"] == {"mode": "swap"}
+    # The first token came in the run the preemption ended, on w1; the rest on w2.
+    assert [s["worker"] for s in view["steps"]] == [None, "w1", "w1", "w2", "w2", "w2", "w2"]
     assert [(p["phase"], p["ms"]) for p in view["phases"]] == [
         ("queued", 1880), ("decode", 50), ("parked", 500), ("placed", 20), ("prefill", 40),
         ("decode", 200)]
-    assert view["durations"]["parked_ms"] == 500
+    assert (view["durations"]["parked_ms"], view["durations"]["queue_ms"]) == (500, 1880)
     assert "Preempted 1 time." in view["verdict"]
 
 
