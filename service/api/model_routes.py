@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from service.adapters.records import adapter_model, list_adapters, resolve_ft_model
+from service.quotas.key_limits import key_policy_of
 from service.web.deps import CurrentTenant, SessionDep
 from service.web.errors import APIError
 from service.web.responses import TENANT_ROUTES, errors
@@ -33,13 +34,17 @@ async def list_models(request: Request, tenant: CurrentTenant, session: SessionD
     # The caller's own adapters on the models served here (no one else's).
     data += [adapter_model(row, tenant.name) for row in await list_adapters(
         session, tenant_id=tenant.id) if row.base_model in created]
-    return {"object": "list", "data": data}
+    policy = key_policy_of(request)  # a key with an allow-list sees only those models
+    return {"object": "list", "data": [m for m in data if policy.allows(m["id"])]}
 
 
 @router.get("/models/{model:path}", responses=errors(404))
 async def retrieve_model(model: str, request: Request, tenant: CurrentTenant,
                          session: SessionDep) -> dict[str, Any]:
     catalog = request.app.state.catalog
+    if not key_policy_of(request).allows(model):
+        raise APIError(404, f"The model '{model}' does not exist or you do not have access "
+                            f"to it.", code="model_not_found", param="model")
     if (adapter := await resolve_ft_model(session, tenant, model)) is not None:
         return adapter_model(adapter, tenant.name)
     if not await catalog.has(model):

@@ -79,6 +79,12 @@ def test_a_model_outside_the_allow_list_is_403_model_not_found(sim_stack: Stack)
     assert MODEL in refused.value.message
     allowed = _key(admin, tenant_id, allowed_models=[MODEL, "another-model"])
     assert _chat(_client(sim_stack, allowed["key"]))
+    # The models list shows a restricted key only what it may use.
+    restricted = _client(sim_stack, only_other["key"])
+    assert MODEL not in [m.id for m in restricted.models.list().data]
+    with pytest.raises(openai.NotFoundError):
+        restricted.models.retrieve(MODEL)
+    assert MODEL in [m.id for m in _client(sim_stack, allowed["key"]).models.list().data]
     # An edit binds at once on the process that made it.
     admin.ok("PATCH", f"/admin/keys/{only_other['id']}", json={"allowed_models": None})
     assert _chat(_client(sim_stack, only_other["key"]))
