@@ -53,7 +53,7 @@ def _uuid(raw: str) -> uuid.UUID | None:
 
 
 def _strip(value: str, prefixes: tuple[str, ...]) -> tuple[str, str] | None:
-    for prefix in prefixes:  # batch_req_ before batch_ and req_: the longest first
+    for prefix in prefixes:
         if value.startswith(prefix):
             return prefix, value[len(prefix):]
     return None
@@ -90,8 +90,7 @@ async def resolve(session: AsyncSession, q: str, *, batch: str | None = None) ->
         job_id = _uuid(rest)
         if job_id and await _job_exists(session, job_id):
             return Found("job", job_id, "request_id" if prefix == "req_" else "job_id")
-        if prefix != "req_":
-            return None
+        return None
     raw = _uuid(q)
     if raw is not None:
         if await _job_exists(session, raw):
