@@ -14,6 +14,8 @@ E2E_ENV = {
     "FAIRWAY_MAX_NUM_SEQS": "16",
     "FAIRWAY_HEARTBEAT_SECONDS": "0.5",
     "FAIRWAY_LEASE_SECONDS": "10",
+    # Tenants' LoRA adapters (test_adapters_e2e.py); the other tests send none.
+    "FAIRWAY_LORA_ENABLED": "true",
 }
 
 
