@@ -96,6 +96,17 @@ def test_an_adapter_is_its_tenants_alone(sim_stack: Stack, make_tenant, database
         assert job is not None and job.model == MODEL and job.tenant_id == owner_id
         assert job.request["model"] == name
 
+    # Streamed, and as a text completion.
+    chunks = list(api.chat.completions.create(
+        model=name, max_tokens=10, temperature=0, stream=True,
+        messages=[{"role": "user", "content": "hello adapter"}]))
+    assert {c.model for c in chunks} == {name}
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
+        tuned.choices[0].message.content)
+    text = api.completions.create(model=name, prompt="once upon", max_tokens=6, temperature=0)
+    assert text.model == name and text.choices[0].text != api.completions.create(
+        model=MODEL, prompt="once upon", max_tokens=6, temperature=0).choices[0].text
+
     # A background response with the adapter.
     created = api.responses.create(model=name, input="hello adapter", background=True,
                                    max_output_tokens=10, temperature=0)
