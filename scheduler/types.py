@@ -45,6 +45,9 @@ class JobView:
     # Placed before and back in the queue (its worker was lost, or it was preempted): it was
     # admitted once, and its client may already hold tokens, so it is never refused for SLO.
     requeued: bool = False
+    # The LoRA adapter the job runs with (its id or name, one namespace per deployment);
+    # None: the base model alone.
+    adapter: str | None = None
 
     def __repr__(self) -> str:  # log-safe: ids and sizes only
         return (
@@ -74,6 +77,12 @@ class WorkerView:
     # The jobs this heartbeat counted in ``running`` (empty when the worker does not say).
     # A job that finishes after the beat frees its slot at once instead of a beat later.
     running_ids: frozenset[str] = frozenset()
+    # LoRA: the adapters this engine holds loaded (least recently used first), how many
+    # distinct adapters one engine step may batch (vLLM ``max_loras``) and how many it keeps
+    # loaded in CPU memory (``max_cpu_loras``). 0 = not said: vLLM's defaults (1, max_loras).
+    adapters: tuple[str, ...] = ()
+    max_loras: int = 0
+    max_cpu_loras: int = 0
 
     @property
     def free_slots(self) -> int:

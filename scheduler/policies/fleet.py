@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.policies import rt_start
+from scheduler.policies.adapters import cpu_capacity
 from scheduler.policies.config import FairwayConfig
 from scheduler.policies.pool import Pool
 from scheduler.policies.workers import AssignedJob, WorkerState, kv_need
@@ -50,6 +51,7 @@ class Fleet:
         if ws is None:
             ws = WorkerState(view, view.cost or self.config.default_cost, ewma_at=now)
             self.workers[view.worker_id] = ws
+            self._adapters_reported(ws, now)
             for model in view.models:
                 self.pool(model).join(ws)
             return
@@ -59,6 +61,7 @@ class Fleet:
         ws.view = view
         ws.cost = view.cost or ws.cost
         ws.load_version += 1
+        self._adapters_reported(ws, now)
         for model in view.models:
             pool = self.pool(model)
             if view.worker_id in pool.workers:
@@ -95,6 +98,10 @@ class Fleet:
             self._awaiting(ws, +1, job.prompt_tokens)
         if item.is_realtime:
             rt_start.note_realtime(ws, job, now, self.config.dispatch_lead_s)
+        if job.adapter is not None:
+            ws.adapters.ledger.use(
+                job.adapter, now, self.config.adapter_load_s, cpu_capacity(ws.view)
+            )
         return item
 
     def release(self, job_id: str, now: float) -> AssignedJob | None:
@@ -135,6 +142,13 @@ class Fleet:
         ws.view.running = max(0, ws.view.running - 1)
         ws.load_version += 1
         self._touch(ws, before, 0)
+
+    @staticmethod
+    def _adapters_reported(ws: WorkerState, now: float) -> None:
+        """A beat that reports LoRA (its slots) says which adapters the engine holds."""
+        view = ws.view
+        if view.max_loras > 0:
+            ws.adapters.ledger.reconcile(view.adapters, ws.adapters.jobs, now, cpu_capacity(view))
 
     def _touch(self, ws: WorkerState, used_before: int, rt_delta: int) -> None:
         delta = ws.used_slots() - used_before

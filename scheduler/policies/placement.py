@@ -5,6 +5,8 @@
   (``Pool.affinity``); with ``rt_earliest_start`` off, it is placed like batch.
 - Batch goes to its prefix's affine worker, else the least loaded, and never into the
   realtime reserve (``Headroom``) of a worker.
+- A job with a LoRA adapter goes where the adapter is warm, unless that costs realtime its
+  first token (``adapters``, ``adapter_placement``); ``adapter_aware`` off ignores adapters.
 - With ``rt_lane``, realtime goes to a lane worker first, and batch uses a lane worker only
   within the lane's batch allowance (``lane.py``).
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from scheduler.policies import rt_start
+from scheduler.policies import adapter_placement, rt_start
 from scheduler.policies.config import FairwayConfig
 from scheduler.policies.fleet import Fleet
 from scheduler.policies.lane import LaneConfig, RealtimeLanes
@@ -111,6 +113,8 @@ class Placer:
         fits = self._room_for(job, level, now)
         realtime = job.job_class is JobClass.REALTIME
         timed = realtime and cfg.rt_earliest_start
+        if job.adapter is not None and cfg.adapter_aware:
+            return self._adapter_member(pool, job, job.adapter, fits, timed, now)
         affine: WorkerState | None = None
         if job.prefix_key is not None:
             affine = pool.affinity(
@@ -132,6 +136,23 @@ class Placer:
                 return None
             return rt_start.earliest_first_token(candidates, job, now, cfg.dispatch_lead_s, affine)
         return pool.least_loaded(fits, cfg.placement_scan_limit)
+
+    def _adapter_member(
+        self, pool: Pool, job: JobView, adapter: str, fits: Callable[[WorkerState], bool],
+        timed: bool, now: float,
+    ) -> WorkerState | None:
+        """Among the ``placement_scan_limit`` least loaded that fit: an adapter's prefix
+        cache is its own (the cache salt covers it), so warmth decides, not prefix affinity."""
+        cfg = self.config
+        limit = cfg.placement_scan_limit
+        candidates = pool.fitting(fits, limit, want=limit)
+        if not candidates:
+            return None
+        if timed:
+            return adapter_placement.earliest_first_token(
+                candidates, job, adapter, now, cfg.dispatch_lead_s, cfg.adapter_load_s
+            )
+        return adapter_placement.warm_first(candidates, adapter)
 
     def _room_for(self, job: JobView, level: int, now: float) -> Callable[[WorkerState], bool]:
         """Whether a worker has room for the job: level 0 may use the realtime reserve; batch

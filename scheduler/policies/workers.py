@@ -13,6 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from scheduler.cost_model import CostModel
+from scheduler.policies.adapters import AdapterUse
 from scheduler.types import JobClass, JobView, WorkerView
 
 
@@ -58,6 +59,8 @@ class WorkerState:
     rt_prefill_until: float = 0.0
     # Prefix keys of the last realtime jobs sent here (oldest first): likely in its cache.
     rt_prefixes: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    # LoRA adapters held here by the policy's reckoning, and those its jobs use (adapters.py).
+    adapters: AdapterUse = field(default_factory=AdapterUse)
 
     def heap_key(self) -> float:
         return self.load() + (1.0 if self.lane else 0.0)
@@ -92,6 +95,7 @@ class WorkerState:
         self.jobs[item.job.job_id] = item
         self.kv_reserved += item.kv_need
         self.rt_count += item.is_realtime
+        self.adapters.add(item.job.adapter)
         if item.is_realtime and not item.first_token:
             self.rt_awaiting += 1
             self.rt_awaiting_prefill += item.job.prompt_tokens
@@ -116,6 +120,7 @@ class WorkerState:
             self.observe(now, tau_s)
             self.kv_reserved -= item.kv_need
             self.rt_count -= item.is_realtime
+            self.adapters.remove(item.job.adapter)
             if item.is_realtime and not item.first_token:
                 self.rt_awaiting -= 1
                 self.rt_awaiting_prefill -= item.job.prompt_tokens
