@@ -30,6 +30,11 @@ async def search(session: SessionDep, q: str = Query(min_length=1, max_length=ID
                  batch: str | None = Query(default=None, max_length=ID_MAX, description=(
                      "look q up as a custom_id among this batch's lines"))) -> dict[str, Any]:
     found = await explorer.resolve(session, q, batch=batch)
+    if found is None and q.strip().startswith("req_"):
+        # A realtime request's x-request-id is in the API's "job created" log line only.
+        raise APIError(404, f"No job or batch matches {q!r}. A realtime request's "
+                       "x-request-id is not kept on its job: `fairway logs --request-id "
+                       f"{q.strip()}` shows the job it created.", code="not_found", param="q")
     if found is None:
         raise _not_found("job or batch", q, "q")
     return {"object": "search_result", "query": q, "kind": found.kind,

@@ -159,6 +159,13 @@ def test_an_unknown_id_is_a_404_in_openais_shape(admin: Admin, path: str):
     assert error["param"] in ("q", "job_id", "batch_id") and "matches" in error["message"]
 
 
+def test_an_unknown_request_id_says_where_to_find_its_job(admin: Admin):
+    request_id = f"req_{uuid.uuid4().hex}"
+    resp = admin.http.get("/admin/search", params={"q": request_id})
+    assert resp.status_code == 404
+    assert f"fairway logs --request-id {request_id}" in resp.json()["error"]["message"]
+
+
 def test_an_empty_or_huge_query_is_a_400(admin: Admin):
     for q in ("", "x" * 300):
         resp = admin.http.get("/admin/search", params={"q": q})

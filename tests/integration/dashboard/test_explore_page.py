@@ -96,7 +96,12 @@ def test_a_custom_id_within_its_batch_and_an_unknown_id(session: Callable[..., S
     expect(page.locator("#fact-error")).to_contain_text("it broke")
     s.allow("status of 404")
     page = s.go("explore/job_doesnotexist")
-    expect(page.locator("#explore-missing")).to_contain_text("job_doesnotexist")
+    expect(page.locator("#explore-missing")).to_contain_text(
+        "No job or batch matches 'job_doesnotexist'")
+    page.fill("#explore-q", "req_0a1b2c")
+    page.press("#explore-q", "Enter")
+    expect(page.locator("#explore-missing")).to_contain_text(
+        "fairway logs --request-id req_0a1b2c")
 
 
 def test_the_batches_page_links_each_batch_to_its_detail(session: Callable[..., Session],

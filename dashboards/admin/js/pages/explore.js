@@ -49,8 +49,8 @@ export function Explore({ id, params }) {
         <code>request_id</code> (<code>req_…</code>), a file id or a UUID. A batch line's
         <code>custom_id</code> is found with its batch.</p></section>`
       : res.error instanceof ApiError && res.error.status === 404
-        ? html`<section class="card"><div class="state empty" id="explore-missing">No job or
-            batch matches <code>${id}</code>.</div></section>`
+        ? html`<section class="card"><div class="state empty" id="explore-missing">${
+            res.error.message}</div></section>`
         : html`<${Loaded} res=${res} what="the id">${(d) => (d.found.kind === "job"
           ? html`<${JobView} job=${d.detail} matched=${d.found.matched_as} />`
           : html`<${BatchView} batch=${d.detail} />`)}</${Loaded}>`}
