@@ -107,6 +107,17 @@ def test_a_keys_own_rate_limit_is_429_with_retry_after_and_spares_its_siblings(
     assert _chat(_client(sim_stack, sibling["key"]))  # the tenant's own limits are untouched
 
 
+def test_a_request_larger_than_the_keys_tokens_per_minute_never_fits(sim_stack: Stack):
+    admin = Admin(sim_stack.base_url)
+    key = _key(admin, _tenant(admin), tokens_per_minute=50)
+    client = _client(sim_stack, key["key"])
+    with pytest.raises(openai.RateLimitError) as refused:
+        _chat(client, max_tokens=100)  # the prompt's estimate plus 100 is past 50
+    assert "Request too large for tokens per minute" in refused.value.message
+    assert "Limit 50" in refused.value.message
+    assert _chat(client, max_tokens=4)  # a small one fits
+
+
 def test_a_keys_concurrency_limit_holds_one_open_request(sim_stack: Stack):
     admin = Admin(sim_stack.base_url)
     key = _key(admin, _tenant(admin), concurrent_requests=1)
