@@ -30,6 +30,11 @@ realtime arrival must wait out stays short. docs/scheduler.md, "Realtime guard",
 figures. With a ``phase`` grid (``scheduler.step_phase``) that cap instead sizes each guarded
 step's batch chunk (up to ``phase_chunk_limit`` of it) so the step ends on the engine's next
 grid point.
+
+LoRA adapters (``lora``, scheduler.sim.adapters): a sequence with an adapter starts only when
+its adapter can take a slot (``max_loras`` distinct per batch) and is loaded; otherwise it is
+skipped and the queue behind it goes on, as vLLM's scheduler does. While only such sequences
+wait, the engine idles until the next load ends; a decode run ends at the first step after it.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from dataclasses import dataclass, field
 
 from scheduler.cost_model import CostModel
 from scheduler.engine_rules import GUARD_HOLD_S, MAX_ALONE_STEPS, phase_chunk_limit
+from scheduler.sim.adapters import AdapterCache, LoraSettings
 from scheduler.step_phase import PhaseGrid, chunk_for_grid
 
 RECOMPUTE, SWAP = "recompute", "swap"
@@ -64,6 +70,7 @@ class Seq:
     swapped_kv: int = 0  # tokens of KV waiting in this engine's CPU memory (swap mode)
     hash_ids: tuple[int, ...] = ()  # prompt blocks (traces): the block cache replaces prefix_key
     block_tokens: int = 0
+    adapter: str | None = None
 
     @property
     def total_output(self) -> int:
@@ -102,6 +109,7 @@ class EngineModel:
         preemption_mode: str = RECOMPUTE,
         prefix_hit_fraction: float = 0.0,
         phase: PhaseGrid | None = None,
+        lora: LoraSettings | None = None,
     ) -> None:
         if preemption_mode not in (RECOMPUTE, SWAP):
             raise ValueError(f"preemption_mode must be {RECOMPUTE!r} or {SWAP!r}")
@@ -154,6 +162,8 @@ class EngineModel:
         )
         self.prefix_hit_tokens = 0  # prefill the prefix cache saved (first runs and resumes)
         self._pending_preemptions = 0
+        self.adapters = AdapterCache(lora) if lora is not None else None
+        self._load_wait = False  # the planned "step" is an idle wait for an adapter load
 
     # -- inputs --------------------------------------------------------------------------
 
@@ -187,7 +197,7 @@ class EngineModel:
     def step_clock(self) -> tuple[float | None, float]:
         """(start of the planned step or decode run, seconds per step); (None, 0) when idle.
         A decode run's steps are averaged: they grow only by the context each adds."""
-        if self._plan is None or self.step_end is None:
+        if self._plan is None or self.step_end is None or self._load_wait:
             return None, 0.0
         start, _, steps, _ = self._plan
         start += self._plan_transfer_s  # swap transfers run before the steps
@@ -201,7 +211,7 @@ class EngineModel:
 
     def start(self, now: float) -> float | None:
         """Plan the next step from ``now``; returns its end time, or None when idle."""
-        self._admit()
+        self._admit(now)
         decode = [s for s in self.running if s.decoding]
         prefill = [s for s in self.running if not s.decoding]
         if self.priority:  # vLLM's priority scheduler keeps running requests in priority order
@@ -220,10 +230,16 @@ class EngineModel:
                 self._alone_run = 0
                 if now - self._realtime_seen <= self.guard_hold_s:
                     batch_cap = self.guard_chunk_tokens
+        wake = self.adapters.next_ready(now) if self.adapters is not None else None
         if not self.running:
             self.step_end, self._plan = None, None
             self._transfer_s = 0.0  # a swap-out on an engine going idle overlaps the idle time
-            return None
+            if wake is None or not self.waiting:
+                return None
+            self._load_wait, self._plan = True, (now, 0, 1, {})
+            self.epoch += 1
+            self.step_end = wake
+            return wake
         ctx = sum(s.prompt + s.generated for s in decode)
         if prefill and batch_cap is not None and self.phase is not None:
             fixed = self.cost.step_s(len(decode), ctx, 0) + self._transfer_s
@@ -246,6 +262,8 @@ class EngineModel:
             self._plan = (now, len(decode), 1, chunks)
         else:
             steps = min(s.target - s.generated for s in decode)
+            if wake is not None and self.waiting:  # look at the queue once the load ends
+                steps = min(steps, self.cost.decode_steps_within(len(decode), ctx, wake - now) + 1)
             duration = self.cost.decode_run_s(len(decode), ctx, steps)
             self._plan = (now, len(decode), steps, {})
         # Swap transfers queued since the last step hold this one up.
@@ -261,7 +279,9 @@ class EngineModel:
         start, _, steps, chunks = self._plan
         result = StepResult(start, self.step_end, engine_preemptions=self._pending_preemptions)
         self._pending_preemptions = 0
-        self.busy_s += self.step_end - start
+        if not self._load_wait:
+            self.busy_s += self.step_end - start
+        self._load_wait = False
         for seq in self.running:
             if seq.job_id in self._paused:
                 continue
@@ -302,6 +322,10 @@ class EngineModel:
         """Idle: start now. In a decode jump: end it at the step boundary after ``now``."""
         if self._plan is None:
             return True
+        if self._load_wait:  # idle until a load ends: start now instead
+            self._plan, self.step_end, self._load_wait = None, None, False
+            self.epoch += 1
+            return True
         start, n, steps, chunks = self._plan
         if chunks or steps <= 1:
             return False  # a single step: the change applies when it ends
@@ -316,14 +340,21 @@ class EngineModel:
         self.epoch += 1
         return True
 
-    def _admit(self) -> None:
+    def _admit(self, now: float) -> None:
         if self.priority:
             self.waiting.sort(key=lambda s: (not s.is_realtime, s.arrival))
-        while self.waiting:
-            seq = self.waiting[0]
+        i = 0
+        while i < len(self.waiting):
+            seq = self.waiting[i]
+            adapters = self.adapters
+            if seq.adapter is not None and adapters is not None and not adapters.admits(
+                seq.adapter, {s.adapter for s in self.running}, now
+            ):
+                i += 1  # no slot for its adapter, or it is loading: the queue behind goes on
+                continue
             if not self._fits(seq) and not self._make_room(seq):
                 break
-            self.waiting.pop(0)
+            self.waiting.pop(i)
             self._restore(seq)
             self.running.append(seq)
             self.kv_used += seq.kv_need

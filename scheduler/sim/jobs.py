@@ -28,3 +28,4 @@ class SimJob:
     # [i * block_tokens, (i + 1) * block_tokens)). Empty: only ``prefix_key`` is cached.
     hash_ids: tuple[int, ...] = ()
     block_tokens: int = 0
+    adapter: str | None = None  # the LoRA adapter it runs with (traffic ``adapters``)

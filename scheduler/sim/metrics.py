@@ -88,6 +88,7 @@ class Metrics:
     swapped_tokens: int = 0  # KV tokens moved to CPU memory and back (swap mode)
     swap_s: float = 0.0  # engine time those transfers took
     prefix_hit_tokens: int = 0  # prefill the engines' prefix caches saved
+    adapter_loads: int = 0  # LoRA adapters the engines loaded (scheduler.sim.adapters)
     preemption_mode: str = "recompute"  # what the scenario asked for
     modes_used: dict[str, str] = field(default_factory=dict)  # worker -> mode it ran
     mode_fallbacks: dict[str, str] = field(default_factory=dict)  # worker -> why not swap

@@ -69,6 +69,9 @@ class Simulation:
         config.default_ttft_slo_s = dict.fromkeys(
             (PRIORITY_TIER, DEFAULT_TIER, FLEX_TIER), scenario.default_ttft_slo_s
         )
+        lora = scenario.lora_settings()
+        if lora is not None and "adapter_load_s" not in scenario.fairway:
+            config.adapter_load_s = lora.load_s  # the policy knows the engines' load time
         self.policy: SchedulingPolicy = make_policy(kind, config)
         self.config = config
         self.jobs = (
@@ -103,6 +106,7 @@ class Simulation:
                     preemption_mode=scenario.preemption_mode,
                     prefix_hit_fraction=scenario.prefix_hit_fraction,
                     phase=phase,
+                    lora=lora,
                     **engine_options,
                 )
                 self.engines[worker_id] = engine
@@ -163,6 +167,7 @@ class Simulation:
             m.swapped_tokens += engine.swapped_tokens
             m.swap_s += engine.swap_s
             m.prefix_hit_tokens += engine.prefix_hit_tokens
+            m.adapter_loads += engine.adapters.loads if engine.adapters is not None else 0
         busy = sum(e.busy_s for e in self.engines.values())
         span = max(self.now, 1e-9) * max(1, len(self.engines))  # an autoscaler may hold none
         return SimResult(
@@ -311,6 +316,7 @@ class Simulation:
             computed_before=self._preempted.pop(job.job_id, 0),
             hash_ids=job.hash_ids,
             block_tokens=job.block_tokens,
+            adapter=job.adapter,
         )
 
     def _start(self, worker_id: str) -> None:
@@ -393,6 +399,7 @@ class Simulation:
             ttft_slo_s=job.ttft_slo_s,
             max_wait_s=self._max_wait_s(job),
             generated_tokens=done,
+            adapter=job.adapter,
         )
 
     def _max_wait_s(self, job: SimJob) -> float | None:
@@ -404,6 +411,7 @@ class Simulation:
     def _view(self, worker_id: str) -> WorkerView:
         engine = self.engines[worker_id]
         progress = engine.progress() if self.scenario.heartbeat_progress else {}
+        lora = engine.adapters
         return WorkerView(
             worker_id,
             self.models[worker_id],
@@ -414,6 +422,9 @@ class Simulation:
             self.now,
             progress=progress,
             cost=engine.cost,
+            adapters=lora.warm(self.now) if lora is not None else (),
+            max_loras=lora.settings.max_loras if lora is not None else 0,
+            max_cpu_loras=lora.settings.cpu_capacity if lora is not None else 0,
         )
 
 

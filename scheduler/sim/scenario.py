@@ -26,6 +26,10 @@ priority) admit everything. Off by default.
 ``disaggregation`` splits the pool into prefill and decode workers
 (``scheduler.sim.kv_transfer.Disaggregation``, run by ``scheduler.sim.disagg``;
 docs/disaggregation.md). Absent by default: every worker prefills and decodes.
+
+``lora`` gives every engine LoRA adapters (``{"max_loras": 4, "max_cpu_loras": 16,
+"load_s": 0.3}``, scheduler.sim.adapters), for traffic whose generators name ``adapters``;
+Fairway's ``adapter_load_s`` is then ``load_s`` unless ``fairway`` sets it.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from typing import Any
 
 from scheduler.cost_model import CostModel
 from scheduler.cost_profiles import profile
+from scheduler.sim.adapters import LoraSettings
 from scheduler.sim.kv_transfer import Disaggregation
 
 
@@ -89,8 +94,14 @@ class Scenario:
     # Prefill/decode disaggregation (scheduler.sim.disagg): {"prefill_workers": P,
     # "decode_workers": D, "link_gbps": ..., "transfer_latency_ms": ...}; None: mixed workers.
     disaggregation: dict[str, Any] | None = None
+    lora: dict[str, Any] | None = None  # LoraSettings fields; None: engines without LoRA
 
     def __post_init__(self) -> None:
+        lora = self.lora_settings()
+        if lora is None and any(spec.get("adapters") for spec in self.traffic):
+            raise ValueError("traffic names adapters: give the scenario lora settings")
+        if lora is not None and self.disaggregation is not None:
+            raise ValueError("lora is not modelled with disaggregation")
         if self.preemption_mode not in ("recompute", "swap"):
             raise ValueError(
                 f"preemption_mode must be 'recompute' or 'swap', got {self.preemption_mode!r}"
@@ -112,6 +123,9 @@ class Scenario:
                 )
             if len({(g.profile, g.models) for g in self.workers}) > 1:
                 raise ValueError("disaggregation needs one kind of worker (one profile, models)")
+
+    def lora_settings(self) -> LoraSettings | None:
+        return None if self.lora is None else LoraSettings.from_dict(self.lora)
 
     def split(self) -> Disaggregation | None:
         """The disaggregation settings, validated; None for a pool of mixed workers."""

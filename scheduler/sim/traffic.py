@@ -1,6 +1,8 @@
 """Traffic generators: Poisson and bursty (on/off) realtime per tenant, batch floods with a
 completion window, heavy-tailed lengths, shared system prompts, and public traces replayed
-(``"kind": "trace"``, scheduler.sim.trace_traffic).
+(``"kind": "trace"``, scheduler.sim.trace_traffic). A generator's ``adapters``
+(``{"count": N, "zipf_s": 1.1}``) gives each of its jobs a LoRA adapter of N, by Zipf
+popularity (scheduler.sim.adapters); a ``prefix`` is then the adapter's own (cache salt).
 
 Every generator is deterministic given its seed, so a scenario replays exactly.
 """
@@ -11,6 +13,7 @@ import math
 import random
 from typing import Any
 
+from scheduler.sim.adapters import ZipfAdapters
 from scheduler.sim.jobs import SimJob
 from scheduler.sim.trace_traffic import trace_jobs
 from scheduler.tiers import BATCH_TIER, DEFAULT_TIER
@@ -93,10 +96,17 @@ def generate(
         window = spec.get("window_s")
         prefix = spec.get("prefix")
         max_tokens = int(spec.get("max_tokens", 256))
+        # Its own stream, so that adding adapters leaves the lengths and arrivals alone.
+        adapters = (ZipfAdapters(spec["adapters"], random.Random(f"{seed}:{index}:adapters"))
+                    if spec.get("adapters") else None)
         for n, at in enumerate(_arrival_times(spec, duration, rng)):
             prompt = sample_length(spec.get("prompt", 128), rng)
             output = min(max_tokens, sample_length(spec.get("output", max_tokens), rng))
             prefix_tokens = min(prompt, int(prefix["tokens"])) if prefix else 0
+            adapter = adapters.draw() if adapters is not None else None
+            prefix_key = prefix["key"] if prefix else None
+            if prefix_key is not None and adapter is not None:
+                prefix_key = f"{prefix_key}@{adapter}"
             jobs.append(
                 SimJob(
                     job_id=f"{tenant}-{index}-{n}",
@@ -110,10 +120,11 @@ def generate(
                     max_tokens=max_tokens,
                     output_tokens=max(1, output),
                     weight=weights.get(tenant, 1.0),
-                    prefix_key=prefix["key"] if prefix else None,
+                    prefix_key=prefix_key,
                     prefix_tokens=prefix_tokens,
                     ttft_slo_s=spec.get("slo_ttft_s"),
                     tpot_slo_s=spec.get("slo_tpot_s"),
+                    adapter=adapter,
                 )
             )
     jobs.sort(key=lambda j: (j.arrival, j.job_id))
