@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 FT_PREFIX = "ft:"
 # An adapter's own name: short, lower case, URL- and shell-safe, no ':' (the separator).
-ADAPTER_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+ADAPTER_NAME = re.compile(r"\A[a-z0-9][a-z0-9._-]{0,63}\Z")  # \Z: no trailing newline
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ def test_ft_names_round_trip_and_refuse_malformed_ones() -> None:
     with_colon = parse_ft_name("ft:org/model:v1:acme:a")
     assert with_colon is not None and with_colon.base_model == "org/model:v1"
     for bad in ("SmolLM2-135M-Instruct", "ft:", "ft:base:acme", "ft:base::name",
-                "ft:base:acme:Upper", "ft:base:acme:-dash"):
+                "ft:base:acme:Upper", "ft:base:acme:-dash", "ft:base:acme:name\n"):
         assert parse_ft_name(bad) is None, bad
     assert tenant_slug("!!!") == "tenant"
 
