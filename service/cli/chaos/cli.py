@@ -26,8 +26,10 @@ def add_parser(sub: Any) -> None:
                             "(FAIRWAY_HEARTBEAT_SECONDS, FAIRWAY_LEASE_SECONDS) instead of the "
                             "harness's short ones, to measure a worker fault's stall as deployed")
     chaos.add_argument("--hosts", action="store_true",
-                       help="run each process as its own host (network namespaces, as root) "
-                            "and cut hosts off from Redis or Postgres (docs/chaos.md#many-hosts)")
+                       help="run each process as its own host (network namespaces, as root, "
+                            "two API replicas behind haproxy) and break the network between "
+                            "them: cuts, a replica cut mid-stream, latency, loss "
+                            "(docs/chaos.md#many-hosts)")
     chaos.add_argument("--only", default="",
                        help="comma-separated substrings of fault names to run (e.g. redis,kill)")
     # The global --data-dir (service.cli.options) sets it; listed here for this help text.
