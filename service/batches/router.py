@@ -19,6 +19,7 @@ from service.batches.batch_records import (
     live_counts,
 )
 from service.batches.ingest import validate_batch
+from service.batches.key_models import check_batch_model
 from service.batches.schemas import BatchCreate, allowed_windows
 from service.files.storage import storage_for
 from service.observability.requests import record_refusal
@@ -46,6 +47,8 @@ async def create(body: BatchCreate, request: Request, tenant: CurrentTenant,
         raise APIError(400, f"completion_window must be one of {sorted(windows)}.",
                        code="invalid_value", param="completion_window")
     try:
+        await check_batch_model(request, session, storage_for(settings.files_root),
+                                tenant_id=tenant.id, input_file_id=body.input_file_id)
         await check_batch_create(session, quota_store(request.app.state), tenant=tenant)
     except APIError as exc:
         record_refusal(tenant.id, exc)

@@ -7,6 +7,8 @@ within the key cache's TTL, and the admin API keeps a key's limits within its te
 from __future__ import annotations
 
 import datetime as dt
+import io
+import json
 import threading
 import time
 import uuid
@@ -207,3 +209,27 @@ def test_an_edit_made_elsewhere_binds_within_the_key_caches_ttl_on_a_busy_key(
         assert time.monotonic() - edited < KEY_CACHE_S + 1.5, "served past the cache's TTL"
         time.sleep(0.5)
     assert time.monotonic() - edited <= KEY_CACHE_S + 1.5
+
+
+def test_a_batch_of_a_model_outside_the_allow_list_is_refused_when_created(sim_stack: Stack):
+    admin = Admin(sim_stack.base_url)
+    tenant_id = _tenant(admin)
+    line = json.dumps({"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+                       "body": {"model": MODEL, "max_tokens": 2,
+                                "messages": [{"role": "user", "content": "hi"}]}})
+
+    def batch_with(allowed: list[str]) -> tuple[openai.OpenAI, str]:
+        client = _client(sim_stack, _key(admin, tenant_id, allowed_models=allowed)["key"])
+        upload = client.files.create(file=("in.jsonl", io.BytesIO(f"\n{line}\n".encode())),
+                                     purpose="batch")
+        return client, upload.id
+
+    client, file_id = batch_with(["another-model"])
+    with pytest.raises(openai.PermissionDeniedError) as refused:
+        client.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions",
+                              completion_window="24h")
+    assert refused.value.code == "model_not_found" and MODEL in refused.value.message
+    assert client.batches.list().data == []  # nothing was created
+    client, file_id = batch_with([MODEL])
+    assert client.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions",
+                                 completion_window="24h").id.startswith("batch_")
