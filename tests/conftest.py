@@ -116,7 +116,8 @@ def sim_stack(database_url: str, test_redis_url: str) -> Iterator[Stack]:
     """API + dispatcher + one sim-engine worker, shared by the integration tests."""
     files = tempfile.mkdtemp(prefix="fairway-files-")
     stack = Stack(database_url, test_redis_url,
-                  env_overrides={**SIM_ENV, "FAIRWAY_FILES_DIR": files})
+                  env_overrides={**SIM_ENV, "FAIRWAY_FILES_DIR": files,
+                                 "FAIRWAY_ADAPTER_IMPORT_DIR": f"{files}/adapter-imports"})
     try:
         stack.start_api()
         stack.start_dispatcher()

@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from fastapi import APIRouter, Request
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.adapters.records import (
     NameTaken,
@@ -22,8 +23,8 @@ from service.adapters.records import (
     mark_deleted,
     resolve_ft_model,
 )
-from service.adapters.upload import accept_upload, delete_stored
-from service.files.storage import storage_for
+from service.adapters.upload import AcceptedAdapter, accept_upload, delete_stored
+from service.files.storage import FileStorage, storage_for
 from service.store.adapter_names import is_ft_name
 from service.store.models.adapters import LoraAdapter, parse_adapter_id
 from service.store.models.tenants import Tenant
@@ -53,12 +54,22 @@ async def upload_adapter(request: Request, tenant: CurrentTenant, session: Sessi
     accepted = await accept_upload(request.headers.get("content-type", ""), request.stream(),
                                    settings=settings.adapters, storage=storage, key=key,
                                    is_served=request.app.state.catalog.has)
+    row = await insert_adapter(session, adapter_id=adapter_id, tenant=tenant, key=key,
+                               accepted=accepted, storage=storage)
+    return adapter_view(row, tenant.name)
+
+
+async def insert_adapter(session: AsyncSession, *, adapter_id: uuid.UUID, tenant: Tenant,
+                         key: str, accepted: AcceptedAdapter,
+                         storage: FileStorage) -> LoraAdapter:
+    """The accepted adapter's row (and whatever the session holds besides, such as an audit
+    entry); its stored files go again if the row cannot be written."""
     row = LoraAdapter(id=adapter_id, tenant_id=tenant.id, name=accepted.name,
                       base_model=accepted.base_model, rank=accepted.info.rank,
                       target_modules=list(accepted.info.target_modules),
                       bytes=accepted.bytes, storage_key=key)
     try:
-        row = await add_adapter(session, row)
+        return await add_adapter(session, row)
     except BaseException as exc:
         delete_stored(storage, key)
         if isinstance(exc, NameTaken):
@@ -66,7 +77,6 @@ async def upload_adapter(request: Request, tenant: CurrentTenant, session: Sessi
                                 f"'{accepted.base_model}' exists; delete it first.",
                            code="adapter_exists", param="name") from exc
         raise
-    return adapter_view(row, tenant.name)
 
 
 @router.get("/adapters")

@@ -46,15 +46,8 @@ async def accept_upload(content_type: str, body: AsyncIterator[bytes], *,
         limits = UploadLimits(settings.max_adapter_bytes, settings.max_adapter_bytes + 1)
         upload = await receive_upload(content_type, body, storage=LocalStorage(staging),
                                       key="upload", limits=limits)
-        name = upload.fields.get("name", "")
-        if not ADAPTER_NAME.match(name):
-            raise APIError(400, "name must be 1-64 characters of a-z, 0-9, '.', '_' and '-', "
-                                "starting with a letter or digit.",
-                           code="invalid_value", param="name")
-        base = upload.fields.get("model", "")
-        if not base or is_ft_name(base) or not await is_served(base):
-            raise APIError(400, f"model must name a base model served here, got {base!r}.",
-                           code="invalid_value", param="model")
+        name, base = upload.fields.get("name", ""), upload.fields.get("model", "")
+        await check_fields(name, base, is_served)
         folder = staging / "adapter"
         folder.mkdir()
         try:
@@ -64,6 +57,42 @@ async def accept_upload(content_type: str, body: AsyncIterator[bytes], *,
             raise APIError(400, str(exc), code="invalid_adapter", param="file") from exc
         await asyncio.to_thread(_store, folder, storage, key)
     return AcceptedAdapter(name, base, info, size)
+
+
+async def accept_folder(folder: Path, *, name: str, base: str, settings: AdapterSettings,
+                        storage: FileStorage, key: str,
+                        is_served: Callable[[str], Awaitable[bool]]) -> AcceptedAdapter:
+    """Check and store the adapter in a folder of the API's host (an admin's registration)."""
+    await check_fields(name, base, is_served)
+    try:
+        info, size = await asyncio.to_thread(_check_folder, folder, settings)
+    except InvalidAdapter as exc:
+        raise APIError(400, str(exc), code="invalid_adapter", param="path") from exc
+    await asyncio.to_thread(_store, folder, storage, key)
+    return AcceptedAdapter(name, base, info, size)
+
+
+async def check_fields(name: str, base: str,
+                       is_served: Callable[[str], Awaitable[bool]]) -> None:
+    if not ADAPTER_NAME.match(name):
+        raise APIError(400, "name must be 1-64 characters of a-z, 0-9, '.', '_' and '-', "
+                            "starting with a letter or digit.",
+                       code="invalid_value", param="name")
+    if not base or is_ft_name(base) or not await is_served(base):
+        raise APIError(400, f"model must name a base model served here, got {base!r}.",
+                       code="invalid_value", param="model")
+
+
+def _check_folder(folder: Path, settings: AdapterSettings) -> tuple[AdapterInfo, int]:
+    missing = [name for name in ADAPTER_FILES if not (folder / name).is_file()]
+    if missing:
+        raise InvalidAdapter(f"The folder lacks {', '.join(missing)}.")
+    size = sum((folder / name).stat().st_size for name in ADAPTER_FILES)
+    if size > settings.max_adapter_bytes:
+        raise InvalidAdapter("The adapter's files exceed the adapter size limit.")
+    info = check_config((folder / CONFIG_FILE).read_bytes(), max_rank=settings.max_lora_rank)
+    check_weights(folder / WEIGHTS_FILE, info)
+    return info, size
 
 
 def _unpack_and_check(archive: Path, folder: Path,

@@ -12,6 +12,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from service.adapters.admin_routes import router as admin_adapters_router
 from service.adapters.router import router as adapters_router
 from service.admin.routes import router as admin_router
 from service.admin.routes_state import router as admin_state_router
@@ -125,6 +126,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     app.include_router(files_router)
     app.include_router(adapters_router)
+    app.include_router(admin_adapters_router)
     app.include_router(batches_router)
     app.include_router(jobs_router)
     app.include_router(responses_router)

@@ -415,6 +415,11 @@ class AdapterSettings(SettingsGroup):
         default=2, ge=1, description="adapter loads one worker runs at once (others wait)")
     sim_adapter_load_s: float = Field(
         default=0.2, ge=0, description="sim engine: the modelled time to load an adapter")
+    adapter_import_dir: Path | None = Field(
+        default=None,
+        description="admins may register a tenant's adapter from a folder under this "
+                    "directory of the API's host (`POST /admin/tenants/{id}/adapters`); "
+                    "unset: registering by path is off")
 
     @model_validator(mode="after")
     def _cache_holds_the_slots(self) -> AdapterSettings:

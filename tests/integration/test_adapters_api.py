@@ -11,6 +11,7 @@ import json
 import time
 import uuid
 import zipfile
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,9 +22,11 @@ from sqlalchemy import select
 from service.cli.main import main
 from service.store.db import sync_session
 from service.store.models.adapters import LoraAdapter
+from service.store.models.audit import AuditEntry
 from service.store.models.jobs import Job
 from service.store.models.tenants import Tenant
 from tests.integration._scrape import scheduler_url, scrape, total, worker_url
+from tests.support.admin import Admin
 from tests.support.lora_adapter import adapter_config, adapter_zip, synthetic_weights
 from tests.support.stack import Stack, wait_until
 
@@ -253,3 +256,35 @@ def test_adapter_requests_count_for_their_tenant(sim_stack: Stack, make_tenant, 
         tenant = session.scalar(select(Tenant.name).where(Tenant.id == tenant_id))
     wait_until(lambda: total(scrape(scheduler_url(sim_stack)), "fairway_fair_share_counter",
                              tenant=str(tenant)) > 0, 10, "the tenant's fair-share counter")
+
+
+def test_an_admin_registers_a_folder_under_the_import_dir(sim_stack: Stack, make_tenant,
+                                                          database_url):
+    tenant_id, key = make_tenant("lora-admin")
+    imports = Path(sim_stack.env_overrides["FAIRWAY_ADAPTER_IMPORT_DIR"])
+    folder = imports / f"acme-{uuid.uuid4().hex[:6]}"
+    folder.mkdir(parents=True)
+    with zipfile.ZipFile(io.BytesIO(adapter_zip())) as zf:
+        zf.extractall(folder)
+    admin = Admin(sim_stack.base_url)
+    path = f"/admin/tenants/{tenant_id}/adapters"
+    made = admin.http.post(path, json={"name": "from-disk", "model": MODEL,
+                                       "path": folder.name})
+    assert made.status_code == 201, made.text
+    name = made.json()["model"]
+    assert chat(client(sim_stack, key), name).model == name  # the tenant's, usable at once
+    with sync_session(database_url) as session:
+        audit = session.scalar(select(AuditEntry).where(
+            AuditEntry.action == "adapter.register", AuditEntry.target_id == str(tenant_id)))
+        assert audit is not None and audit.actor == "admin:pytest"
+    (folder / "adapter_model.safetensors").write_bytes(b"torn")
+    refusals = {
+        "../": "invalid_value", folder.name + "/../..": "invalid_value",
+        "no-such-folder": "invalid_value", folder.name: "invalid_adapter"}
+    for where, code in refusals.items():
+        resp = admin.http.post(path, json={"name": "again", "model": MODEL, "path": where})
+        assert resp.status_code == 400 and resp.json()["error"]["code"] == code, (where, resp.text)
+    # Only the admin: a tenant key is refused.
+    as_tenant = httpx.post(sim_stack.base_url + path, headers={"Authorization": f"Bearer {key}"},
+                           json={"name": "x", "model": MODEL, "path": folder.name}, timeout=30)
+    assert as_tenant.status_code == 403
