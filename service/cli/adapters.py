@@ -1,6 +1,8 @@
-"""`fairway adapter upload|list|delete`: a tenant's LoRA adapters, through the API with the
-tenant's key. `upload` takes the folder PEFT's ``save_pretrained`` writes (or a zip or tar
-of it) and prints the model name to use: ``ft:<base>:<tenant>:<name>``."""
+"""`fairway adapter upload|list|register|delete`: a tenant's LoRA adapters. `upload`, `list`
+and `delete` go through the API with the tenant's key; `upload` takes the folder PEFT's
+``save_pretrained`` writes (or a zip or tar of it) and prints the model name to use:
+``ft:<base>:<tenant>:<name>``. `register` is the admin's: a folder already on the API's host,
+under its import directory."""
 
 from __future__ import annotations
 
@@ -15,14 +17,14 @@ import httpx
 
 from service.cli.errors import CLIError
 from service.cli.table import print_table
-from service.cli.target import api_key, api_root
+from service.cli.target import AdminClient, api_key, api_root
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
 def add_parser(sub: Any) -> None:
     adapter = sub.add_parser("adapter", help="your LoRA adapters (fine-tunes)").add_subparsers(
-        dest="sub", required=True, metavar="{upload,list,delete}")
+        dest="sub", required=True, metavar="{upload,list,register,delete}")
     up = adapter.add_parser("upload", help="upload a PEFT LoRA adapter")
     up.add_argument("path", type=Path,
                     help="the adapter folder (adapter_config.json and "
@@ -31,6 +33,13 @@ def add_parser(sub: Any) -> None:
     up.add_argument("--model", required=True, help="the base model it was trained on")
     up.set_defaults(func=cmd_upload)
     adapter.add_parser("list", help="list your adapters").set_defaults(func=cmd_list)
+    reg = adapter.add_parser("register", help="admin: register a tenant's adapter from a "
+                                              "folder under FAIRWAY_ADAPTER_IMPORT_DIR")
+    reg.add_argument("path", help="the folder, relative to the API host's import directory")
+    reg.add_argument("--tenant", required=True, help="the tenant's name")
+    reg.add_argument("--name", required=True, help="its name: a-z, 0-9, '.', '_', '-'")
+    reg.add_argument("--model", required=True, help="the base model it was trained on")
+    reg.set_defaults(func=cmd_register)
     rm = adapter.add_parser("delete", help="delete an adapter")
     rm.add_argument("adapter", help="its id (lora-...) or model name (ft:...)")
     rm.set_defaults(func=cmd_delete)
@@ -82,6 +91,15 @@ def cmd_list(args: argparse.Namespace) -> int:
                 [(a["id"], a["model"], str(a["rank"]), ",".join(a["target_modules"]),
                   str(a["bytes"])) for a in rows],
                 empty="No adapters: upload one with `fairway adapter upload`.")
+    return 0
+
+
+def cmd_register(args: argparse.Namespace) -> int:
+    admin = AdminClient(args)
+    tenant = admin.tenant_by_name(args.tenant)
+    adapter = admin.call("POST", f"/admin/tenants/{tenant['id']}/adapters",
+                         json={"name": args.name, "model": args.model, "path": args.path})
+    print(json.dumps(adapter, indent=2))
     return 0
 
 

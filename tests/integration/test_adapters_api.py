@@ -25,6 +25,7 @@ from service.store.models.adapters import LoraAdapter
 from service.store.models.audit import AuditEntry
 from service.store.models.jobs import Job
 from service.store.models.tenants import Tenant
+from service.store.settings import DEV_ADMIN_TOKEN
 from tests.integration._scrape import scheduler_url, scrape, total, worker_url
 from tests.support.admin import Admin
 from tests.support.lora_adapter import adapter_config, adapter_zip, synthetic_weights
@@ -259,7 +260,7 @@ def test_adapter_requests_count_for_their_tenant(sim_stack: Stack, make_tenant, 
 
 
 def test_an_admin_registers_a_folder_under_the_import_dir(sim_stack: Stack, make_tenant,
-                                                          database_url):
+                                                          database_url, capsys):
     tenant_id, key = make_tenant("lora-admin")
     imports = Path(sim_stack.env_overrides["FAIRWAY_ADAPTER_IMPORT_DIR"])
     folder = imports / f"acme-{uuid.uuid4().hex[:6]}"
@@ -284,6 +285,17 @@ def test_an_admin_registers_a_folder_under_the_import_dir(sim_stack: Stack, make
     for where, code in refusals.items():
         resp = admin.http.post(path, json={"name": "again", "model": MODEL, "path": where})
         assert resp.status_code == 400 and resp.json()["error"]["code"] == code, (where, resp.text)
+    # The CLI's way (the admin credential, the tenant by name).
+    with sync_session(database_url) as session:
+        tenant = session.scalar(select(Tenant.name).where(Tenant.id == tenant_id))
+    other = imports / f"cli-{uuid.uuid4().hex[:6]}"
+    other.mkdir()
+    with zipfile.ZipFile(io.BytesIO(adapter_zip())) as zf:
+        zf.extractall(other)
+    assert main(["--base-url", sim_stack.base_url + "/v1", "--admin-token", DEV_ADMIN_TOKEN,
+                 "adapter", "register", other.name, "--tenant", str(tenant),
+                 "--name", "via-cli", "--model", MODEL]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "via-cli"
     # Only the admin: a tenant key is refused.
     as_tenant = httpx.post(sim_stack.base_url + path, headers={"Authorization": f"Bearer {key}"},
                            json={"name": "x", "model": MODEL, "path": folder.name}, timeout=30)
