@@ -48,6 +48,7 @@ def worker_view(beat: dict[str, Any], assigned: dict[str, JobClass]) -> WorkerVi
     fits, and its jobs wait for the next worker instead of being refused as too large."""
     draining = bool(beat.get("draining", False))
     capacity = int(beat.get("kv_capacity_tokens", 0))
+    adapters = beat.get("adapters")
     return WorkerView(
         worker_id=beat["worker_id"],
         models=tuple(beat.get("models", ())),
@@ -59,6 +60,11 @@ def worker_view(beat: dict[str, Any], assigned: dict[str, JobClass]) -> WorkerVi
         assigned=dict(assigned),
         cost=PROFILES.get(str(beat.get("cost_profile", ""))),
         running_ids=frozenset(_job_ids(beat.get("job_ids", ()))),
+        # LoRA, when the worker reports it: the adapters its engine holds loaded (least
+        # recently used first) and its slots; absent, the policy keeps its own ledger.
+        adapters=tuple(str(a) for a in adapters) if isinstance(adapters, list) else (),
+        max_loras=int(beat.get("max_loras", 0)),
+        max_cpu_loras=int(beat.get("max_cpu_loras", 0)),
     )
 
 

@@ -19,26 +19,27 @@ def earliest_first_token(
 ) -> WorkerState:
     """The worker where the job's first token is predicted soonest. The engine sees the job
     only once its adapter is ready there, so the adapter's wait adds to the lead: a warm
-    worker wins unless a cold one's start after the load is still sooner. A worker that
-    cannot batch another adapter now goes last; ties go to the warm worker, then the one
-    with the least realtime (candidates come least loaded first)."""
+    worker wins unless a cold one's start after the load is still sooner. Workers that
+    cannot batch the adapter now come after, by ``AdapterUse.tier``; ties go to the warm
+    worker, then the one with the least realtime (candidates come least loaded first)."""
 
-    def key(ws: WorkerState) -> tuple[bool, float, bool, int]:
+    def key(ws: WorkerState) -> tuple[tuple[int, int], float, bool, int]:
         wait = adapter_wait_s(ws, adapter, now, load_s)
         first = rt_start.predicted_first_token(ws, job, now, lead_s + wait)
-        has_slot = ws.adapters.has_slot(adapter, ws.view)
-        return (not has_slot, first, not ws.adapters.ledger.holds(adapter), ws.rt_count)
+        tier = ws.adapters.tier(adapter, ws.view)
+        return (tier, first, not ws.adapters.ledger.holds(adapter), ws.rt_count)
 
     return min(candidates, key=key)
 
 
 def warm_first(candidates: list[WorkerState], adapter: str) -> WorkerState:
-    """Candidates come least loaded first: the first warm one with a free adapter slot, else
-    the first with a free slot (the adapter is loaded there), else the least loaded."""
+    """Candidates come least loaded first: the first warm one with a slot for the adapter,
+    else the first with a free slot (the adapter is loaded there), else by
+    ``AdapterUse.tier``."""
 
-    def key(item: tuple[int, WorkerState]) -> tuple[bool, bool, int]:
+    def key(item: tuple[int, WorkerState]) -> tuple[tuple[int, int], bool, int]:
         index, ws = item
-        has_slot = ws.adapters.has_slot(adapter, ws.view)
-        return (not has_slot, not ws.adapters.ledger.holds(adapter), index)
+        tier = ws.adapters.tier(adapter, ws.view)
+        return (tier, not ws.adapters.ledger.holds(adapter), index)
 
     return min(enumerate(candidates), key=key)[1]

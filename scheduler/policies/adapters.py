@@ -17,12 +17,16 @@ loading it on every worker.
 
 Placement with an adapter (``FairwayConfig.adapter_aware``):
 
-- realtime (earliest predicted first token, ``rt_start``): a worker's predicted first
-  token plus the wait for the adapter there (0 when ready, what is left of a load in
-  progress, ``adapter_load_s`` when cold); a warm worker wins unless a cold one's predicted
-  start plus the load is sooner;
-- otherwise: a warm worker among those with room, least loaded first; else the least
-  loaded with a free adapter slot (it can batch the adapter at once); else the least loaded.
+- first the workers where the adapter can batch at once: it runs there already, or a slot
+  is free (fewer distinct adapters among the worker's jobs than ``max_loras``); then those
+  where it runs but the worker holds jobs of more adapters than slots (more of it prolongs
+  the others' wait: an engine lets a waiting adapter in only once every request of a
+  running one is done); then the rest, fewest adapters in excess first (``AdapterUse.tier``);
+- among equals, realtime (earliest predicted first token, ``rt_start``) by its predicted
+  first token once the adapter is ready there (0 when ready, what is left of a load in
+  progress, ``adapter_load_s`` when cold): a warm worker wins unless a cold one's start
+  after the load is sooner; other jobs go to a warm worker, least loaded first, else the
+  least loaded (the adapter is loaded there).
 """
 
 from __future__ import annotations
@@ -99,10 +103,16 @@ class AdapterUse:
     ledger: AdapterLedger = field(default_factory=AdapterLedger)
     jobs: Counter[str] = field(default_factory=Counter)  # adapter -> jobs assigned here
 
-    def has_slot(self, adapter: str, view: WorkerView) -> bool:
-        """Whether a job with ``adapter`` could batch here now without waiting for another
-        adapter's requests to finish."""
-        return adapter in self.jobs or len(self.jobs) < lora_slots(view)
+    def tier(self, adapter: str, view: WorkerView) -> tuple[int, int]:
+        """How soon ``adapter`` could batch here, best first: it has a slot (0); it runs
+        here, but the worker holds jobs of more adapters than it has slots (1), so more of
+        it prolongs the others' wait (an engine lets a waiting adapter in only once every
+        request of a running one is done); no slot (2), the fewer adapters in excess the
+        better."""
+        held, slots = len(self.jobs), lora_slots(view)
+        if held < slots or (adapter in self.jobs and held <= slots):
+            return 0, 0
+        return (1, 0) if adapter in self.jobs else (2, held - slots)
 
     def add(self, adapter: str | None) -> None:
         if adapter is not None:

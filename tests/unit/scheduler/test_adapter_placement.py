@@ -109,6 +109,22 @@ def test_a_worker_without_a_free_adapter_slot_goes_last() -> None:
     assert assigns(policy.schedule(0.3)) == [("z1", "busy")]
 
 
+def test_without_a_slot_anywhere_the_least_oversubscribed_worker_takes_a_new_adapter() -> None:
+    policy = fleet(AWARE, lora_worker("a", max_loras=1),
+                   lora_worker("b", running=3, max_loras=1))
+    for n, (job_id, adapter) in enumerate((("x1", "x"), ("z1", "z"), ("y1", "y"))):
+        policy.on_job_arrived(with_adapter(batch(job_id), adapter))
+        policy.schedule(0.1 * n)
+    jobs = {w: set(ws.adapters.jobs) for w, ws in policy.fleet.workers.items()}
+    assert jobs == {"a": {"x", "y"}, "b": {"z"}}  # y had no slot anywhere: least loaded
+    # w has no slot anywhere either: "b" holds fewer adapters beyond its slots.
+    policy.on_job_arrived(with_adapter(batch("w1"), "w"))
+    assert assigns(policy.schedule(1.0)) == [("w1", "b")]
+    # x runs on "a": it batches there at once, though "a" is oversubscribed.
+    policy.on_job_arrived(with_adapter(batch("x2"), "x"))
+    assert assigns(policy.schedule(1.1)) == [("x2", "a")]
+
+
 def test_a_beat_that_reports_adapters_replaces_the_ledger_but_keeps_those_in_use() -> None:
     policy = fleet(AWARE, lora_worker("w0", max_cpu_loras=3))
     policy.on_job_arrived(with_adapter(batch("j1"), "new"))

@@ -26,6 +26,17 @@ def test_heartbeat_job_ids_become_canonical_running_ids() -> None:
     assert worker_view(beat, {}).running_ids == frozenset()
 
 
+def test_a_beat_reporting_lora_gives_its_adapters_and_slots() -> None:
+    beat = {"worker_id": "w1", "models": ["m"], "max_slots": 4, "kv_capacity_tokens": 1000,
+            "adapters": ["a1", "a2"], "max_loras": 4, "max_cpu_loras": 16}
+    view = worker_view(beat, {})
+    assert (view.adapters, view.max_loras, view.max_cpu_loras) == (("a1", "a2"), 4, 16)
+    for key in ("adapters", "max_loras", "max_cpu_loras"):
+        del beat[key]  # a worker without LoRA: nothing reported, the policy's defaults
+    view = worker_view(beat, {})
+    assert (view.adapters, view.max_loras, view.max_cpu_loras) == ((), 0, 0)
+
+
 def test_a_system_prompt_becomes_prefix_key_and_its_length_estimate() -> None:
     import datetime as dt
     from types import SimpleNamespace
