@@ -88,9 +88,10 @@ class FairwayConfig:
     length_aware: bool = False
     length_aging_s_per_unit: float = 0.001
     # LoRA adapters (adapters.py): place a job with an adapter where it is warm, counting a
-    # load on a cold worker as adapter_load_s before its requests run. vLLM loads a rank-8 to
-    # rank-64 adapter of a 7-8B model (tens to a few hundred MB of safetensors) from local
-    # disk in about 0.1-0.5 s; 0.3 s sits in that range. adapter_aware off: adapter-blind
+    # load on a cold worker as adapter_load_s before its requests run. An assumption, not a
+    # measurement: a rank-8 to rank-64 adapter of a 7-8B model is tens to a few hundred MB
+    # of safetensors, read from local disk and copied to the GPU in a fraction of a second;
+    # workers measure theirs (fairway_lora_load_seconds). adapter_aware off: adapter-blind
     # placement (for comparison), the ledger still kept.
     adapter_aware: bool = True
     adapter_load_s: float = 0.3
