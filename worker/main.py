@@ -78,6 +78,7 @@ def engine_config(engine: EngineSettings,
     return VllmEngineConfig(
         model_path=model_path, model_name=engine.served_model_name,
         kv_cache_gib=engine.kv_cache_gib, max_num_seqs=engine.max_num_seqs,
+        tensor_parallel_size=engine.tensor_parallel_size,
         max_model_len=engine.max_model_len, enforce_eager=engine.enforce_eager,
         kv_offload_gib=engine.kv_offload_gib if engine.preemption_mode == "swap" else None,
         guard_chunk_tokens=engine.guard_chunk_tokens, guard_hold_s=engine.guard_hold_s,

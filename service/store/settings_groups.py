@@ -209,6 +209,9 @@ class EngineSettings(SettingsGroup):
                                    description="the name clients pass as `model`")
     kv_cache_gib: float = Field(default=2.0, description="the engine's KV cache (GiB)")
     max_num_seqs: int = Field(default=64, description="requests the engine runs at once")
+    tensor_parallel_size: int = Field(
+        default=1, ge=1, description="GPUs one engine spans (vLLM's tensor parallelism); the "
+                                     "worker must see that many")
     max_model_len: int = Field(default=2048,
                                description="prompt plus output tokens of one request")
     enforce_eager: bool | None = Field(

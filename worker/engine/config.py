@@ -23,6 +23,7 @@ class VllmEngineConfig:
     model_name: str  # the served model name clients pass as `model`
     kv_cache_gib: float  # the KV cache (GiB)
     max_num_seqs: int = 64  # requests the engine runs at once
+    tensor_parallel_size: int = 1  # GPUs the engine spans
     max_model_len: int = 2048  # prompt plus output tokens of one request
     dtype: str | None = None  # None: "float32" on CPU (no bf16 there), else "auto"
     # True: no CUDA graphs (a faster start). None: eager on CPU, CUDA graphs (vLLM's default)

@@ -141,6 +141,8 @@ class VllmEngine:
         }
         if c.max_num_batched_tokens is not None:
             kwargs["max_num_batched_tokens"] = c.max_num_batched_tokens
+        if c.tensor_parallel_size > 1:
+            kwargs["tensor_parallel_size"] = c.tensor_parallel_size
         if c.lora is not None:
             kwargs.update(enable_lora=True, max_loras=c.lora.max_loras,
                           max_cpu_loras=c.lora.max_cpu_loras, max_lora_rank=c.lora.max_lora_rank)

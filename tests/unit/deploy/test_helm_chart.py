@@ -151,8 +151,6 @@ TEMPLATE_CHECKS = [
     ({"models": [_model(engine={"tensorParallelSize": 2},
                         gpu={"count": 2, "resourceName": "nvidia.com/mig-3g.40gb"})]},
      "gpu.count 2 of nvidia.com/mig-3g.40gb: a process sees one MIG slice only"),
-    ({"models": [_model(engine={"tensorParallelSize": 2}, gpu={"count": 2})]},
-     "does not pass a tensor parallel size to vLLM yet"),
     # Scale to zero's preconditions, and KEDA's bounds.
     ({"models": [_model(autoscaling=_TO_ZERO)]},
      "models[0] (a): autoscaling.scaleToZero needs KEDA"),

@@ -246,9 +246,6 @@ capabilities:
 {{- if and (hasPrefix "nvidia.com/mig-" $m.gpu.resourceName) (gt $gpus 1) -}}
 {{- fail (printf "%s: gpu.count %d of %s: a process sees one MIG slice only, so an engine cannot span several; use a larger profile, or whole GPUs (nvidia.com/gpu) for tensor parallelism" $where $gpus $m.gpu.resourceName) -}}
 {{- end -}}
-{{- if gt $tp 1 -}}
-{{- fail (printf "%s: engine.tensorParallelSize %d: the Fairway worker does not pass a tensor parallel size to vLLM yet (no FAIRWAY_* setting for it), so only 1 is accepted" $where $tp) -}}
-{{- end -}}
 {{- end -}}
 {{- end -}}
 
