@@ -65,6 +65,10 @@ class WorkerAdapters:
         loads = getattr(engine, "adapter_loads", None)
         if isinstance(loads, AdapterLoads):
             loads.observe = LORA_LOAD_SECONDS.observe
+        self._loads = loads if isinstance(loads, AdapterLoads) else None
+        # The ft: name each loaded adapter was asked by: the name the dispatcher places by
+        # (a job row keeps its base model; its request, the adapter's name).
+        self._names: dict[str, str] = {}
         self._sessionmaker = sessionmaker
         self._files_root = settings.files_root
         self._local_root = settings.cache_dir / "lora-adapters" / "fetched"
@@ -86,9 +90,17 @@ class WorkerAdapters:
                                   f"deleted?).")
         path = await self._fetch(found)
         public_id = "lora-" + found.adapter_id.hex
+        self._names[public_id] = model
         request.lora = LoraSpec(public_id, str(path), found.rank)
         request.cache_salt = adapter_cache_salt(request.cache_salt, public_id)
         return request
+
+    def warm(self) -> list[str]:
+        """The ft: names of the adapters the engine holds loaded, least recently used first,
+        for the heartbeat (scheduler.dispatcher.views.worker_view)."""
+        if self._loads is None:
+            return []
+        return [self._names[i] for i in self._loads.resident() if i in self._names]
 
     async def _lookup(self, tenant_id: uuid.UUID, model: str) -> _Found | None:
         key = (tenant_id, model)

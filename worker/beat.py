@@ -10,6 +10,7 @@ from service.store.heartbeats import STRUCTURED_OUTPUTS
 from service.store.keys import worker_queue
 from service.store.settings import EngineSettings, WorkerSettings
 from worker.engine.base import Engine, EngineStats, supports_structured_outputs
+from worker.engine.lora import LoraConfig
 
 
 def default_cost_profile(engine: EngineSettings) -> str:
@@ -34,9 +35,12 @@ def engine_capabilities(engine: Engine) -> list[str]:
 
 def beat_payload(engine: Engine, stats: EngineStats, settings: EngineSettings, *,
                  worker_id: str, active: list[str], metrics_port: int | None,
-                 incarnation: str, draining: bool) -> dict[str, Any]:
-    """One beat: the engine's room and load, the jobs it runs, and who this process is."""
-    return {
+                 incarnation: str, draining: bool, adapters: list[str] | None = None,
+                 lora: LoraConfig | None = None) -> dict[str, Any]:
+    """One beat: the engine's room and load, the jobs it runs, and who this process is; with
+    LoRA on, the adapters it holds warm (their ft: names) and its adapter slots, which the
+    policy places adapter jobs by (scheduler.policies.adapters)."""
+    beat = {
         "worker_id": worker_id,
         "queue": worker_queue(worker_id),
         "models": [engine.model_name],
@@ -60,3 +64,7 @@ def beat_payload(engine: Engine, stats: EngineStats, settings: EngineSettings, *
         # Stopping: the dispatcher places nothing more here (scheduler.dispatcher.views).
         "draining": draining,
     }
+    if lora is not None:
+        beat.update(adapters=adapters or [], max_loras=lora.max_loras,
+                    max_cpu_loras=lora.max_cpu_loras)
+    return beat

@@ -36,6 +36,7 @@ from worker.beat import beat_payload, key_ttl_s
 from worker.drain import Drain
 from worker.engine import step_clock
 from worker.engine.base import Engine
+from worker.engine.lora import AdapterLoads
 from worker.metrics import observe_engine
 from worker.phase_slot import keep_phase_slot, release_phase_slot
 from worker.runner import JobRunner, engine_request_id
@@ -306,10 +307,13 @@ class EngineHost:
     async def _beat(self) -> None:
         assert self.redis is not None and self.runner is not None
         stats = self.engine.stats()
+        loads = getattr(self.engine, "adapter_loads", None)
         beat = beat_payload(self.engine, stats, self.settings.engine, worker_id=self.worker_id,
                             active=list(self.runner.active), metrics_port=self.metrics_port,
                             incarnation=self.incarnation,
-                            draining=self.drain is not None and self.drain.draining)
+                            draining=self.drain is not None and self.drain.draining,
+                            adapters=self.runner.adapters.warm(),
+                            lora=loads.config if isinstance(loads, AdapterLoads) else None)
         observe_engine(self.engine.model_name, stats, len(self.runner.active))
         await self.redis.set(worker_key(self.worker_id), json.dumps(beat), ex=self._key_ttl_s())
         clock = self._step_clock()

@@ -37,7 +37,15 @@ def job_view(job: QueuedJob) -> JobView:
         max_wait_s=job.max_wait_s if job.kind == JobClass.REALTIME else None,
         generated_tokens=job.generated_tokens,
         requeued=job.attempt > 0,
+        adapter=_adapter_of(job),
     )
+
+
+def _adapter_of(job: QueuedJob) -> str | None:
+    """The tenant's adapter the job asks for: its row keeps the base model, its request the
+    adapter's ft: name, which workers' beats name their warm adapters by."""
+    model = (job.request or {}).get("model")
+    return model if isinstance(model, str) and model.startswith("ft:") else None
 
 
 def worker_view(beat: dict[str, Any], assigned: dict[str, JobClass]) -> WorkerView:

@@ -174,6 +174,20 @@ def test_a_burst_for_a_cold_adapter_loads_it_once(sim_stack: Stack, make_tenant)
         answers = list(pool.map(lambda i: chat(api, name, "the same question"), range(20)))
     assert len({a.choices[0].message.content for a in answers}) == 1
     assert total(scrape(url), "fairway_lora_load_seconds_count") - before == 1
+    # The worker's beat names it warm, by the name the dispatcher places its jobs by.
+    wait_until(lambda: name in worker_beat(sim_stack, "sim-1").get("adapters", []), 10,
+               "the worker's beat names the adapter warm", sim_stack)
+    beat = worker_beat(sim_stack, "sim-1")
+    assert beat["max_loras"] >= 1 and beat["max_cpu_loras"] >= beat["max_loras"]
+
+
+def worker_beat(stack: Stack, worker_id: str) -> dict[str, Any]:
+    from redis import Redis
+
+    from service.store.keys import worker_key
+
+    raw = Redis.from_url(stack.redis_url).get(worker_key(worker_id))
+    return dict(json.loads(raw)) if raw else {}
 
 
 def test_the_cli_uploads_lists_and_deletes(sim_stack: Stack, make_tenant, tmp_path, capsys):

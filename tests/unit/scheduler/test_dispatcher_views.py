@@ -64,6 +64,9 @@ def test_a_system_prompt_becomes_prefix_key_and_its_length_estimate() -> None:
     assert job_view(_to_queued(row)).max_wait_s == 20.0  # type: ignore[arg-type]
     row.kind = "batch"  # batch is never judged at the door
     assert job_view(_to_queued(row)).max_wait_s is None  # type: ignore[arg-type]
+    assert job_view(_to_queued(row)).adapter is None  # type: ignore[arg-type]
+    row.request = {"model": "ft:m:acme:support-v2", "messages": []}  # a tenant's adapter
+    assert job_view(_to_queued(row)).adapter == "ft:m:acme:support-v2"  # type: ignore[arg-type]
 
 
 def test_a_worker_silent_while_others_beat_is_dead() -> None:
