@@ -9,6 +9,8 @@ _SENTENCES = {
                             "time-to-first-token target.",
     "queue_wait_exceeded": "The service is too busy to start this request within its plan's "
                            "longest queue wait.",
+    "queue_wait_expired": "This request waited its plan's longest queue wait without "
+                          "starting: the service is too busy.",
     "deadline_unreachable": "The service is too busy to start this request before its "
                             "deadline.",
     "flex_overload": "The service is busy with realtime traffic and is not taking flex "

@@ -5,7 +5,8 @@ Ordering, per ``schedule(now)`` pass:
 
 1. Due batch escalates: a batch job whose latest start (deadline - predicted service -
    margin) has come moves to level 0, beside realtime, before its deadline (``waiting``).
-2. New realtime jobs are admitted or refused; flex is refused first (``admission``).
+2. New realtime jobs are admitted or refused; flex is refused first (``admission``); a
+   queued realtime job past its plan's longest queue wait is refused (``wait_budget``).
 3. With ``rt_lane`` (off by default), lanes are resized and joining workers cleared of batch
    (``lane``).
 4. Level 0 (realtime + escalated batch), then level 1 (batch) fill the room. Within a level,
@@ -36,6 +37,7 @@ from scheduler.policies.fleet import Fleet
 from scheduler.policies.placement import Placer
 from scheduler.policies.victims import VictimChooser
 from scheduler.policies.vtc import VirtualCounters
+from scheduler.policies.wait_budget import WaitBudgets
 from scheduler.policies.waiting import LEVELS, WaitingJobs
 from scheduler.policies.workers import AssignedJob, WorkerState
 from scheduler.types import (
@@ -58,6 +60,7 @@ class FairwayPolicy(SchedulingPolicy):
         self.placer = Placer(cfg, self.fleet)
         self.victims = VictimChooser(cfg, self.fleet)
         self.admission = Admission(cfg, self.fleet, self.waiting)
+        self.wait_budgets = WaitBudgets(cfg, self.fleet, self.waiting)
         # What each assigned job's tenant was charged: level, tenant, prompt, max_tokens.
         self._charged: dict[str, tuple[int, str, int, int]] = {}
         self._now = 0.0
@@ -76,6 +79,7 @@ class FairwayPolicy(SchedulingPolicy):
             self._unassign(job.job_id, refund=True)  # back after a lost lease
         self.waiting.add(job)
         self.admission.note_arrival(job)
+        self.wait_budgets.note(job)
         if job.job_class is JobClass.REALTIME:
             self.placer.note_realtime(job, self._now)
 
@@ -154,6 +158,7 @@ class FairwayPolicy(SchedulingPolicy):
         self._now = now
         self.waiting.escalate_due(now)
         decisions = self.admission.admit(now)
+        decisions += self.wait_budgets.expire(now)
         for ws in self.placer.lane_joiners(now):
             for item in self.victims.for_lane(ws, now):
                 self._preempt(item, ws, "realtime_lane", decisions)
