@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.admin import queues, slo_series
+from service.admin.adapter_view import router as adapter_view_router
 from service.admin.audit import record
 from service.admin.explorer_routes import router as explorer_router
 from service.admin.tenant_search import search_tenants
@@ -159,3 +160,4 @@ def _maybe_uuid(raw: str) -> uuid.UUID | None:
 
 
 router.include_router(explorer_router)  # /admin/search, /admin/jobs/{id}, /admin/batches/{id}
+router.include_router(adapter_view_router)  # /admin/tenants/{id}/adapters: adapters and use

@@ -1,0 +1,70 @@
+"""A tenant's LoRA adapters for the dashboard: each live adapter with its use over the last
+30 days (requests, tokens and the last request, from the jobs whose request named the
+adapter's ``ft:`` model). Load times are per worker and live in Prometheus only
+(``fairway_lora_load_seconds``); this view names the metric and reports no number for it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.adapters.records import list_adapters
+from service.admin.tenant_ops import require_tenant
+from service.store.adapter_names import ft_name
+from service.store.models.adapters import LoraAdapter
+from service.store.models.jobs import Job
+from service.web.deps import SessionDep, require_admin
+from service.web.responses import ADMIN_ROUTES, errors
+
+# No prefix: the admin views router includes it under /admin.
+router = APIRouter(dependencies=[Depends(require_admin)], responses=ADMIN_ROUTES)
+
+USE_WINDOW_DAYS = 30
+LOAD_TIME_METRIC = "fairway_lora_load_seconds"
+
+
+def _ts(value: dt.datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+async def adapter_use(session: AsyncSession, tenant_id: uuid.UUID, models: list[str],
+                      since: dt.datetime) -> dict[str, tuple[int, int, dt.datetime]]:
+    """Requests, tokens and the last request per ``ft:`` model name since ``since``. Bounded
+    to the tenant's jobs in the window (the tenant-and-created index), so the scan grows with
+    the tenant's recent traffic, not with the whole table."""
+    if not models:
+        return {}
+    named = Job.request["model"].astext
+    tokens = func.coalesce(func.sum(func.coalesce(Job.prompt_tokens, 0)
+                                    + func.coalesce(Job.completion_tokens, 0)), 0)
+    rows = await session.execute(
+        select(named, func.count(), tokens, func.max(Job.created_at))
+        .where(Job.tenant_id == tenant_id, Job.created_at >= since, named.in_(models))
+        .group_by(named))
+    return {model: (int(count), int(total), last) for model, count, total, last in rows.all()}
+
+
+def _adapter_row(row: LoraAdapter, model: str,
+                 use: tuple[int, int, dt.datetime] | None) -> dict[str, Any]:
+    requests, tokens, last = use or (0, 0, None)
+    return {"id": row.public_id, "name": row.name, "model": model,
+            "base_model": row.base_model, "rank": row.rank, "bytes": row.bytes,
+            "created_at": _ts(row.created_at), "requests": requests, "tokens": tokens,
+            "last_used_at": _ts(last)}
+
+
+@router.get("/tenants/{tenant_id}/adapters", responses=errors(404))
+async def tenant_adapters(tenant_id: str, session: SessionDep) -> dict[str, Any]:
+    tenant = await require_tenant(session, tenant_id)
+    adapters = await list_adapters(session, tenant_id=tenant.id)
+    models = [ft_name(a.base_model, tenant.name, a.name) for a in adapters]
+    since = dt.datetime.now(dt.UTC) - dt.timedelta(days=USE_WINDOW_DAYS)
+    use = await adapter_use(session, tenant.id, models, since)
+    return {"object": "list", "window_days": USE_WINDOW_DAYS,
+            "load_time_metric": LOAD_TIME_METRIC,
+            "data": [_adapter_row(a, m, use.get(m)) for a, m in zip(adapters, models, strict=True)]}
