@@ -1,5 +1,6 @@
 // One tenant: status and plan (confirmed), quotas as a form, keys and their policy
-// (pages/tenant_keys.js), webhooks (pages/webhooks.js), usage charts, delete.
+// (pages/tenant_keys.js), webhooks (pages/webhooks.js), LoRA adapters
+// (pages/tenant_adapters.js), usage charts, delete.
 import { html, useState } from "../lib.js";
 import { ApiError, api } from "../api.js";
 import { href, navigate, useResource } from "../hooks.js";
@@ -9,6 +10,7 @@ import { UsageCharts } from "./usage.js";
 import { Keys } from "./tenant_keys.js";
 import { Webhooks } from "./webhooks.js";
 import { TenantSpend } from "./tenant_spend.js";
+import { Adapters } from "./tenant_adapters.js";
 
 // A tenant created from the list arrives with its first key: shown here once, then dropped.
 const newKeys = new Map();
@@ -148,6 +150,7 @@ export function Tenant({ id, plans }) {
       <${Quotas} tenantId=${t.id} />
       <${Webhooks} tenant=${t} />
       <${TenantSpend} tenant=${t} />
+      <${Adapters} tenant=${t} />
       <${UsageCharts} tenantId=${t.id} />`}</${Loaded}>
   </div>`;
 }

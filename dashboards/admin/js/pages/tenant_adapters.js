@@ -1,0 +1,39 @@
+// A tenant's LoRA adapters: each with its ft: model name, base model, rank, size and its use
+// over the API's window (requests, tokens, last request). Load times are per worker and live
+// in Prometheus only, so the card names the metric instead of showing a number.
+import { html } from "../lib.js";
+import { api } from "../api.js";
+import { useResource } from "../hooks.js";
+import { Empty, Loaded, fmt, when } from "../ui.js";
+
+// "3.1 MiB": binary units, one decimal from KiB up.
+export function size(bytes) {
+  if (bytes === null || bytes === undefined) return "—";
+  const units = ["B", "KiB", "MiB", "GiB"];
+  let v = bytes;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i += 1; }
+  return i === 0 ? `${v} B` : `${v.toFixed(1)} ${units[i]}`;
+}
+
+export function Adapters({ tenant }) {
+  const res = useResource(() => api("GET", `/admin/tenants/${tenant.id}/adapters`), [tenant.id]);
+  return html`<section class="card" id="tenant-adapters" aria-labelledby="adapters-h">
+    <h2 id="adapters-h">LoRA adapters</h2>
+    <${Loaded} res=${res} what="adapters">${(v) => html`
+      ${v.data.length === 0
+        ? html`<${Empty}>No adapters</${Empty}>`
+        : html`<div class="table-wrap"><table id="adapters">
+          <thead><tr><th>Name</th><th>Model</th><th class="wide-only">Base model</th><th>Rank</th>
+            <th>Size</th><th class="wide-only">Created</th><th>${`Requests (${v.window_days} d)`}</th>
+            <th>${`Tokens (${v.window_days} d)`}</th><th>Last used</th></tr></thead>
+          <tbody>${v.data.map((a) => html`<tr key=${a.id} data-adapter=${a.name}>
+            <td>${a.name}</td><td><code>${a.model}</code></td><td class="wide-only">${a.base_model}</td>
+            <td>${a.rank}</td><td>${size(a.bytes)}</td><td class="wide-only">${when(a.created_at)}</td>
+            <td class="requests">${fmt(a.requests)}</td><td class="tokens">${fmt(a.tokens)}</td>
+            <td class="last-used">${a.last_used_at ? when(a.last_used_at) : "not in this window"}</td></tr>`)}
+          </tbody></table></div>`}
+      <p class="hint" id="adapter-load-times">Load times are per worker and are not stored here:
+        see the histogram <code>${v.load_time_metric}</code> in Prometheus.</p>`}</${Loaded}>
+  </section>`;
+}
