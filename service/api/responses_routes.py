@@ -90,7 +90,7 @@ async def create_response(body: ResponseCreate, request: Request, response: Resp
                           tier=classification.service_tier, started=started,
                           targets=SloTargets(admission.ttft_target_s, admission.tpot_target_s),
                           deadline_s=(classification.deadline_at - now).total_seconds(),
-                          predicted_ttft_s=entered.predicted_ttft_s)
+                          predicted_ttft_s=entered.predicted_ttft_s, job_id=job.public_id)
     obs = calibrating(obs, gate=door_of(request.app.state).gate, model=model,
                       predicted_ttft_s=entered.predicted_ttft_s, started=started)
     watch = await waiting_room_of(request.app.state).enter(job.id, model,

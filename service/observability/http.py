@@ -8,6 +8,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.openmetrics import exposition as openmetrics
 from sqlalchemy import text
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -51,9 +52,16 @@ class RequestCounter:
             m.HTTP_REQUESTS.labels(scope["method"], path, str(status)).inc()
 
 
-async def metrics_response(_: Request) -> Response:
+async def metrics_response(request: Request) -> Response:
     # Several workers behind this port: every worker's files merged, whichever one answers.
     registry = multiproc.merged_registry() if multiproc.active() else REGISTRY
+    # A scraper that asks for OpenMetrics (Prometheus does) gets it, with the exemplars
+    # (latencies' job ids) that the text format cannot carry; names as they are (vLLM's
+    # have colons, which the default escaping would turn into underscores).
+    if "application/openmetrics-text" in request.headers.get("accept", ""):
+        body = openmetrics.generate_latest(  # type: ignore[no-untyped-call]
+            registry, escaping=openmetrics.ALLOWUTF8)
+        return Response(body, media_type=openmetrics.CONTENT_TYPE_LATEST)
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 

@@ -18,13 +18,17 @@ T = TypeVar("T")
 
 
 class RequestObserver:
-    __slots__ = ("deadline_s", "done", "job_class", "labels", "predicted_ttft_s", "t0",
-                 "targets", "ttft")
+    __slots__ = ("deadline_s", "done", "exemplar", "job_class", "labels", "predicted_ttft_s",
+                 "t0", "targets", "ttft")
 
     def __init__(self, *, model: str, tenant: object, job_class: object, tier: object,
                  targets: SloTargets | None, deadline_s: float | None,
-                 started: float | None = None, predicted_ttft_s: float | None = None) -> None:
+                 started: float | None = None, predicted_ttft_s: float | None = None,
+                 job_id: str | None = None) -> None:
         self.job_class = class_label(job_class)
+        # The job's public id on its latency observations (OpenMetrics exemplars): a slow
+        # bucket in Grafana leads to the job the API, the logs and the explorer name alike.
+        self.exemplar = {"job_id": job_id} if job_id else None
         self.labels = (model, tenant_label(tenant), self.job_class, tier_label(tier, job_class))
         # Realtime is judged on its plan's targets; flex (batch class) on its deadline.
         self.targets = targets
@@ -56,7 +60,7 @@ class RequestObserver:
     def first_token(self) -> None:
         if self.ttft is None:
             self.ttft = time.perf_counter() - self.t0
-            m.TTFT.labels(*self.labels).observe(self.ttft)
+            m.TTFT.labels(*self.labels).observe(self.ttft, exemplar=self.exemplar)
             if self.predicted_ttft_s:
                 m.TTFT_PREDICTION.labels(self.labels[0], self.labels[3]).observe(
                     self.ttft / self.predicted_ttft_s)
@@ -67,7 +71,7 @@ class RequestObserver:
         self.done = True
         e2e = time.perf_counter() - self.t0
         if ok:
-            m.E2E.labels(*self.labels).observe(e2e)
+            m.E2E.labels(*self.labels).observe(e2e, exemplar=self.exemplar)
             tpot = tpot_seconds(e2e_s=e2e, ttft_s=self.ttft, completion_tokens=completion_tokens)
             if tpot is not None:
                 m.TPOT.labels(*self.labels).observe(tpot)
@@ -99,16 +103,17 @@ NULL_OBSERVER = _NullObserver()
 
 def observe_request(*, model: str, tenant: object, job_class: object, tier: object,
                     targets: SloTargets | None, deadline_s: float | None,
-                    started: float | None = None, predicted_ttft_s: float | None = None
-                    ) -> RequestObserver | _NullObserver:
+                    started: float | None = None, predicted_ttft_s: float | None = None,
+                    job_id: str | None = None) -> RequestObserver | _NullObserver:
     """``started``: time.perf_counter() when the request arrived (default: now);
     ``targets``: the tenant plan's; ``deadline_s``: arrival -> the request's deadline;
-    ``predicted_ttft_s``: the door's prediction, checked against the first token."""
+    ``predicted_ttft_s``: the door's prediction, checked against the first token;
+    ``job_id``: the job's public id, its latency observations' exemplar."""
     if not enabled():
         return NULL_OBSERVER
     return RequestObserver(model=model, tenant=tenant, job_class=job_class, tier=tier,
                            targets=targets, deadline_s=deadline_s, started=started,
-                           predicted_ttft_s=predicted_ttft_s)
+                           predicted_ttft_s=predicted_ttft_s, job_id=job_id)
 
 
 def record_refusal(tenant: object, error: APIError) -> None:

@@ -200,3 +200,28 @@ def test_readyz_reports_reasons(sim_stack: Stack, database_url, test_redis_url):
         resp = client.get("/readyz")
     assert resp.status_code == 200, resp.text
     assert resp.json()["checks"]["workers"]["model-nobody-serves"] == 0
+
+
+def test_latencies_carry_the_job_id_as_an_exemplar(sim_stack: Stack, make_tenant):
+    """Asked for OpenMetrics, the API's TTFT and end-to-end histograms carry the job's public
+    id as an exemplar: a slow bucket in Grafana leads to the job the explorer shows."""
+    import httpx
+
+    _, key = make_tenant("exemplar")
+    answer = _client(sim_stack, key).chat.completions.create(
+        model=MODEL, max_tokens=4, temperature=0,
+        messages=[{"role": "user", "content": "an exemplar, please"}])
+    job_id = "job_" + answer.id.removeprefix("chatcmpl-")  # one id, two prefixes
+    url = api_url(sim_stack)
+
+    def exposition() -> str:
+        return httpx.get(url, timeout=10,
+                         headers={"Accept": "application/openmetrics-text"}).text
+
+    wait_until(lambda: f'job_id="{job_id}"' in exposition(), 10, "the job's exemplar")
+    text = exposition()
+    lines = [line for line in text.splitlines() if f'job_id="{job_id}"' in line]
+    assert {line.split("{")[0] for line in lines} >= {
+        "vllm:time_to_first_token_seconds_bucket", "vllm:e2e_request_latency_seconds_bucket"}
+    assert text.rstrip().endswith("# EOF")  # the OpenMetrics format, only when asked for
+    assert "# EOF" not in httpx.get(url, timeout=10).text
