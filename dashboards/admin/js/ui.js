@@ -121,7 +121,7 @@ export function ConfirmHost() {
     </div></div>`;
 }
 
-// --- notices: notify(text, kind) shows a short message at the top
+// --- notices: notify(text, kind) shows a short message over the top bar; a click dismisses it
 let pushNotice = null;
 export function notify(text, kind = "ok") { if (pushNotice) pushNotice({ text, kind, id: Math.random() }); }
 
@@ -132,7 +132,8 @@ export function Notices() {
     setTimeout(() => setItems((xs) => xs.filter((x) => x.id !== n.id)), 6000);
   };
   return html`<div class="notices" role="status" aria-live="polite">
-    ${items.map((n) => html`<p key=${n.id} class=${`notice ${n.kind}`}>${n.text}</p>`)}</div>`;
+    ${items.map((n) => html`<p key=${n.id} class=${`notice ${n.kind}`} title="Dismiss"
+      onClick=${() => setItems((xs) => xs.filter((x) => x.id !== n.id))}>${n.text}</p>`)}</div>`;
 }
 
 // Run an action with its error shown as a notice (never an unhandled rejection). A form

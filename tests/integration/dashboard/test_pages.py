@@ -258,6 +258,24 @@ def test_quota_form_validates_and_shows_server_errors(
     page.click("#save-quotas")
     confirm(page, accept=True)
     expect(page.locator(".notice")).to_contain_text("Quotas saved")
+    # The notice covers none of the quota table it reports on (what of it the sticky top bar
+    # does not hide already), wherever the table is scrolled to, and a click dismisses it.
+    page.locator("#quota-table").evaluate("t => t.scrollIntoView({block: 'end'})")
+    notice, table = page.locator(".notice").bounding_box(), page.locator("#quota-table").bounding_box()
+    bar = page.locator("header.top").bounding_box()
+    assert notice and table and bar
+    below_bar = bar["y"] + bar["height"]
+    shown = {**table, "y": max(table["y"], below_bar),
+             "height": table["y"] + table["height"] - max(table["y"], below_bar)}
+    assert not overlaps(notice, shown), (notice, shown)
+    page.locator(".notice").click()
+    expect(page.locator(".notice")).to_have_count(0)
     assert admin.quotas(tid)["overrides"] == {"requests_per_minute": 1}
     first, second = chat(sim_stack, key), chat(sim_stack, key)
     assert (first.status_code, second.status_code) == (200, 429)
+
+
+def overlaps(a: dict[str, float], b: dict[str, float]) -> bool:
+    """Two bounding boxes (Playwright's, in the viewport) share some area."""
+    return (a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"]
+            and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"])
