@@ -6,8 +6,8 @@ The ids accepted are the ones users are shown: ``job_<hex>``, the answer's own i
 (``chatcmpl-``, ``cmpl-``, ``resp_``), a batch line's ``batch_req_<hex>`` and ``req_<hex>``
 (a batch output line's ``request_id``; the hex is the job's), ``batch_<hex>``, a file's
 ``file-<hex>`` (the batch it belongs to), a bare UUID, and a batch line's ``custom_id`` given
-with its batch. A realtime request's ``x-request-id`` is not kept on its job: the API's "job
-created" log line joins the two (``fairway logs --request-id``)."""
+with its batch, and the ``x-request-id`` of the API request that created a job (``req_<hex>``
+or the client's own token, kept on the job since revision 0018)."""
 
 from __future__ import annotations
 
@@ -90,14 +90,21 @@ async def resolve(session: AsyncSession, q: str, *, batch: str | None = None) ->
         job_id = _uuid(rest)
         if job_id and await _job_exists(session, job_id):
             return Found("job", job_id, "request_id" if prefix == "req_" else "job_id")
-        return None
+        return await _by_request_id(session, q) if prefix == "req_" else None
     raw = _uuid(q)
     if raw is not None:
         if await _job_exists(session, raw):
             return Found("job", raw, "uuid")
         if await _batch_exists(session, raw):
             return Found("batch", raw, "uuid")
-    return None
+    return await _by_request_id(session, q)
+
+
+async def _by_request_id(session: AsyncSession, q: str) -> Found | None:
+    """The job an API request created, by the x-request-id its client saw (ours, req_..., or
+    the client's own, which the API keeps when it is a sane token)."""
+    job_id = await session.scalar(select(Job.id).where(Job.request_id == q).limit(1))
+    return Found("job", job_id, "request_id") if job_id else None
 
 
 async def _by_file(session: AsyncSession, raw: str) -> Found | None:

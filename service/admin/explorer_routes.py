@@ -31,10 +31,10 @@ async def search(session: SessionDep, q: str = Query(min_length=1, max_length=ID
                      "look q up as a custom_id among this batch's lines"))) -> dict[str, Any]:
     found = await explorer.resolve(session, q, batch=batch)
     if found is None and q.strip().startswith("req_"):
-        # A realtime request's x-request-id is in the API's "job created" log line only.
-        raise APIError(404, f"No job or batch matches {q!r}. A realtime request's "
-                       "x-request-id is not kept on its job: `fairway logs --request-id "
-                       f"{q.strip()}` shows the job it created.", code="not_found", param="q")
+        # Requests that made no job (refused at the door, bad input) are in the logs only.
+        raise APIError(404, f"No job or batch matches {q!r}: the request made no job (it was "
+                       "refused or invalid?); `fairway logs --request-id "
+                       f"{q.strip()}` shows what it did.", code="not_found", param="q")
     if found is None:
         raise _not_found("job or batch", q, "q")
     return {"object": "search_result", "query": q, "kind": found.kind,

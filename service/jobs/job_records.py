@@ -21,6 +21,7 @@ from service.store.models.batches import BATCH_PREFIX
 from service.store.models.jobs import Job, JobStatus
 from service.store.nul_codec import result_text
 from service.store.response_events import record_response_end_async
+from service.store.telemetry.logfmt import current_request_id
 
 log = logging.getLogger("fairway.jobs")
 
@@ -30,7 +31,7 @@ log = logging.getLogger("fairway.jobs")
 _CREATE_COLUMNS: tuple[str, ...] = (
     "id", "tenant_id", "api_key_id", "kind", "service_tier", "priority", "endpoint", "model",
     "request", "stream", "max_tokens", "deadline_at", "status", "attempt", "slo_plan",
-    "ttft_slo_ms", "tpot_slo_ms", "predicted_ttft_ms")
+    "ttft_slo_ms", "tpot_slo_ms", "predicted_ttft_ms", "request_id")
 _CREATED = insert(Job).values({key: lifecycle.column_param(key) for key in _CREATE_COLUMNS}
                                ).returning(Job.created_at, Job.seq).cte("created")
 _CREATE_AND_NOTIFY = select(_CREATED.c.created_at, _CREATED.c.seq, wakeups.NOTIFY
@@ -82,6 +83,7 @@ async def create_job(session: AsyncSession, req: DoorRequest, *, job_id: uuid.UU
         ttft_slo_ms=slo and slo.ttft_slo_ms,
         tpot_slo_ms=slo and slo.tpot_slo_ms,
         predicted_ttft_ms=None if predicted_ttft_s is None else round(predicted_ttft_s * 1000),
+        request_id=current_request_id(),
     )
     if express is None:
         job = lifecycle.new_job(**fields)

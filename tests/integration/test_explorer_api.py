@@ -159,6 +159,25 @@ def test_an_unknown_id_is_a_404_in_openais_shape(admin: Admin, path: str):
     assert error["param"] in ("q", "job_id", "batch_id") and "matches" in error["message"]
 
 
+def test_a_realtime_requests_x_request_id_leads_to_its_job(sim_stack: Stack, admin: Admin,
+                                                           tenant: dict[str, str]):
+    """The id a client saw on its answer (ours, or its own X-Request-Id when sane) finds the
+    job the request created."""
+    api = openai.OpenAI(base_url=sim_stack.base_url + "/v1", api_key=tenant["key"])
+    messages = [{"role": "user", "content": "which job was I?"}]
+    raw = api.chat.completions.with_raw_response.create(model=MODEL, max_tokens=3,
+                                                        messages=messages)
+    ours, job = raw.headers["x-request-id"], "job_" + raw.parse().id.removeprefix("chatcmpl-")
+    assert ours.startswith("req_") and ours.removeprefix("req_") != job.removeprefix("job_")
+    found = _found(admin, ours)
+    assert (found["id"], found["matched_as"]) == (job, "request_id")
+    own = f"trace-{uuid.uuid4().hex[:12]}"
+    answer = api.chat.completions.create(model=MODEL, max_tokens=3, messages=messages,
+                                         extra_headers={"X-Request-Id": own})
+    found = _found(admin, own)
+    assert found["id"] == "job_" + answer.id.removeprefix("chatcmpl-")
+
+
 def test_an_unknown_request_id_says_where_to_find_its_job(admin: Admin):
     request_id = f"req_{uuid.uuid4().hex}"
     resp = admin.http.get("/admin/search", params={"q": request_id})

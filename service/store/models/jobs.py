@@ -47,6 +47,9 @@ class Job(Base):
         # The windows over recently ended jobs (SLO attainment, fairness): ended jobs only.
         Index("ix_jobs_finished_at", "finished_at",
               postgresql_where=text("finished_at IS NOT NULL")),
+        # The explorer's lookup by the x-request-id a client quotes: API-made jobs only.
+        Index("ix_jobs_request_id", "request_id",
+              postgresql_where=text("request_id IS NOT NULL")),
         Index(
             "ix_jobs_lease_active",
             "lease_expires_at",
@@ -108,6 +111,8 @@ class Job(Base):
     # The door's predicted time to first token when it admitted the job (None: not judged),
     # to check the prediction against what came (bench/overload.py).
     predicted_ttft_ms: Mapped[int | None] = mapped_column(Integer)
+    # The x-request-id of the API request that created it (service.web.request_id).
+    request_id: Mapped[str | None] = mapped_column(String(128))
 
     created_at: Mapped[dt.datetime] = utcnow_column()
     queued_at: Mapped[dt.datetime] = utcnow_column()

@@ -52,6 +52,11 @@ def unbind_request(token: contextvars.Token[str | None]) -> None:
     _request_id.reset(token)
 
 
+def current_request_id() -> str | None:
+    """The id of the HTTP request being served here, if any."""
+    return _request_id.get()
+
+
 def bind_job(*, job_id: object, tenant: object = None, job_class: object = None,
              attempt: object = None) -> contextvars.Token[dict[str, Any] | None]:
     context: dict[str, Any] = {"job_id": str(job_id)}
