@@ -40,8 +40,8 @@ class HopTraces:
             return
         now = time.time_ns()
         for job_id, (parent, heard) in self._heard.items():
-            received = tracing.start_span(RECEIVE, parent=parent, start_ns=heard,
-                                          attributes={"job.id": job_id})
+            received = tracing.start_span(RECEIVE, parent=parent, start_ns=heard, attributes={
+                "job.id": job_id, "fairway.job": f"job_{uuid.UUID(job_id).hex}"})
             tracing.end(received, now)
             if (ctx := tracing.context_of(received)) is not None:
                 self._queued[job_id] = (ctx, now)

@@ -307,4 +307,5 @@ def _target_s(classification: Classification, ttft_target_s: float, now: dt.date
 
 
 def _handoff_span(job_id: uuid.UUID) -> AbstractContextManager[Any]:
-    return tracing.span("fairway.api.handoff", attributes={"fairway.job_id": str(job_id)})
+    return tracing.span("fairway.api.handoff", attributes={
+        "fairway.job_id": str(job_id), "fairway.job": f"job_{job_id.hex}"})

@@ -88,12 +88,12 @@ async def create_job(session: AsyncSession, req: DoorRequest, *, job_id: uuid.UU
     if express is None:
         job = lifecycle.new_job(**fields)
         row = await _insert(session, _CREATE_AND_NOTIFY, lambda: _params(
-            job, _CREATE_COLUMNS, wakeups.JobQueued(job.id, tracing.traceparent())))
+            job, _CREATE_COLUMNS, wakeups.JobQueued(job.id, tracing.traceparent())), job.id)
     else:
         job = lifecycle.placed_job(worker_id=express.ticket.worker_id, **fields)
         placed, lease = express, {"p_lease_s": express.lease_s}
         row = await _insert(session, _PLACE_AND_NOTIFY, lambda: _params(
-            job, _PLACE_COLUMNS, placed_wakeup(job, placed)) | lease)
+            job, _PLACE_COLUMNS, placed_wakeup(job, placed)) | lease, job.id)
     job.created_at, job.seq = row.created_at, row.seq
     # Links the request (its request_id is on the line, from the log context) to the job id
     # that every later line about the job carries, in the dispatcher and the worker too.
@@ -104,9 +104,11 @@ async def create_job(session: AsyncSession, req: DoorRequest, *, job_id: uuid.UU
 
 
 async def _insert(session: AsyncSession, statement: Any,
-                  params: Callable[[], dict[str, Any]]) -> Any:
-    """``params`` are made inside the insert's span: its NOTIFY carries that span's context."""
-    with tracing.span("fairway.api.insert"):  # the dispatcher's hops continue this span
+                  params: Callable[[], dict[str, Any]], job_id: uuid.UUID) -> Any:
+    """``params`` are made inside the insert's span: its NOTIFY carries that span's context.
+    The span names the job by the id users are shown."""
+    # The dispatcher's hops continue this span.
+    with tracing.span("fairway.api.insert", attributes={"fairway.job": f"job_{job_id.hex}"}):
         # On the session's Core connection: the ORM's execute path (its compile state and
         # result loading) cost ~0.3 ms a job more for a statement that loads no entity.
         conn = await session.connection()

@@ -136,6 +136,11 @@ def test_an_express_job_is_one_trace_from_the_api_to_its_worker(stack: Stack) ->
             found.append(span["name"])
         return found
 
+    # The API's spans name the job by the id users are shown, as the logs do.
+    public = f"job_{uuid.UUID(job_id).hex}"
+    for name in ("fairway.api.insert", "fairway.api.handoff"):
+        span = named(spans, name)
+        assert span is not None and span["attributes"].get("fairway.job") == public, name
     # The hand-off continues the insert's request, and the worker continues the hand-off.
     assert "POST /v1/chat/completions" in ancestors("fairway.api.handoff")
     assert "fairway.api.handoff" in ancestors("fairway.worker.receive")
