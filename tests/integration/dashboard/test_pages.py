@@ -261,7 +261,8 @@ def test_quota_form_validates_and_shows_server_errors(
     # The notice covers none of the quota table it reports on (what of it the sticky top bar
     # does not hide already), wherever the table is scrolled to, and a click dismisses it.
     page.locator("#quota-table").evaluate("t => t.scrollIntoView({block: 'end'})")
-    notice, table = page.locator(".notice").bounding_box(), page.locator("#quota-table").bounding_box()
+    notice = page.locator(".notice").bounding_box()
+    table = page.locator("#quota-table").bounding_box()
     bar = page.locator("header.top").bounding_box()
     assert notice and table and bar
     below_bar = bar["y"] + bar["height"]
