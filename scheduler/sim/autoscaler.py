@@ -40,10 +40,10 @@ from scheduler.autoscale import (
     realtime_busy_s,
 )
 from scheduler.outlook import predict_new_ttft
-from scheduler.sim.engine_model import Seq
 from scheduler.sim.jobs import SimJob
 from scheduler.sim.runner import SimResult, Simulation
 from scheduler.sim.scenario import Scenario
+from scheduler.sim.seq import Seq
 from scheduler.types import Assign, Decision, JobClass, Reject, WorkerView
 
 RULES = ("fixed", "fairway", "queue_depth")

@@ -29,9 +29,10 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, replace
 
-from scheduler.sim.engine_model import EngineModel, Seq
+from scheduler.sim.engine_model import EngineModel
 from scheduler.sim.runner import SimResult, Simulation
 from scheduler.sim.scenario import Scenario
+from scheduler.sim.seq import Seq
 from scheduler.sim.traffic import SimJob
 from scheduler.types import JobClass, JobView
 

@@ -18,9 +18,10 @@ from typing import Any
 from scheduler.interface import PolicyKind, SchedulingPolicy
 from scheduler.outlook import RealtimeOutlook, door_verdict
 from scheduler.policies import FairwayConfig, make_policy
-from scheduler.sim.engine_model import EngineModel, Seq, StepResult
+from scheduler.sim.engine_model import EngineModel
 from scheduler.sim.metrics import JobRecord, Metrics
 from scheduler.sim.scenario import Scenario
+from scheduler.sim.seq import Seq, StepResult
 from scheduler.sim.traffic import SimJob, generate
 from scheduler.step_phase import PhaseGrid
 from scheduler.tiers import DEFAULT_TIER, FLEX_TIER, PRIORITY_TIER

@@ -10,11 +10,12 @@ import pytest
 
 from scheduler.cost_model import CostModel
 from scheduler.sim.cli import main
-from scheduler.sim.engine_model import EngineModel, Seq
+from scheduler.sim.engine_model import EngineModel
 from scheduler.sim.metrics import cumulative_service
 from scheduler.sim.report import summarize
 from scheduler.sim.runner import run_variant
 from scheduler.sim.scenario import Scenario
+from scheduler.sim.seq import Seq
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "bench" / "scenarios"
 COST = CostModel(0.01, 0.001, 0.0, 0.0001, max_slots=4, token_budget=100, kv_capacity_tokens=10**6)

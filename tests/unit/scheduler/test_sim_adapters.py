@@ -11,9 +11,10 @@ import pytest
 
 from scheduler.cost_model import CostModel
 from scheduler.sim.adapters import AdapterCache, LoraSettings, ZipfAdapters
-from scheduler.sim.engine_model import EngineModel, Seq
+from scheduler.sim.engine_model import EngineModel
 from scheduler.sim.runner import Simulation, run_variant
 from scheduler.sim.scenario import Scenario
+from scheduler.sim.seq import Seq
 
 COST = CostModel(0.01, 0.001, 0.0, 0.0001, max_slots=8, token_budget=1000,
                  kv_capacity_tokens=10**6)

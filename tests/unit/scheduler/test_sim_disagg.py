@@ -11,10 +11,11 @@ import pytest
 
 from scheduler.sim.cli import main
 from scheduler.sim.disagg import DisaggSimulation
-from scheduler.sim.engine_model import EngineModel, StepResult
+from scheduler.sim.engine_model import EngineModel
 from scheduler.sim.kv_transfer import LLAMA3_8B_KV_BYTES, Disaggregation, kv_bytes_per_token
 from scheduler.sim.runner import run_variant
 from scheduler.sim.scenario import Scenario
+from scheduler.sim.seq import StepResult
 from scheduler.sim.traffic import SimJob
 from scheduler.types import JobClass
 

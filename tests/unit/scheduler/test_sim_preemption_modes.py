@@ -10,10 +10,11 @@ import pytest
 
 from scheduler.cost_model import DEFAULT_COST, CostModel
 from scheduler.cost_profiles import profile
-from scheduler.sim.engine_model import EngineModel, Seq
+from scheduler.sim.engine_model import EngineModel
 from scheduler.sim.report import summarize, table
 from scheduler.sim.runner import run_variant
 from scheduler.sim.scenario import Scenario
+from scheduler.sim.seq import Seq
 
 # One slot, so a realtime arrival must take it from the batch sequence.
 COST = CostModel(0.01, 0.001, 0.0, 0.0001, max_slots=1, token_budget=100,

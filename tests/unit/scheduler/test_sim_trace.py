@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from scheduler.cost_model import CostModel
-from scheduler.sim.engine_model import EngineModel, Seq
+from scheduler.sim.engine_model import EngineModel
 from scheduler.sim.report import summarize
 from scheduler.sim.runner import run_variant
 from scheduler.sim.scenario import Scenario
+from scheduler.sim.seq import Seq
 from scheduler.sim.trace import load_trace
 from scheduler.sim.traffic import generate
 from scheduler.types import JobClass

@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from scheduler.cost_model import DEFAULT_COST
 from scheduler.cost_profiles import profile
-from scheduler.sim.engine_model import EngineModel, Seq
+from scheduler.sim.engine_model import EngineModel
 from scheduler.sim.runner import Simulation
 from scheduler.sim.scenario import Scenario
+from scheduler.sim.seq import Seq
 from scheduler.step_phase import PhaseGrid, chunk_for_grid, spread
 from scheduler.types import JobClass
 
