@@ -20,9 +20,9 @@ from redis.exceptions import RedisError
 
 from service.jobs.door_request import DoorRequest
 from service.observability.requests import record_refusal
+from service.quotas.held import release_after, release_when_done
 from service.quotas.refusal import refusal
 from service.quotas.reservation import quota_store, unavailable
-from service.store.detached import run_detached
 from service.store.quota_store import Decision, QuotaStore
 from service.tenants.key_policy import NO_POLICY, KeyPolicy
 from service.web.errors import APIError
@@ -88,18 +88,10 @@ class KeyHold:
             raise
 
     async def around(self, work: Awaitable[T]) -> T:
-        try:
-            return await work
-        finally:
-            await self.release()
+        return await release_after(work, self.release)
 
-    async def wrap(self, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in stream:
-                yield chunk
-        finally:
-            # This generator may be mid-cancellation (client gone): release detached.
-            run_detached(self.release())
+    def wrap(self, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        return release_when_done(stream, self.release)
 
     async def _settle(self, tokens: int) -> None:
         if self._released or self.store is None:

@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse
 from service.jobs.door_request import DoorRequest
 from service.quotas.door_policy import DoorPolicies, DoorPolicy, read_door_policy
 from service.quotas.headers import rate_limit_headers
+from service.quotas.held import release_after, release_when_done
 from service.quotas.policy import TenantPolicy
 from service.quotas.refusal import refusal
 from service.store.detached import run_detached
@@ -176,18 +177,10 @@ class Admission:
         log.warning("quota release failed", extra={"tenant_id": str(self.tenant_id)})
 
     async def around(self, work: Awaitable[T]) -> T:
-        try:
-            return await work
-        finally:
-            await self.release()
+        return await release_after(work, self.release)
 
-    async def wrap(self, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in stream:
-                yield chunk
-        finally:
-            # This generator may be mid-cancellation (client gone): release detached.
-            run_detached(self.release())
+    def wrap(self, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        return release_when_done(stream, self.release)
 
 
 def quota_store(state: Any) -> QuotaStore:
