@@ -95,6 +95,12 @@ class FairwayConfig:
     # placement (for comparison), the ledger still kept.
     adapter_aware: bool = True
     adapter_load_s: float = 0.3
+    # Hold an adapter job in the policy's queue while every worker's adapter slots are taken
+    # by other adapters and none holds its adapter warm (adapter_hold.py), until a slot frees
+    # or its deadline's margin comes. Off: see docs/results/sched_lora.md for the trade-off.
+    adapter_hold: bool = False
+    adapter_hold_margin_s: float = 0.1  # released this long before its latest start
+    adapter_hold_scan: int = 256  # jobs held per level per pass; past it, placed as unheld
     default_cost: CostModel = DEFAULT_COST
 
     def ttft_slo(self, priority: int, explicit: float | None) -> float:

@@ -169,16 +169,21 @@ class FairwayPolicy(SchedulingPolicy):
     def _fill(self, level: int, now: float, out: list[Decision]) -> None:
         blocked: set[str] = set()
         deferred: list[JobView] = []
+        held: list[JobView] = []  # adapter jobs that wait for a slot (adapter_hold.py)
         while len(deferred) < self.config.max_deferred_per_pass:
             job = self.waiting.next_job(level, blocked)
             if job is None:
                 break
+            if len(held) < self.config.adapter_hold_scan and self.placer.holds_back(
+                    job, level, now, self.waiting.is_escalated(job.job_id)):
+                held.append(job)
+                continue
             if self._try_place(job, level, now, out):
                 continue
             deferred.append(job)
             if not self.placer.room_left(job.model, level, now):
                 blocked.add(job.model)
-        for job in deferred:
+        for job in deferred + held:
             self.waiting.put_back(job, level)
 
     def _try_place(self, job: JobView, level: int, now: float, out: list[Decision]) -> bool:

@@ -7,6 +7,8 @@
   realtime reserve (``Headroom``) of a worker.
 - A job with a LoRA adapter goes where the adapter is warm, unless that costs realtime its
   first token (``adapters``, ``adapter_placement``); ``adapter_aware`` off ignores adapters.
+- With ``adapter_hold``, an adapter job that every candidate worker is crowded out for
+  waits in the queue instead (``holds_back``, ``adapter_hold``).
 - With ``rt_lane``, realtime goes to a lane worker first, and batch uses a lane worker only
   within the lane's batch allowance (``lane.py``).
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from scheduler.policies import adapter_placement, rt_start
+from scheduler.policies import adapter_hold, adapter_placement, rt_start
 from scheduler.policies.config import FairwayConfig
 from scheduler.policies.fleet import Fleet
 from scheduler.policies.lane import LaneConfig, RealtimeLanes
@@ -75,6 +77,23 @@ class Placer:
             if member is not None:
                 return member
         return self._pool_member(pool, job, level, now)
+
+    def holds_back(self, job: JobView, level: int, now: float, escalated: bool) -> bool:
+        """Whether an adapter job waits in the queue this pass rather than go where its
+        adapter would wait for a slot (``adapter_hold``); the candidates are
+        ``_adapter_member``'s. Realtime served by a lane is never held."""
+        cfg = self.config
+        if job.adapter is None or not (cfg.adapter_hold and cfg.adapter_aware):
+            return False
+        if self.lanes is not None and job.job_class is JobClass.REALTIME:
+            return False
+        pool = self._fleet.pools.get(job.model)
+        if pool is None or not pool.workers:
+            return False
+        limit = cfg.placement_scan_limit
+        candidates = pool.fitting(self._room_for(job, level, now), limit, want=limit)
+        return adapter_hold.must_wait(candidates, job, job.adapter, now, cfg,
+                                      pool.cost or cfg.default_cost, escalated)
 
     def room_left(self, model: str, level: int, now: float) -> bool:
         """Whether some worker of the model could still take a job of this level. A pass
