@@ -1,7 +1,8 @@
-"""An admin registers a tenant's adapter from a folder on the API's host: one under
-``FAIRWAY_ADAPTER_IMPORT_DIR`` (unset: registration by path is off), checked exactly as an
-upload is, copied into file storage, and audited. For adapters trained next to the
-deployment, too large or too many to send through the API one by one."""
+"""An admin registers a tenant's adapter from a folder on the API's host (one under
+``FAIRWAY_ADAPTER_IMPORT_DIR``; unset: registration by path is off) or from an http(s) URL
+of an archive (service.adapters.fetch_url), checked exactly as an upload is, copied into file
+storage, and audited. For adapters trained next to the deployment or kept in an object store,
+too large or too many to send through the API one by one."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.adapters.fetch_url import redacted_url
 from service.adapters.records import adapter_storage_key, adapter_view
 from service.adapters.router import insert_adapter
-from service.adapters.upload import accept_folder
+from service.adapters.upload import accept_folder, accept_url
 from service.admin.audit import record
 from service.admin.tenant_ops import require_tenant
 from service.files.storage import storage_for
@@ -31,7 +33,10 @@ class AdapterRegistration(BaseModel):
 
     name: str = Field(description="the adapter's name (a-z, 0-9, '.', '_', '-')")
     model: str = Field(description="the base model it was trained on, one served here")
-    path: str = Field(description="its folder, relative to FAIRWAY_ADAPTER_IMPORT_DIR")
+    path: str | None = Field(default=None, description="its folder, relative to "
+                                                       "FAIRWAY_ADAPTER_IMPORT_DIR")
+    url: str | None = Field(default=None, description="or an http(s) URL of its archive (a zip "
+                                                      "or tar, as an upload)")
 
 
 @router.post("/tenants/{tenant_id}/adapters", status_code=201,
@@ -39,18 +44,29 @@ class AdapterRegistration(BaseModel):
 async def register_adapter(tenant_id: str, body: AdapterRegistration, request: Request,
                            actor: AdminDep, session: SessionDep,
                            settings: SettingsDep) -> dict[str, Any]:
+    if (body.path is None) == (body.url is None):
+        raise APIError(400, "Give exactly one of path and url.", code="invalid_value",
+                       param="url" if body.url is not None else "path")
     tenant = await require_tenant(session, tenant_id)
-    folder = import_folder(settings.adapters.adapter_import_dir, body.path)
     storage = storage_for(settings.files_root)
     adapter_id = uuid.uuid4()
     key = adapter_storage_key(tenant.id, adapter_id)
-    accepted = await accept_folder(folder, name=body.name, base=body.model,
-                                   settings=settings.adapters, storage=storage, key=key,
-                                   is_served=request.app.state.catalog.has)
+    is_served = request.app.state.catalog.has
+    if body.url is not None:
+        accepted = await accept_url(body.url, name=body.name, base=body.model,
+                                    settings=settings.adapters, storage=storage, key=key,
+                                    is_served=is_served)
+        source = {"url": redacted_url(body.url)}  # a presigned URL's query is a credential
+    else:
+        folder = import_folder(settings.adapters.adapter_import_dir, body.path or "")
+        accepted = await accept_folder(folder, name=body.name, base=body.model,
+                                       settings=settings.adapters, storage=storage, key=key,
+                                       is_served=is_served)
+        source = {"path": body.path or ""}
     record(session, actor=actor, action="adapter.register", target_type="tenant",
            target_id=str(tenant.id), details={"adapter": "lora-" + adapter_id.hex,
                                               "name": body.name, "model": body.model,
-                                              "path": body.path})
+                                              **source})
     row = await insert_adapter(session, adapter_id=adapter_id, tenant=tenant, key=key,
                                accepted=accepted, storage=storage)
     return adapter_view(row, tenant.name)

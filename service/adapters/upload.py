@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from service.adapters.archive import ADAPTER_FILES, CONFIG_FILE, WEIGHTS_FILE, extract_adapter
+from service.adapters.fetch_url import FetchRefused, check_url, download
 from service.adapters.validation import AdapterInfo, InvalidAdapter, check_config, check_weights
 from service.files.storage import FileStorage, LocalStorage
 from service.files.upload import UploadLimits, receive_upload
@@ -55,6 +56,34 @@ async def accept_upload(content_type: str, body: AsyncIterator[bytes], *,
                                                  folder, settings)
         except InvalidAdapter as exc:
             raise APIError(400, str(exc), code="invalid_adapter", param="file") from exc
+        await asyncio.to_thread(_store, folder, storage, key)
+    return AcceptedAdapter(name, base, info, size)
+
+
+async def accept_url(url: str, *, name: str, base: str, settings: AdapterSettings,
+                     storage: FileStorage, key: str,
+                     is_served: Callable[[str], Awaitable[bool]]) -> AcceptedAdapter:
+    """Download an archive from ``url`` (an admin's registration) into the staging an
+    upload uses, then check and store it exactly as an upload."""
+    try:
+        check_url(url)
+    except FetchRefused as exc:
+        raise APIError(400, str(exc), code="invalid_value", param="url") from exc
+    await check_fields(name, base, is_served)
+    with tempfile.TemporaryDirectory(prefix="fairway-adapter-") as tmp:
+        staging = Path(tmp)
+        try:
+            await download(url, staging / "upload", max_bytes=settings.max_adapter_bytes,
+                           timeout_s=settings.adapter_url_timeout_s)
+        except FetchRefused as exc:
+            raise APIError(400, str(exc), code="invalid_adapter", param="url") from exc
+        folder = staging / "adapter"
+        folder.mkdir()
+        try:
+            info, size = await asyncio.to_thread(_unpack_and_check, staging / "upload",
+                                                 folder, settings)
+        except InvalidAdapter as exc:
+            raise APIError(400, str(exc), code="invalid_adapter", param="url") from exc
         await asyncio.to_thread(_store, folder, storage, key)
     return AcceptedAdapter(name, base, info, size)
 

@@ -2,7 +2,7 @@
 and `delete` go through the API with the tenant's key; `upload` takes the folder PEFT's
 ``save_pretrained`` writes (or a zip or tar of it) and prints the model name to use:
 ``ft:<base>:<tenant>:<name>``. `register` is the admin's: a folder already on the API's host,
-under its import directory."""
+under its import directory, or an http(s) URL of an archive the API downloads."""
 
 from __future__ import annotations
 
@@ -34,8 +34,12 @@ def add_parser(sub: Any) -> None:
     up.set_defaults(func=cmd_upload)
     adapter.add_parser("list", help="list your adapters").set_defaults(func=cmd_list)
     reg = adapter.add_parser("register", help="admin: register a tenant's adapter from a "
-                                              "folder under FAIRWAY_ADAPTER_IMPORT_DIR")
-    reg.add_argument("path", help="the folder, relative to the API host's import directory")
+                                              "folder under FAIRWAY_ADAPTER_IMPORT_DIR or an "
+                                              "http(s) URL of its archive")
+    reg.add_argument("path", nargs="?",
+                     help="the folder, relative to the API host's import directory")
+    reg.add_argument("--url", help="instead of a path: an http(s) URL of the adapter's zip or "
+                                   "tar (the API downloads it)")
     reg.add_argument("--tenant", required=True, help="the tenant's name")
     reg.add_argument("--name", required=True, help="its name: a-z, 0-9, '.', '_', '-'")
     reg.add_argument("--model", required=True, help="the base model it was trained on")
@@ -95,10 +99,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_register(args: argparse.Namespace) -> int:
+    if (args.path is None) == (args.url is None):
+        raise CLIError("give the adapter's folder or --url, one of them")
+    source = {"url": args.url} if args.url is not None else {"path": args.path}
     admin = AdminClient(args)
     tenant = admin.tenant_by_name(args.tenant)
     adapter = admin.call("POST", f"/admin/tenants/{tenant['id']}/adapters",
-                         json={"name": args.name, "model": args.model, "path": args.path})
+                         json={"name": args.name, "model": args.model, **source})
     print(json.dumps(adapter, indent=2))
     return 0
 

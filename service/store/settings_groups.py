@@ -423,6 +423,15 @@ class AdapterSettings(SettingsGroup):
         description="admins may register a tenant's adapter from a folder under this "
                     "directory of the API's host (`POST /admin/tenants/{id}/adapters`); "
                     "unset: registering by path is off")
+    adapter_url_timeout_s: float = Field(
+        default=300.0, gt=0,
+        description="an admin's registration by URL: the whole download of the archive; "
+                    "longer is refused")
+    adapter_disk_cache_bytes: int = Field(
+        default=2 * 1024**3, ge=0,
+        description="a worker's fetched adapter files on its disk: past this, the least "
+                    "recently used adapters' folders are removed (never one loaded or being "
+                    "fetched)")
 
     @model_validator(mode="after")
     def _cache_holds_the_slots(self) -> AdapterSettings:

@@ -115,6 +115,8 @@ NEW_VARIABLES: dict[str, tuple[str, str, Any]] = {
     "FAIRWAY_ADAPTER_IMPORT_DIR": ("adapters-in", "adapters.adapter_import_dir",
                                    Path("adapters-in")),
     "FAIRWAY_SIM_ADAPTER_LOAD_S": ("0.5", "adapters.sim_adapter_load_s", 0.5),
+    "FAIRWAY_ADAPTER_URL_TIMEOUT_S": ("60", "adapters.adapter_url_timeout_s", 60.0),
+    "FAIRWAY_ADAPTER_DISK_CACHE_BYTES": ("1024", "adapters.adapter_disk_cache_bytes", 1024),
 }
 ALL_VARIABLES = {**OLD_VARIABLES, **NEW_VARIABLES}
 
