@@ -4,7 +4,10 @@ The API placed the job on its base model's workers and kept the client's ``model
 adapter's ``ft:`` name) in the request. The worker looks the adapter up among the job's
 tenant's own live adapters (briefly cached), copies its two files from file storage to a
 local folder once (concurrent jobs for the same adapter share that one copy), and hands the
-engine a `LoraSpec`; the engine loads it (worker.engine.lora). The adapter's id joins the
+engine a `LoraSpec`; the engine loads it (worker.engine.lora). The fetched folders are
+bounded on disk (worker.adapter_disk_cache): past ``FAIRWAY_ADAPTER_DISK_CACHE_BYTES`` the
+least recently used go, never one the engine holds loaded or a fetch in flight; a deleted
+adapter's folder goes when a lookup finds it gone. The adapter's id joins the
 tenant's cache salt, so no prefix-cache block is shared across adapters, nor with the base
 model.
 
@@ -32,6 +35,7 @@ from service.store.models.adapters import LoraAdapter
 from service.store.models.tenants import Tenant
 from service.store.settings import AdapterSettings, Settings
 from service.store.telemetry import metrics as m
+from worker.adapter_disk_cache import AdapterDiskCache
 from worker.engine.base import EngineError, EngineRequest
 from worker.engine.lora import AdapterLoads, LoraConfig, LoraSpec
 
@@ -72,6 +76,10 @@ class WorkerAdapters:
         self._sessionmaker = sessionmaker
         self._files_root = settings.files_root
         self._local_root = settings.cache_dir / "lora-adapters" / "fetched"
+        # A folder handed to a request is read when its load runs: kept at least that long.
+        self.disk = AdapterDiskCache(self._local_root,
+                                     settings.adapters.adapter_disk_cache_bytes,
+                                     grace_s=settings.adapters.adapter_load_timeout_s)
         self._max_bytes = settings.adapters.max_adapter_bytes
         self._timeout_s = settings.adapters.adapter_load_timeout_s
         self._salted = settings.engine.tenant_cache_isolation
@@ -121,12 +129,25 @@ class WorkerAdapters:
         if row is not None and tenant_slug(row.name) == parsed.tenant_slug:
             found = _Found(row.id, row.rank, row.storage_key, row.bytes)
         self._lookups[key] = (time.monotonic() + LOOKUP_TTL_S, found)
+        before = cached[1] if cached is not None else None
+        if before is not None and (found is None or found.adapter_id != before.adapter_id):
+            await self._forget(before.adapter_id)
         return found
+
+    async def _forget(self, adapter_id: uuid.UUID) -> None:
+        """The adapter was deleted (or its name now means another): its files go from this
+        disk, unless a fetch of it is still in flight (that fetch's requests fail alone)."""
+        if adapter_id in self._fetching:
+            return
+        if await asyncio.to_thread(self.disk.remove, adapter_id.hex):
+            log.info("removed the files of deleted adapter %s", adapter_id.hex)
 
     async def _fetch(self, found: _Found) -> Path:
         """The adapter's local folder, copied once (concurrent callers share the copy)."""
-        folder = self._local_root / found.adapter_id.hex
-        if all((folder / name).is_file() for name in ADAPTER_FILES):
+        name = found.adapter_id.hex
+        folder = self.disk.folder(name)
+        if self.disk.has(name):
+            self.disk.touch(name)
             return folder
         pending = self._fetching.get(found.adapter_id)
         if pending is None:
@@ -135,10 +156,18 @@ class WorkerAdapters:
             self._fetching[found.adapter_id] = pending
             pending.add_done_callback(lambda _: self._fetching.pop(found.adapter_id, None))
         try:
-            return await asyncio.shield(pending)
+            path = await asyncio.shield(pending)
         except TimeoutError as exc:
             raise EngineError(f"Fetching the adapter took longer than {self._timeout_s:g} s."
                               ) from exc
+        await asyncio.to_thread(self.disk.trim, self._needed() | {name})
+        return path
+
+    def _needed(self) -> set[str]:
+        """Folders that may not go: adapters the engine holds loaded, fetches in flight."""
+        loaded = self._loads.resident() if self._loads is not None else []
+        return ({i.removeprefix("lora-") for i in loaded}
+                | {adapter_id.hex for adapter_id in self._fetching})
 
     def _copy(self, found: _Found, folder: Path) -> Path:
         if found.bytes > self._max_bytes:
