@@ -8,8 +8,10 @@ while a slot may free on another. Held in the policy instead, it goes to the fir
 where a slot frees (each pass looks again: ``AdapterUse.tier`` is 0 there then).
 
 A job is held while every candidate worker (those the placer would weigh) is crowded out for
-its adapter: all its adapter slots are taken by other adapters of the jobs it holds, and it
-does not hold this adapter warm. Never past its deadline's margin:
+its adapter: all its adapter slots are taken by other adapters of the jobs it holds. Whether
+the worker keeps the adapter loaded (warm) does not matter: a warm adapter without a slot
+waits in the engine's queue as long as a cold one, and letting warm workers take it measured
+no better than not holding (docs/results/sched_lora.md). Never past its deadline's margin:
 
 - realtime is held until its latest start that still makes its first-token deadline after a
   load, its own prefill and one step, less ``adapter_hold_margin_s``; then it is placed as
@@ -31,11 +33,10 @@ from scheduler.types import JobClass, JobView
 
 
 def crowded_out(ws: WorkerState, adapter: str) -> bool:
-    """The worker's adapter slots are all taken by other adapters of its jobs, and it does
-    not hold ``adapter`` warm: a job for it would wait there for a slot and a load."""
+    """The worker's adapter slots are all taken by other adapters of its jobs: a job for
+    ``adapter`` would wait there until every job of one of them is done."""
     use = ws.adapters
-    return (adapter not in use.jobs and len(use.jobs) >= lora_slots(ws.view)
-            and not use.ledger.holds(adapter))
+    return adapter not in use.jobs and len(use.jobs) >= lora_slots(ws.view)
 
 
 def hold_until(job: JobView, config: FairwayConfig, cost: CostModel) -> float:

@@ -96,8 +96,8 @@ class FairwayConfig:
     adapter_aware: bool = True
     adapter_load_s: float = 0.3
     # Hold an adapter job in the policy's queue while every worker's adapter slots are taken
-    # by other adapters and none holds its adapter warm (adapter_hold.py), until a slot frees
-    # or its deadline's margin comes. Off: see docs/results/sched_lora.md for the trade-off.
+    # by other adapters (adapter_hold.py), until a slot frees or its deadline's margin comes.
+    # Off: see docs/results/sched_lora.md for the trade-off.
     adapter_hold: bool = False
     adapter_hold_margin_s: float = 0.1  # released this long before its latest start
     adapter_hold_scan: int = 256  # jobs held per level per pass; past it, placed as unheld

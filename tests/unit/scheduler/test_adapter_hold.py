@@ -52,13 +52,19 @@ def test_without_holding_it_is_sent_to_a_crowded_worker_at_once() -> None:
     assert len(assigns(policy.schedule(0.1))) == 1
 
 
-def test_a_job_whose_adapter_runs_or_is_warm_somewhere_is_not_held() -> None:
+def test_a_job_whose_adapter_runs_somewhere_is_not_held() -> None:
     policy = crowded(HOLD)
     policy.on_job_arrived(on(batch("x2"), "x"))  # runs on w1: batches there at once
     assert assigns(policy.schedule(0.1)) == [("x2", "w1")]
-    policy.on_worker_heartbeat(lora_worker("w2", adapters=("y", "v")))  # v warm on w2
+
+
+def test_a_warm_adapter_without_a_slot_is_held_too() -> None:
+    policy = crowded(HOLD)
+    policy.on_worker_heartbeat(lora_worker("w2", adapters=("y", "v")))  # v loaded on w2
     policy.on_job_arrived(on(batch("v1"), "v"))
-    assert assigns(policy.schedule(0.2)) == [("v1", "w2")]
+    assert assigns(policy.schedule(0.2)) == []  # it would wait for y's slot all the same
+    policy.on_job_finished("y1", "w2", 100, 50)
+    assert assigns(policy.schedule(0.3)) == [("v1", "w2")]
 
 
 def test_a_free_slot_on_any_worker_takes_it() -> None:
