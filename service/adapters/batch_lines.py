@@ -1,10 +1,11 @@
 """Batch files whose lines name one of the tenant's adapters (``ft:`` names).
 
 A batch file holds one model. When it is an adapter, the batch's jobs run on the adapter's
-base model (their ``model`` column, which places them on that model's workers), while each
-line's request keeps the ``ft:`` name the worker reads the adapter from (worker.adapters),
-as for realtime requests. Runs inside the ingest's transaction, so a batch that fails
-validation afterwards leaves nothing changed.
+base model (their ``model`` column, which places them on that model's workers; the ``ft:``
+name goes to ``adapter_model``, which usage groups by), while each line's request keeps the
+``ft:`` name the worker reads the adapter from (worker.adapters), as for realtime requests.
+Runs inside the ingest's transaction, so a batch that fails validation afterwards leaves
+nothing changed.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def known_with_adapter(session: Session, *, batch_id: uuid.UUID, tenant_id: uuid
     base = _adapter_base(session, tenant_id, model)
     if base is None or (known_models is not None and base not in known_models):
         return set(known_models or ())
-    session.execute(update(Job).where(Job.batch_id == batch_id).values(model=base))
+    session.execute(update(Job).where(Job.batch_id == batch_id).values(model=base,
+                                                                       adapter_model=model))
     return (known_models or set()) | {model}
 
 

@@ -1,6 +1,6 @@
 """A tenant's LoRA adapters for the dashboard: each live adapter with its use over the last
-30 days (requests, tokens and the last request, from the jobs whose request named the
-adapter's ``ft:`` model). Load times are per worker and live in Prometheus only
+30 days (requests, tokens and the last request, from the jobs that ran with the adapter:
+their ``adapter_model``). Load times are per worker and live in Prometheus only
 (``fairway_lora_load_seconds``); this view names the metric and reports no number for it."""
 
 from __future__ import annotations
@@ -39,14 +39,15 @@ async def adapter_use(session: AsyncSession, tenant_id: uuid.UUID, models: list[
     the tenant's recent traffic, not with the whole table."""
     if not models:
         return {}
-    named = Job.request["model"].astext
+    named = Job.adapter_model
     tokens = func.coalesce(func.sum(func.coalesce(Job.prompt_tokens, 0)
                                     + func.coalesce(Job.completion_tokens, 0)), 0)
     rows = await session.execute(
         select(named, func.count(), tokens, func.max(Job.created_at))
         .where(Job.tenant_id == tenant_id, Job.created_at >= since, named.in_(models))
         .group_by(named))
-    return {model: (int(count), int(total), last) for model, count, total, last in rows.all()}
+    return {model: (int(count), int(total), last) for model, count, total, last in rows.all()
+            if model is not None}
 
 
 def _adapter_row(row: LoraAdapter, model: str,

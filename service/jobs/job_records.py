@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.jobs.door_request import AdmittedSlo, Classification, DoorRequest
 from service.jobs.express_handoff import Express, placed_wakeup
 from service.store import lifecycle, tracing, wakeups
+from service.store.adapter_names import is_ft_name
 from service.store.job_stream import Failure, Final
 from service.store.keys import control_channel
 from service.store.models.batches import BATCH_PREFIX
@@ -31,7 +32,7 @@ log = logging.getLogger("fairway.jobs")
 _CREATE_COLUMNS: tuple[str, ...] = (
     "id", "tenant_id", "api_key_id", "kind", "service_tier", "priority", "endpoint", "model",
     "request", "stream", "max_tokens", "deadline_at", "status", "attempt", "slo_plan",
-    "ttft_slo_ms", "tpot_slo_ms", "predicted_ttft_ms", "request_id")
+    "ttft_slo_ms", "tpot_slo_ms", "predicted_ttft_ms", "request_id", "adapter_model")
 _CREATED = insert(Job).values({key: lifecycle.column_param(key) for key in _CREATE_COLUMNS}
                                ).returning(Job.created_at, Job.seq).cte("created")
 _CREATE_AND_NOTIFY = select(_CREATED.c.created_at, _CREATED.c.seq, wakeups.NOTIFY
@@ -74,6 +75,7 @@ async def create_job(session: AsyncSession, req: DoorRequest, *, job_id: uuid.UU
         priority=classification.priority,
         endpoint=req.endpoint,
         model=req.model,
+        adapter_model=adapter_named(req),
         request=req.stored,
         stream=req.stream,
         max_tokens=req.max_tokens,
@@ -101,6 +103,13 @@ async def create_job(session: AsyncSession, req: DoorRequest, *, job_id: uuid.UU
                                    "kind": classification.kind,
                                    "placed_on": express.ticket.worker_id if express else None})
     return job
+
+
+def adapter_named(req: DoorRequest) -> str | None:
+    """The adapter's ft: name when the request named one (the route resolved it to its base
+    model, ``req.model``), for usage by model (service.usage.completions)."""
+    named = req.payload.get("model")
+    return named if isinstance(named, str) and is_ft_name(named) else None
 
 
 async def _insert(session: AsyncSession, statement: Any,

@@ -18,6 +18,7 @@ from service.spend.money import JOB_CLASSES, JobClass, Price
 from service.spend.report import SpendLine, priced_line
 from service.store.models.jobs import Job
 from service.store.models.spend import ModelPrice
+from service.usage.completions import shown_model
 
 # Each version's interval: from its effective_from to the next version's of the same model.
 _VERSIONS = select(
@@ -39,10 +40,14 @@ def lines_statement(*, start: dt.datetime, end: dt.datetime,
     key = Job.api_key_id if detail else null().label("api_key_id")
     day = (cast(func.timezone("UTC", Job.finished_at), Date) if detail
            else literal(start.date(), Date)).label("day")
+    # An adapter's jobs show under its ft: name (service.usage.completions.shown_model) and
+    # pay the base model's price (the job's model). A budget needs neither split.
+    model = (shown_model() if detail else Job.model).label("model")
     in_force = and_(_VERSIONS.c.model == Job.model, _VERSIONS.c.since <= Job.finished_at,
                     or_(_VERSIONS.c.until.is_(None), Job.finished_at < _VERSIONS.c.until))
-    grouped = [Job.tenant_id, Job.model, klass, _VERSIONS.c.id, *((key, day) if detail else ())]
-    query = (select(Job.tenant_id, key, Job.model, klass, day,
+    grouped = [Job.tenant_id, Job.model, klass, _VERSIONS.c.id,
+               *((model, key, day) if detail else ())]
+    query = (select(Job.tenant_id, key, model, klass, day,
                     _VERSIONS.c.id.label("price_id"), func.count().label("requests"),
                     func.coalesce(func.sum(Job.prompt_tokens), 0).label("prompt_tokens"),
                     func.coalesce(func.sum(Job.completion_tokens), 0).label("completion_tokens"))

@@ -1,6 +1,7 @@
 """Completions usage in OpenAI's Usage API shape (GET /v1/organization/usage/completions), read
 from the job rows: tokens per job are stored on the job, with the key that sent it, its class
-(batch or not) and its service tier, which the daily usage table does not keep.
+(batch or not), its service tier and the adapter it ran with, which the daily usage table does
+not keep. Grouped by model, an adapter's jobs count under its ``ft:`` name.
 
 What counts is what the usage table counts: jobs a worker ended (``usage_xid`` set), whatever
 their status. A job falls in the bucket of the time it was made (``created_at``), so one
@@ -52,8 +53,15 @@ class UsageQuery:
                            width_s=self.width_s, limit=limit, page_start=self.page_start)
 
 
+def shown_model() -> Any:
+    """The model a job counts under: an adapter's ``ft:`` name for its jobs (as OpenAI shows a
+    fine-tuned model's), else the job's model. A column of the row, so grouping by it costs no
+    more than grouping by the base model."""
+    return func.coalesce(Job.adapter_model, Job.model)
+
+
 def _group_columns(group_by: tuple[str, ...]) -> list[Any]:
-    columns = {"model": Job.model, "api_key_id": Job.api_key_id,
+    columns = {"model": shown_model(), "api_key_id": Job.api_key_id,
                "batch": (Job.kind == JobKind.BATCH.value), "service_tier": Job.service_tier,
                "tenant_id": Job.tenant_id}
     return [columns[g].label(g) for g in group_by if g not in _NULL_GROUPS]
@@ -76,7 +84,7 @@ def usage_statement(query: UsageQuery, window: PageWindow, tenant_id: uuid.UUID 
     if query.tenant_ids:
         stmt = stmt.where(Job.tenant_id.in_(query.tenant_ids))
     if query.models:
-        stmt = stmt.where(Job.model.in_(query.models))
+        stmt = stmt.where(shown_model().in_(query.models))
     if query.api_key_ids:
         stmt = stmt.where(Job.api_key_id.in_(query.api_key_ids))
     if query.batch is not None:

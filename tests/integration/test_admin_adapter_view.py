@@ -47,7 +47,8 @@ def old_job(url: str, tenant_id: uuid.UUID, model: str, days: int) -> None:
     with sync_session(url) as session:
         session.add(Job(tenant_id=tenant_id, kind="realtime", service_tier="default",
                         priority=1, endpoint="chat.completions", model=MODEL,
-                        request={"model": model, "messages": []}, max_tokens=16,
+                        adapter_model=model, request={"model": model, "messages": []},
+                        max_tokens=16,
                         status="succeeded", attempt=1, prompt_tokens=1000,
                         completion_tokens=1000, created_at=at, queued_at=at,
                         started_at=at, finished_at=at))

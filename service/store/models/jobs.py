@@ -68,7 +68,10 @@ class Job(Base):
     service_tier: Mapped[str] = mapped_column(String(16))  # what the response echoes
     priority: Mapped[int] = mapped_column(Integer)  # lower runs first
     endpoint: Mapped[str] = mapped_column(String(32))  # "chat.completions" | "completions"
-    model: Mapped[str] = mapped_column(String(256))
+    model: Mapped[str] = mapped_column(String(256))  # the base model: what places it
+    # The tenant's adapter it ran with (its ft: name, as the request named it; None: the base
+    # model): usage and spend show it under this name (service.usage.completions).
+    adapter_model: Mapped[str | None] = mapped_column(String(256))
     request: Mapped[dict[str, Any]] = mapped_column(JSONB)
     stream: Mapped[bool] = mapped_column(default=False)
     max_tokens: Mapped[int] = mapped_column(Integer)
