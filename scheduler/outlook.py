@@ -22,6 +22,9 @@ ADMIT_BELOW = 0.7
 # One backlogged tenant of a pool's realtime queue: (tenant id, jobs queued, fair-share weight).
 Backlog = tuple[str, int, float]
 BACKLOG_LISTED = 64  # tenants listed by name in an outlook; the rest are summed under ""
+# Adapters listed as warm in an outlook; past it the list is cut and says so
+# (``warm_adapters_all``), and the door adds no load for an adapter it does not list.
+WARM_LISTED = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +49,12 @@ class RealtimeOutlook:
     # weighted fair share, so a new job waits behind its own tenant's queue and only a
     # weighted share of the others' (``fair_ahead``).
     backlog: tuple[Backlog, ...] = ()
+    # LoRA: the adapters some worker of the pool holds (loaded or loading), and what loading
+    # one no worker holds adds to a request's wait (FairwayConfig.adapter_load_s; 0: not
+    # counted, as in an outlook from before adapters were).
+    warm_adapters: tuple[str, ...] = ()
+    warm_adapters_all: bool = True  # False: more were warm than listed
+    adapter_load_s: float = 0.0
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -97,26 +106,50 @@ def queue_wait_s(o: RealtimeOutlook, *, ahead: float, extra_jobs: int,
     return queue_s + slot_wait_s
 
 
+def adapter_load_s(o: RealtimeOutlook, adapter: str | None) -> float:
+    """What a job with ``adapter`` waits for its load: ``adapter_load_s`` when no worker of
+    the pool holds it (by a complete list), else nothing."""
+    if adapter is None or not o.warm_adapters_all or adapter in o.warm_adapters:
+        return 0.0
+    return o.adapter_load_s
+
+
+def warm_listing(held: list[list[str]], listed: int = WARM_LISTED
+                 ) -> tuple[tuple[str, ...], bool]:
+    """The adapters the workers hold (each worker's list most recently used first), at most
+    ``listed`` of them, the most recent of each worker first; and whether that is all."""
+    seen: dict[str, None] = {}
+    depth = max((len(h) for h in held), default=0)
+    for i in range(depth):  # round robin: a cut list keeps every worker's most recent
+        for h in held:
+            if i < len(h):
+                seen.setdefault(h[i])
+    names = tuple(seen)
+    return names[:listed], len(names) <= listed
+
+
 def predict_new_wait(o: RealtimeOutlook, *, extra_jobs: int = 0, tenant: str | None = None,
-                     weight: float = 1.0, own_extra: int = 0, elapsed_s: float = 0.0) -> float:
+                     weight: float = 1.0, own_extra: int = 0, elapsed_s: float = 0.0,
+                     adapter: str | None = None) -> float:
     """Predicted wait of a new realtime job before its own prefill starts, with
     ``extra_jobs`` admitted since the outlook was computed queued ahead of it (``own_extra``
     of them its tenant's). With ``tenant``, only the queue fair share puts ahead of it
-    counts; without, all of it."""
+    counts; without, all of it. With ``adapter``, its load when no worker holds it."""
     ahead = float(o.rt_queued)
     if tenant is not None:
         ahead = min(ahead, fair_ahead(o.backlog, tenant=tenant, weight=weight,
                                       own_extra=own_extra))
-    return queue_wait_s(o, ahead=ahead, extra_jobs=extra_jobs, elapsed_s=elapsed_s)
+    return (queue_wait_s(o, ahead=ahead, extra_jobs=extra_jobs, elapsed_s=elapsed_s)
+            + adapter_load_s(o, adapter))
 
 
 def predict_new_ttft(o: RealtimeOutlook, *, prompt_tokens: int, extra_jobs: int = 0,
                      tenant: str | None = None, weight: float = 1.0, own_extra: int = 0,
-                     elapsed_s: float = 0.0) -> float:
+                     elapsed_s: float = 0.0, adapter: str | None = None) -> float:
     """Predicted TTFT of a new realtime job of ``prompt_tokens``: its wait
-    (``predict_new_wait``), its own prefill and one step."""
+    (``predict_new_wait``, its adapter's load included), its own prefill and one step."""
     wait = predict_new_wait(o, extra_jobs=extra_jobs, tenant=tenant, weight=weight,
-                            own_extra=own_extra, elapsed_s=elapsed_s)
+                            own_extra=own_extra, elapsed_s=elapsed_s, adapter=adapter)
     return wait + own_start_s(o, prompt_tokens)
 
 
@@ -145,6 +178,7 @@ def door_verdict(
     admit_below: float = ADMIT_BELOW, tenant: str | None = None, weight: float = 1.0,
     own_extra: int = 0, max_wait_s: float | None = None, api_delay_s: float = 0.0,
     age_s: float = 0.0, elapsed_s: float = 0.0, calibration: float = 1.0,
+    adapter: str | None = None,
 ) -> DoorVerdict:
     """The door's rule, with its prediction.
 
@@ -160,10 +194,11 @@ def door_verdict(
     time since the outlook was computed, in which the ``extra_jobs`` came and the pool
     freed slots (``queue_wait_s``). ``calibration``: what this model's predictions turned
     out to need multiplying by (scheduler.ttft_calibration), applied to the whole
-    prediction, the API's own delay included (it learns on the whole)."""
-    pool_wait = max(0.0, predict_new_wait(o, extra_jobs=extra_jobs, tenant=tenant,
-                                          weight=weight, own_extra=own_extra,
-                                          elapsed_s=elapsed_s) - age_s)
+    prediction, the API's own delay included (it learns on the whole). ``adapter``: the
+    request's LoRA adapter; its load counts when no worker of the pool holds it."""
+    pool_wait = adapter_load_s(o, adapter) + max(0.0, predict_new_wait(
+        o, extra_jobs=extra_jobs, tenant=tenant, weight=weight, own_extra=own_extra,
+        elapsed_s=elapsed_s) - age_s)
     own = own_start_s(o, prompt_tokens)
     predicted = calibration * (api_delay_s + pool_wait + own)
     # Queue mode judges uncalibrated: the factor is learned on first tokens, which short

@@ -8,6 +8,7 @@ Prediction, for a job of model M arriving into M's pool of n workers:
          + own prefill time
          + one decode step of the running batch                    (chunked prefill shares
                                                                     the step with decode)
+         + adapter_load_s, for a LoRA adapter no worker of M holds (loaded or loading)
 
 Realtime prefill ahead is what is queued in the policy and what was assigned to the pool's
 engines without its first token yet (``Pool.rt_engine_prefill``, fed by
@@ -46,6 +47,7 @@ from scheduler.outlook import (
     predict_new_ttft,
     predict_new_wait,
     summarize_backlog,
+    warm_listing,
 )
 from scheduler.policies.config import FairwayConfig
 from scheduler.policies.fleet import Fleet
@@ -94,9 +96,17 @@ class ServiceEstimate:
 
 
 def pool_outlook(model: str, pool: Pool, now: float, cost: CostModel, mean: ServiceEstimate,
-                 backlog: tuple[Backlog, ...] = ()) -> RealtimeOutlook:
+                 backlog: tuple[Backlog, ...] = (), adapter_load_s: float = 0.0
+                 ) -> RealtimeOutlook:
     """What a new realtime job of the pool would wait behind: the numbers both the policy
-    (``predict_ttft``) and the API's door (scheduler.outlook) predict from."""
+    (``predict_ttft``) and the API's door (scheduler.outlook) predict from. With
+    ``adapter_load_s``, the adapters the pool's workers hold are listed, and a job for
+    another waits that long for its load; without, adapters are not counted."""
+    warm: tuple[str, ...] = ()
+    warm_all = True
+    if adapter_load_s > 0:
+        warm, warm_all = warm_listing(
+            [list(reversed(ws.adapters.ledger.ready_at)) for ws in pool.workers.values()])
     batch = max(1, math.ceil(pool.mean_used()))
     ctx = batch * (int(mean.prompt_tokens) + int(mean.expected_output) // 2)
     return RealtimeOutlook(
@@ -105,7 +115,13 @@ def pool_outlook(model: str, pool: Pool, now: float, cost: CostModel, mean: Serv
         mean_prompt_tokens=mean.prompt_tokens, job_service_s=mean.service_s(cost, batch),
         step_s=cost.step_s(batch, ctx, 0), prefill_per_token_s=cost.prefill_per_token_s,
         prefill_step_s=cost.step_base_s, token_budget=cost.token_budget,
-        rt_queued=pool.rt_queued, rt_engine_prefill=pool.rt_engine_prefill, backlog=backlog)
+        rt_queued=pool.rt_queued, rt_engine_prefill=pool.rt_engine_prefill, backlog=backlog,
+        warm_adapters=warm, warm_adapters_all=warm_all, adapter_load_s=adapter_load_s)
+
+
+def held_anywhere(pool: Pool, adapter: str) -> bool:
+    """Whether some worker of the pool holds the adapter (loaded or loading)."""
+    return any(ws.adapters.ledger.holds(adapter) for ws in pool.workers.values())
 
 
 def predict_ttft(
@@ -134,7 +150,7 @@ def _predict_from(o: RealtimeOutlook, job: JobView, now: float,
         o, tenant = replace(o, backlog=_without(backlog, job.tenant_id)), job.tenant_id
     waited = max(0.0, now - job.arrival)
     return waited + predict_new_ttft(o, prompt_tokens=job.prompt_tokens, tenant=tenant,
-                                     weight=job.tenant_weight)
+                                     weight=job.tenant_weight, adapter=job.adapter)
 
 
 def _without(backlog: tuple[Backlog, ...], tenant: str) -> tuple[Backlog, ...]:
@@ -197,7 +213,8 @@ class Admission:
         ``predict_ttft`` uses), for admission at the API's door."""
         return [pool_outlook(model, pool, now, pool.cost or self.config.default_cost,
                              self.realtime_size,
-                             summarize_backlog(self._waiting.backlog(model)))
+                             summarize_backlog(self._waiting.backlog(model)),
+                             self.config.adapter_load_s)
                 for model, pool in self._fleet.pools.items() if pool.workers]
 
     def _admit_realtime(self, job: JobView, now: float, out: list[Decision]) -> None:
@@ -210,6 +227,8 @@ class Admission:
             return
         cost = pool.cost or cfg.default_cost
         outlook = outlook_without(job, pool, now, cost, self.realtime_size)
+        if job.adapter is not None and not held_anywhere(pool, job.adapter):
+            outlook = replace(outlook, adapter_load_s=cfg.adapter_load_s)  # counts its load
         if job.max_wait_s is not None:
             self._admit_queued(job, job.max_wait_s, now, outlook, out)
             return
@@ -236,7 +255,8 @@ class Admission:
         o = replace(outlook, backlog=_without(tuple(self._waiting.backlog(job.model)),
                                               job.tenant_id))
         waited = max(0.0, now - job.arrival)
-        wait = waited + predict_new_wait(o, tenant=job.tenant_id, weight=job.tenant_weight)
+        wait = waited + predict_new_wait(o, tenant=job.tenant_id, weight=job.tenant_weight,
+                                         adapter=job.adapter)
         if wait > max_wait_s:
             retry = retry_after_s(wait, max_wait_s, self.config.min_retry_after_s)
             self._refuse_realtime(job, "queue_wait_exceeded", retry, now, out)

@@ -258,7 +258,8 @@ class Simulation:
         verdict = door_verdict(outlook, prompt_tokens=job.prompt_tokens, target_s=target,
                                extra_jobs=len(admitted), tenant=job.tenant, weight=job.weight,
                                own_extra=own, max_wait_s=max_wait_s,
-                               elapsed_s=self.now - outlook.at, calibration=factor)
+                               elapsed_s=self.now - outlook.at, calibration=factor,
+                               adapter=job.adapter)
         if verdict.retry_after is not None:
             return False
         admitted.append((self.now, job.tenant))

@@ -45,6 +45,7 @@ from service.quotas.door_policy import DoorPolicy
 from service.quotas.overflow import overflow_ask, overflow_classification, overflows
 from service.quotas.reservation import Admission, QuotaAsk, StalePolicy
 from service.store import tracing
+from service.store.adapter_names import is_ft_name
 from service.store.db import without_transaction
 from service.store.models.jobs import Job, JobKind
 from service.store.settings import Settings
@@ -229,7 +230,8 @@ class Door:
         if placed is not None:
             tenant = str(req.tenant.id)
             predicted = self.gate.predicted_ttft_s(req.model, prompt_tokens=req.prompt_tokens,
-                                                   tenant=tenant, weight=req.tenant.weight)
+                                                   tenant=tenant, weight=req.tenant.weight,
+                                                   adapter=adapter_of(req))
             self.gate.count(req.model, tenant)
             return predicted
         try:
@@ -257,7 +259,7 @@ class Door:
         verdict = await self.gate.judge(req.model, prompt_tokens=req.prompt_tokens,
                                         target_s=target, count=count,
                                         tenant=str(req.tenant.id), weight=req.tenant.weight,
-                                        max_wait_s=max_wait_s)
+                                        max_wait_s=max_wait_s, adapter=adapter_of(req))
         if verdict is None or verdict.retry_after is None:
             return None, None if verdict is None else verdict.predicted_ttft_s
         retry = verdict.retry_after
@@ -295,6 +297,13 @@ class Door:
 def door_of(state: Any) -> Door:
     door: Door = state.door
     return door
+
+
+def adapter_of(req: DoorRequest) -> str | None:
+    """The LoRA adapter a request names (its body's ft: model; ``req.model`` is the base it
+    runs on), as workers' beats and the outlook name warm adapters."""
+    model = req.payload.get("model")
+    return model if isinstance(model, str) and is_ft_name(model) else None
 
 
 def _target_s(classification: Classification, ttft_target_s: float, now: dt.datetime) -> float:

@@ -71,6 +71,7 @@ class _Rule:
     tenant: str | None
     weight: float
     max_wait_s: float | None
+    adapter: str | None = None  # its LoRA adapter's ft: name: a load when none is warm
 
 
 class SloGate:
@@ -98,7 +99,8 @@ class SloGate:
 
     async def judge(self, model: str, *, prompt_tokens: int, target_s: float,
                     count: bool = True, tenant: str | None = None, weight: float = 1.0,
-                    max_wait_s: float | None = None) -> DoorVerdict | None:
+                    max_wait_s: float | None = None, adapter: str | None = None
+                    ) -> DoorVerdict | None:
         """The request's predicted TTFT and, if refused, the seconds after which a retry may
         be admitted; None without an outlook (admitted unjudged). Admitted with ``count``,
         it is counted against the next request. With ``tenant`` (and its fair-share
@@ -112,9 +114,10 @@ class SloGate:
         the whole burst: then a stale outlook refuses what it would refuse even if the pool
         had worked through its whole age since (its wait that much shorter).
         ``max_wait_s``: the plan queues (scheduler.outlook.door_refusal), ``target_s`` is then
-        the request's deadline."""
+        the request's deadline. ``adapter``: the request's LoRA adapter (its ft: name), whose
+        load counts when the outlook lists no worker holding it."""
         outlook, fresh = await self._outlook(model)
-        rule = _Rule(prompt_tokens, target_s, tenant, weight, max_wait_s)
+        rule = _Rule(prompt_tokens, target_s, tenant, weight, max_wait_s, adapter)
         verdict = self._judge(outlook, model, rule)
         if verdict is not None and verdict.retry_after is not None and not fresh:
             aged = (self._judge(outlook, model, rule, age_s=self._age_s(model))
@@ -127,7 +130,7 @@ class SloGate:
         return verdict
 
     def predicted_ttft_s(self, model: str, *, prompt_tokens: int, tenant: str,
-                         weight: float = 1.0) -> float | None:
+                         weight: float = 1.0, adapter: str | None = None) -> float | None:
         """The request's predicted TTFT from the outlook at hand (no read, no judgement), as
         ``judge`` would predict it; None without one. For a request admitted without a look
         (placed on a lent ticket), so its prediction can be checked against what came."""
@@ -137,7 +140,8 @@ class SloGate:
         admitted = self._admitted[model]
         own = sum(1 for _, t in admitted if t == tenant)
         return self.calibration.factor(model) * (self.backlog.delay_s() + predict_new_ttft(
-            cached[1], prompt_tokens=prompt_tokens, extra_jobs=len(admitted), tenant=tenant,
+            cached[1], adapter=adapter, prompt_tokens=prompt_tokens, extra_jobs=len(admitted),
+            tenant=tenant,
             weight=weight, own_extra=own, elapsed_s=_elapsed_s(cached[1])))
 
     def first_token(self, model: str, *, ttft_s: float, predicted_ttft_s: float | None
@@ -183,7 +187,7 @@ class SloGate:
         own = sum(1 for _, t in admitted if t == tenant) if tenant is not None else 0
         return door_verdict(outlook, prompt_tokens=rule.prompt_tokens, target_s=rule.target_s,
                             extra_jobs=len(admitted) + self._on_the_way[model],
-                            tenant=tenant, weight=rule.weight,
+                            tenant=tenant, weight=rule.weight, adapter=rule.adapter,
                             own_extra=own, max_wait_s=rule.max_wait_s,
                             api_delay_s=self.backlog.delay_s(), age_s=age_s,
                             elapsed_s=_elapsed_s(outlook),

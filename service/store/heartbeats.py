@@ -63,8 +63,9 @@ def decode_outlook(raw: bytes | str | None) -> RealtimeOutlook | None:
         if not isinstance(body, dict):
             return None
         outlook = RealtimeOutlook(**body)
-        # JSON brings the backlog back as lists; the outlook holds tuples.
+        # JSON brings the backlog and the adapters back as lists; the outlook holds tuples.
         return replace(outlook, backlog=tuple((str(t), int(q), float(w))
-                                              for t, q, w in outlook.backlog))
+                                              for t, q, w in outlook.backlog),
+                       warm_adapters=tuple(str(a) for a in outlook.warm_adapters))
     except (ValueError, KeyError, TypeError):
         return None

@@ -43,8 +43,10 @@ class FakeGate:
 
     async def judge(self, model: str, *, prompt_tokens: int, target_s: float,
                     count: bool = True, tenant: str | None = None, weight: float = 1.0,
-                    max_wait_s: float | None = None) -> DoorVerdict:
+                    max_wait_s: float | None = None, adapter: str | None = None
+                    ) -> DoorVerdict:
         assert tenant == str(TENANT.id) and weight == TENANT.weight  # judged as its tenant
+        assert adapter is None  # a base model's request names no adapter
         self.prompts.append(prompt_tokens)
         self.rules.append((target_s, max_wait_s))
         retry = self.counted_retry if count else self.retry
@@ -65,7 +67,7 @@ class FakeGate:
         self.admitted += 1
 
     def predicted_ttft_s(self, model: str, *, prompt_tokens: int, tenant: str,
-                         weight: float = 1.0) -> float | None:
+                         weight: float = 1.0, adapter: str | None = None) -> float | None:
         return 0.1
 
 
