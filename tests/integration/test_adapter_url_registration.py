@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -50,8 +50,9 @@ def archive_url() -> Iterator[str]:
     httpd.server_close()
 
 
-def test_an_admin_registers_an_archive_by_url(sim_stack: Stack, make_tenant, database_url,
-                                              archive_url: str, capsys) -> None:
+def test_an_admin_registers_an_archive_by_url(
+        sim_stack: Stack, make_tenant: Callable[[str], tuple[uuid.UUID, str]],
+        database_url: str, archive_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     tenant_id, key = make_tenant("lora-url")
     admin = Admin(sim_stack.base_url)
     path = f"/admin/tenants/{tenant_id}/adapters"
