@@ -36,10 +36,13 @@ def engine_capabilities(engine: Engine) -> list[str]:
 def beat_payload(engine: Engine, stats: EngineStats, settings: EngineSettings, *,
                  worker_id: str, active: list[str], metrics_port: int | None,
                  incarnation: str, draining: bool, adapters: list[str] | None = None,
-                 lora: LoraConfig | None = None) -> dict[str, Any]:
+                 lora: LoraConfig | None = None,
+                 load_times: dict[str, dict[str, object]] | None = None) -> dict[str, Any]:
     """One beat: the engine's room and load, the jobs it runs, and who this process is; with
     LoRA on, the adapters it holds warm (their ft: names) and its adapter slots, which the
-    policy places adapter jobs by (scheduler.policies.adapters)."""
+    policy places adapter jobs by (scheduler.policies.adapters), and the recent load times
+    per adapter id (worker.engine.lora.AdapterLoads.load_times), which the admin's adapter
+    view reads (service.admin.adapter_view)."""
     beat = {
         "worker_id": worker_id,
         "queue": worker_queue(worker_id),
@@ -66,5 +69,5 @@ def beat_payload(engine: Engine, stats: EngineStats, settings: EngineSettings, *
     }
     if lora is not None:
         beat.update(adapters=adapters or [], max_loras=lora.max_loras,
-                    max_cpu_loras=lora.max_cpu_loras)
+                    max_cpu_loras=lora.max_cpu_loras, adapter_load_times=load_times or {})
     return beat

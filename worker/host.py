@@ -312,7 +312,9 @@ class EngineHost:
                             incarnation=self.incarnation,
                             draining=self.drain is not None and self.drain.draining,
                             adapters=self.runner.adapters.warm(),
-                            lora=loads.config if isinstance(loads, AdapterLoads) else None)
+                            lora=loads.config if isinstance(loads, AdapterLoads) else None,
+                            load_times=(loads.load_times() if isinstance(loads, AdapterLoads)
+                                        else None))
         observe_engine(self.engine.model_name, stats, len(self.runner.active))
         await self.redis.set(worker_key(self.worker_id), json.dumps(beat), ex=self._key_ttl_s())
         clock = self._step_clock()

@@ -1,7 +1,8 @@
 """A tenant's LoRA adapters for the dashboard: each live adapter with its use over the last
 30 days (requests, tokens and the last request, from the jobs that ran with the adapter:
-their ``adapter_model``). Load times are per worker and live in Prometheus only
-(``fairway_lora_load_seconds``); this view names the metric and reports no number for it."""
+their ``adapter_model``), its recent load times and the workers that hold it warm now (from
+the live workers' beats, service.admin.adapter_loads). A load's whole history is the workers'
+``fairway_lora_load_seconds`` histogram, which the view names."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.adapters.records import list_adapters
+from service.admin.adapter_loads import AdapterLoads
 from service.admin.tenant_ops import require_tenant
 from service.store.adapter_names import ft_name
 from service.store.models.adapters import LoraAdapter
 from service.store.models.jobs import Job
-from service.web.deps import SessionDep, require_admin
+from service.web.catalog import live_workers
+from service.web.deps import RedisDep, SessionDep, require_admin
 from service.web.responses import ADMIN_ROUTES, errors
 
 # No prefix: the admin views router includes it under /admin.
@@ -50,22 +53,25 @@ async def adapter_use(session: AsyncSession, tenant_id: uuid.UUID, models: list[
             if model is not None}
 
 
-def _adapter_row(row: LoraAdapter, model: str,
-                 use: tuple[int, int, dt.datetime] | None) -> dict[str, Any]:
+def _adapter_row(row: LoraAdapter, model: str, use: tuple[int, int, dt.datetime] | None,
+                 loads: AdapterLoads) -> dict[str, Any]:
     requests, tokens, last = use or (0, 0, None)
     return {"id": row.public_id, "name": row.name, "model": model,
             "base_model": row.base_model, "rank": row.rank, "bytes": row.bytes,
             "created_at": _ts(row.created_at), "requests": requests, "tokens": tokens,
-            "last_used_at": _ts(last)}
+            "last_used_at": _ts(last), **loads.view(row.public_id, model)}
 
 
 @router.get("/tenants/{tenant_id}/adapters", responses=errors(404))
-async def tenant_adapters(tenant_id: str, session: SessionDep) -> dict[str, Any]:
+async def tenant_adapters(tenant_id: str, session: SessionDep,
+                          redis: RedisDep) -> dict[str, Any]:
     tenant = await require_tenant(session, tenant_id)
     adapters = await list_adapters(session, tenant_id=tenant.id)
     models = [ft_name(a.base_model, tenant.name, a.name) for a in adapters]
     since = dt.datetime.now(dt.UTC) - dt.timedelta(days=USE_WINDOW_DAYS)
     use = await adapter_use(session, tenant.id, models, since)
+    loads = AdapterLoads.of(await live_workers(redis)) if adapters else AdapterLoads({}, {})
     return {"object": "list", "window_days": USE_WINDOW_DAYS,
             "load_time_metric": LOAD_TIME_METRIC,
-            "data": [_adapter_row(a, m, use.get(m)) for a, m in zip(adapters, models, strict=True)]}
+            "data": [_adapter_row(a, m, use.get(m), loads)
+                     for a, m in zip(adapters, models, strict=True)]}

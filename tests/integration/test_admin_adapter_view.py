@@ -1,8 +1,8 @@
 """GET /admin/tenants/{id}/adapters against the shared sim stack: a tenant's live adapters with
 their use over the last 30 days (requests and tokens of the jobs that named the adapter's
-ft: model, and the last one), scoped to that tenant; older jobs, base-model jobs, another
-tenant's adapter of the same name and deleted adapters do not count; an unknown tenant is a
-404 in OpenAI's error shape."""
+ft: model, and the last one) and their load times and warm workers from the workers' beats,
+scoped to that tenant; older jobs, base-model jobs, another tenant's adapter of the same name
+and deleted adapters do not count; an unknown tenant is a 404 in OpenAI's error shape."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from service.store.db import sync_session
 from service.store.models.jobs import Job
 from tests.support.admin import Admin
 from tests.support.lora_adapter import adapter_zip
-from tests.support.stack import Stack
+from tests.support.stack import Stack, wait_until
 
 MODEL = "sim-model"
 
@@ -91,6 +91,30 @@ def test_a_tenants_adapters_and_their_use(sim_stack: Stack, make_tenant,
     their_view = admin.ok("GET", f"/admin/tenants/{other_id}/adapters")["data"]
     assert [(a["id"], a["requests"], a["tokens"]) for a in their_view] == [
         (theirs["id"], 1, their_tokens)]
+
+
+def test_load_times_and_warm_workers_from_the_beats(sim_stack: Stack, make_tenant) -> None:
+    """The sim worker sleeps FAIRWAY_SIM_ADAPTER_LOAD_S (0.2 s by default) per load; its beat
+    publishes the load and that it holds the adapter warm."""
+    admin = Admin(sim_stack.base_url)
+    tenant_id, key = make_tenant("lora-view-loads")
+    used = upload(sim_stack, key, "loaded")
+    idle = upload(sim_stack, key, "never-loaded")
+    chat_tokens(sim_stack, key, used["model"])
+    chat_tokens(sim_stack, key, used["model"])  # warm: no second load
+
+    def rows() -> dict[str, dict[str, Any]]:
+        view = admin.ok("GET", f"/admin/tenants/{tenant_id}/adapters")
+        return {a["name"]: a for a in view["data"]}
+
+    wait_until(lambda: rows()["loaded"]["load_samples"] == 1, 10, "the beat's load time")
+    loaded = rows()["loaded"]
+    assert 0.2 <= loaded["last_load_s"] < 5 and loaded["median_load_s"] == loaded["last_load_s"]
+    assert loaded["warm_on"] == ["sim-1"]
+    assert {k: rows()["never-loaded"][k] for k in (
+        "last_load_s", "median_load_s", "load_samples", "warm_on")} == {
+        "last_load_s": None, "median_load_s": None, "load_samples": 0, "warm_on": []}
+    assert rows()["never-loaded"]["id"] == idle["id"]
 
 
 def test_an_unknown_tenant_is_a_404(sim_stack: Stack) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -51,6 +51,11 @@ class LoraConfig:
 
 Load = Callable[[LoraSpec], Awaitable[None]]
 
+# Load times kept for the worker's beat (worker.beat): the last few loads of the adapters
+# loaded most recently, enough for a last and a median per adapter, small enough to beat.
+LOAD_SAMPLES = 8
+LOADS_KEPT = 16
+
 
 class AdapterLoadFailed(EngineError):
     """The adapter could not be loaded (in time): the request fails, the engine lives on."""
@@ -71,10 +76,26 @@ class AdapterLoads:
         self._loading: dict[str, asyncio.Future[None]] = {}
         self._slots = asyncio.Semaphore(config.concurrent_loads)
         self.loads = 0  # loads completed (a burst for one cold adapter adds one)
+        # adapter id -> (its last loads' seconds, oldest first; when the last ended, epoch s)
+        self._times: OrderedDict[str, tuple[deque[float], float]] = OrderedDict()
 
     def resident(self) -> list[str]:
         """Loaded adapter ids, most recently used last."""
         return list(self._resident)
+
+    def load_times(self) -> dict[str, dict[str, object]]:
+        """Per adapter id, its last loads' seconds (oldest first, at most ``LOAD_SAMPLES``)
+        and when the last ended: the ``LOADS_KEPT`` adapters loaded most recently, evicted
+        ones included (a cold adapter's load time is what a reader wants to see)."""
+        return {adapter: {"seconds": [round(s, 3) for s in seconds], "at": round(at, 3)}
+                for adapter, (seconds, at) in self._times.items()}
+
+    def _record(self, adapter_id: str, elapsed: float) -> None:
+        seconds, _ = self._times.pop(adapter_id, (deque(maxlen=LOAD_SAMPLES), 0.0))
+        seconds.append(elapsed)
+        self._times[adapter_id] = (seconds, time.time())
+        while len(self._times) > LOADS_KEPT:
+            self._times.popitem(last=False)
 
     async def ensure(self, spec: LoraSpec) -> None:
         if spec.adapter_id in self._resident:
@@ -99,6 +120,7 @@ class AdapterLoads:
                     f"{self.config.load_timeout_s:g} s.") from exc
             elapsed = time.monotonic() - started
         self.loads += 1
+        self._record(spec.adapter_id, elapsed)
         if self.observe is not None:
             self.observe(elapsed)
         self._resident[spec.adapter_id] = spec

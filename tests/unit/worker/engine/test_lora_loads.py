@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -13,7 +14,14 @@ import pytest
 
 from worker.engine.base import EngineRequest, SamplingSpec, UnsupportedParameter
 from worker.engine.config import SimEngineConfig
-from worker.engine.lora import AdapterLoadFailed, AdapterLoads, LoraConfig, LoraSpec
+from worker.engine.lora import (
+    LOAD_SAMPLES,
+    LOADS_KEPT,
+    AdapterLoadFailed,
+    AdapterLoads,
+    LoraConfig,
+    LoraSpec,
+)
 from worker.engine.sim import SimEngine
 
 
@@ -91,6 +99,37 @@ async def test_least_recently_used_adapter_is_unloaded_past_capacity() -> None:
     await loads.ensure(C)
     assert rec.unloaded == [B.adapter_id]
     assert loads.resident() == [A.adapter_id, C.adapter_id]
+
+
+@in_loop
+async def test_load_times_are_kept_per_adapter_evicted_ones_included() -> None:
+    rec = Recorder(delay_s=0.02)
+    loads = loads_for(rec, max_loras=1, max_cpu_loras=1)
+    before = time.time()
+    for spec in (A, B, A):  # each evicts the other: A is loaded twice
+        await loads.ensure(spec)
+    times = loads.load_times()
+    assert list(times) == [B.adapter_id, A.adapter_id]  # the most recently loaded last
+    assert [len(times[x.adapter_id]["seconds"]) for x in (A, B)] == [2, 1]  # type: ignore[arg-type]
+    for entry in times.values():
+        assert all(s >= 0.015 for s in entry["seconds"])  # type: ignore[attr-defined]
+        assert before - 0.001 <= entry["at"] <= time.time() + 0.001  # type: ignore[operator]
+    # The same loads the histogram observed, to the millisecond.
+    assert sorted(round(s, 3) for s in loads.seconds) == sorted(  # type: ignore[attr-defined]
+        s for e in times.values() for s in e["seconds"])  # type: ignore[attr-defined]
+
+
+@in_loop
+async def test_load_times_stay_small() -> None:
+    loads = loads_for(Recorder(delay_s=0), max_loras=1, max_cpu_loras=1)
+    for _ in range(LOAD_SAMPLES + 3):  # A and B evict each other: a load each time
+        await loads.ensure(A)
+        await loads.ensure(B)
+    assert len(loads.load_times()[A.adapter_id]["seconds"]) == LOAD_SAMPLES  # type: ignore[arg-type]
+    many = [LoraSpec(f"lora-{i:032x}", "/nowhere", 8) for i in range(LOADS_KEPT + 4)]
+    for spec in many:
+        await loads.ensure(spec)
+    assert list(loads.load_times()) == [s.adapter_id for s in many[-LOADS_KEPT:]]
 
 
 def test_int_ids_are_stable_and_positive() -> None:
