@@ -1,10 +1,12 @@
 """The "LoRA adapters" card on the tenant page in headless Chromium at 1280 and 800 px: a tenant
 with one uploaded adapter, used twice, shows it with its ft: model name, rank, size and use,
-and names the load-time metric; a tenant without adapters shows "No adapters"; no JavaScript
+its last and median load time (the sim worker's one load) and the worker holding it warm, and
+names the load-time metric; a tenant without adapters shows "No adapters"; no JavaScript
 error and no page-wide scrolling."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -54,6 +56,9 @@ def test_the_adapters_card(session: Callable[..., Session], adapter_owner: dict[
     expect(row.locator("td.requests")).to_have_text("2")
     expect(row.locator("td.tokens")).to_have_text(str(adapter_owner["tokens"]))
     expect(row.locator("td.last-used")).not_to_have_text("not in this window")
+    # One load of FAIRWAY_SIM_ADAPTER_LOAD_S (0.2 s): last and median alike.
+    expect(row.locator("td.load")).to_have_text(re.compile(r"^(\d+\.\d\d) s / \1 s$"))
+    expect(row.locator("td.warm-on")).to_have_text("sim-1")
     expect(card.locator("#adapter-load-times")).to_contain_text("fairway_lora_load_seconds")
     s.fits()
     s.shot("tenant-adapters")
