@@ -10,6 +10,9 @@ Nothing is held in memory: a worker or a dispatcher killed at any moment loses n
 job is never counted twice (the cursor row is locked while a roll-up runs). The cost: usage
 lags by up to a tick, and a transaction left open anywhere in the cluster holds the roll-up
 back (never loses it). Reads for the admin API and quotas live in service.usage.
+
+An adapter's jobs count under its ``ft:`` name (``jobs.adapter_model``), as the usage API
+groups them (service.usage.completions); days rolled up before that kept the base model.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ _XMIN = text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
 _ADD = text("""
 INSERT INTO usage_daily AS u (tenant_id, day, model, job_class, requests, failed_requests,
                               prompt_tokens, completion_tokens, cached_tokens)
-SELECT tenant_id, (finished_at AT TIME ZONE 'UTC')::date, model, kind, count(*),
+SELECT tenant_id, (finished_at AT TIME ZONE 'UTC')::date, coalesce(adapter_model, model), kind,
+       count(*),
        count(*) FILTER (WHERE status <> 'succeeded'), coalesce(sum(prompt_tokens), 0),
        coalesce(sum(completion_tokens), 0), coalesce(sum(cached_tokens), 0)
 FROM jobs

@@ -20,12 +20,14 @@ from tests.support.stack import wait_until
 W = "rollup-w"
 
 
-def running_job(url: str, tenant_id: uuid.UUID, model: str) -> uuid.UUID:
+def running_job(url: str, tenant_id: uuid.UUID, model: str,
+                adapter_model: str | None = None) -> uuid.UUID:
     now = dt.datetime.now(dt.UTC)
     with sync_session(url) as session:
         job = lifecycle.new_job(tenant_id=tenant_id, kind="realtime", service_tier="default",
                                 priority=1, endpoint="completions", model=model,
-                                request={"prompt": "p"}, stream=False, max_tokens=8)
+                                adapter_model=adapter_model, request={"prompt": "p"},
+                                stream=False, max_tokens=8)
         session.add(job)
         session.flush()
         session.execute(lifecycle.claim(job.id, worker_id=W, lease_s=30, now=now))
@@ -94,6 +96,22 @@ def test_each_ended_job_counts_once(database_url, make_tenant):
     roll_until(database_url, tenant_id, (3, 1, 12, 24, 2))
     roll(database_url)  # nothing new: nothing added twice
     assert usage(database_url, tenant_id) == (3, 1, 12, 24, 2)
+
+
+def test_an_adapter_job_counts_under_its_ft_name(database_url, make_tenant):
+    tenant_id, _ = make_tenant()
+    tuned = "ft:m-b:acme:tuned"
+    jobs = [running_job(database_url, tenant_id, "m-b"),
+            running_job(database_url, tenant_id, "m-b", adapter_model=tuned)]
+    with sync_session(database_url) as session:
+        end(session, jobs[0], 5)
+        end(session, jobs[1], 7)
+        session.commit()
+    roll_until(database_url, tenant_id, (2, 0, 12, 24, 2))
+    with sync_session(database_url) as session:
+        rows = session.execute(select(UsageDaily.model, UsageDaily.prompt_tokens)
+                               .where(UsageDaily.tenant_id == tenant_id)).tuples().all()
+    assert sorted(rows) == [("ft:m-b:acme:tuned", 7), ("m-b", 5)]
 
 
 def test_an_end_still_in_flight_is_counted_once_it_commits(database_url, make_tenant):
