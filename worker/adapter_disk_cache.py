@@ -84,6 +84,9 @@ class AdapterDiskCache:
             self.folder(name).rename(trash)
         except FileNotFoundError:
             return False
+        except OSError as exc:  # a disk problem must not fail the request that tidies up
+            log.warning("could not remove fetched adapter folder %s: %s", name, exc)
+            return False
         shutil.rmtree(trash, ignore_errors=True)
         self.removed += 1
         return True

@@ -151,16 +151,20 @@ class WorkerAdapters:
             return folder
         pending = self._fetching.get(found.adapter_id)
         if pending is None:
-            pending = asyncio.ensure_future(asyncio.wait_for(
-                asyncio.to_thread(self._copy, found, folder), self._timeout_s))
+            pending = asyncio.ensure_future(self._fetch_once(found, folder))
             self._fetching[found.adapter_id] = pending
             pending.add_done_callback(lambda _: self._fetching.pop(found.adapter_id, None))
         try:
-            path = await asyncio.shield(pending)
+            return await asyncio.shield(pending)
         except TimeoutError as exc:
             raise EngineError(f"Fetching the adapter took longer than {self._timeout_s:g} s."
                               ) from exc
-        await asyncio.to_thread(self.disk.trim, self._needed() | {name})
+
+    async def _fetch_once(self, found: _Found, folder: Path) -> Path:
+        path = await asyncio.wait_for(asyncio.to_thread(self._copy, found, folder),
+                                      self._timeout_s)
+        # Still in flight here (kept by _needed): the others past the bound go.
+        await asyncio.to_thread(self.disk.trim, self._needed())
         return path
 
     def _needed(self) -> set[str]:
