@@ -3,9 +3,11 @@ upload uses, so that the same checks follow.
 
 Only ``http://`` and ``https://``: the object stores' own schemes (``s3://``) need a client
 library this deployment does not install; a presigned HTTPS URL of the object works. The body
-is counted as it arrives (a ``Content-Length`` is a claim: too large is refused before any
-byte is read, and a short one is never trusted to bound the rest), the whole download has one
-deadline, and redirects are followed by hand, only to http(s), a few at most.
+is counted as it arrives, never trusted to the ``Content-Length`` (one over the limit is
+refused before the body is read; one that undercounts ends the body there, and the cut archive
+fails the checks), the whole download has one deadline, and redirects are followed by hand,
+only to http(s), a few at most. Any host the API can reach is allowed (an object store is
+often on the deployment's private network): only admins register by URL.
 """
 
 from __future__ import annotations
