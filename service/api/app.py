@@ -24,6 +24,7 @@ from service.api.door import Door
 from service.api.jobs_routes import router as jobs_router
 from service.api.model_routes import router as model_router
 from service.api.openai_routes import router as openai_router
+from service.api.outlook_poller import outlook_poller
 from service.api.responses_routes import router as responses_router
 from service.api.slo_gate import SloGate
 from service.api.usage_routes import admin_router as admin_usage_router
@@ -74,6 +75,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.catalog = ModelCatalog(settings, app.state.redis)
         app.state.slo_gate = SloGate(app.state.redis)
         app.state.slo_gate.backlog.loop_lag.start()
+        app.state.slo_gate.poller = outlook_poller(
+            settings.redis_url, settings.api.redis_timeout_seconds, app.state.slo_gate.keep)
+        app.state.slo_gate.poller.start()
         app.state.quota_store = QuotaStore(app.state.redis)
         policies = DoorPolicies(PolicyCache(), app.state.sessionmaker)
         app.state.door = Door(settings, app.state.slo_gate, policies,
@@ -84,6 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             await app.state.slo_gate.backlog.loop_lag.stop()
+            app.state.slo_gate.poller.stop()
             await app.state.redis.aclose()
             await async_engine(settings.database_url, deadline_s).dispose()
 

@@ -35,6 +35,7 @@ from scheduler.outlook import (
 )
 from scheduler.ttft_calibration import TtftCalibration
 from service.api.api_backlog import ApiBacklog
+from service.api.outlook_poller import OutlookPoller
 from service.store.heartbeats import decode_outlook
 from service.store.keys import outlook_key
 from service.store.single_flight import SingleFlight
@@ -86,6 +87,8 @@ class SloGate:
         # model -> (epoch time, tenant) of each request admitted here, until an outlook has it
         self._admitted: dict[str, deque[tuple[float, str]]] = defaultdict(deque)
         self._on_the_way: dict[str, int] = defaultdict(int)  # model -> between the looks
+        # Set by the app: reads judged models' outlooks off the event loop (keep).
+        self.poller: OutlookPoller | None = None
 
     async def check(self, model: str, *, prompt_tokens: int, target_s: float,
                     count: bool = True, tenant: str | None = None, weight: float = 1.0,
@@ -171,6 +174,10 @@ class SloGate:
         if cached is not None and cached[1] is not None:
             self._admitted[model].append((time.time(), tenant))
 
+    def keep(self, model: str, outlook: RealtimeOutlook | None) -> None:
+        """``model``'s outlook, read now off the event loop (service.api.outlook_poller)."""
+        self._outlooks[model] = (time.monotonic(), outlook)
+
     def _age_s(self, model: str) -> float:
         cached = self._outlooks.get(model)
         return math.inf if cached is None else time.monotonic() - cached[0]
@@ -205,6 +212,8 @@ class SloGate:
         one, up to STALE_S, is returned at once while one background read refreshes it (no
         request waits on Redis to be admitted); ``fresh`` waits for that read instead, as does
         a request after an empty read (which would admit it unjudged)."""
+        if self.poller is not None:
+            self.poller.watch(model)
         now = time.monotonic()
         cached = self._outlooks.get(model)
         if cached is not None and now - cached[0] < (
