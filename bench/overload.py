@@ -108,15 +108,15 @@ async def one(client: httpx.AsyncClient, base: str, key: str, plan: str) -> Outc
 async def burst(bases: list[str], keys: dict[str, str], n: int, warm: bool = False,
                 lean: bool = False) -> list[Outcome]:
     """``n`` streams sent at once, alternating plans and API replicas. ``warm``: each tenant
-    sends one request first (a tenant already in use, its key and policy cached in the API),
+    sends two requests first, each tenant's at once (a tenant already in use, its key and
+    policy cached in the API: a tenant's first policy read is not cached, the second is),
     else the burst is each tenant's first contact."""
     plans = list(keys)
     limits = httpx.Limits(max_connections=2000, max_keepalive_connections=200)
     async with httpx.AsyncClient(timeout=300, limits=limits) as client:
-        if warm:
-            for plan in plans:
-                for base in bases:
-                    await one(client, base, keys[plan], plan)
+        for _ in range(2 if warm else 0):
+            await asyncio.gather(*(one(client, base, keys[plan], plan)
+                                   for plan in plans for base in bases))
         start = time.monotonic()
         watch = asyncio.create_task(watch_lag(start + 5.0))
         if lean:  # every request leaves at once: no client work per request before it
@@ -301,6 +301,9 @@ def main() -> None:
     parser.add_argument("--api-replicas", type=int, default=1,
                         help="API processes in the admission-on run, each on its own port, "
                              "requests spread round-robin as a load balancer would")
+    parser.add_argument("--api-workers", type=int, default=1,
+                        help="uvicorn worker processes behind the API's one port "
+                             "(`fairway api --workers`), the kernel spreading connections")
     parser.add_argument("--dump", type=Path, default=None,
                         help="write every request's outcome of the admission-on run as JSON lines")
     parser.add_argument("--admission-mode", choices=["queue", "shed"], default="queue",
@@ -345,7 +348,7 @@ def main() -> None:
         rate = args.rate or 0.0
         for admission in ("false", "true"):
             stack.env_overrides["FAIRWAY_SLO_ADMISSION"] = admission
-            stack.start_api()
+            stack.start_api(args.api_workers)
             if args.burst:
                 pass  # the same burst with the door off: how many the pool serves in time
             elif admission == "false" and args.rate:

@@ -130,16 +130,20 @@ class Door:
             await check_deadline(self.gate, req.model, deadline_ms=req.deadline_ms,
                                  prompt_tokens=req.prompt_tokens)
         hint = self.policies.hint(req) if self._slo_gated(req) else None
-        if hint is not None:
-            await self._refuse_on_hint(req, hint, now)
-        await without_transaction(session)
+        looked = hint is not None and await self._refuse_on_hint(req, hint, now)
+        # Past the hint's look, on its way until the policy's own look: a burst waiting on
+        # one policy read would otherwise pass the hint's look whole, and wait to be refused.
+        with self._on_the_way(req, looked):
+            await without_transaction(session)
         cached = self.policies.cached(req)
         if cached is not None:
             admitted = await self._pass(session, req, cached, now)
             if admitted is not None:
                 return admitted
+            looked = False  # the cached policy's look refused it: judged again on a read
         try:
-            fresh = await self.policies.read(session, req)
+            with self._on_the_way(req, looked):
+                fresh = await self.policies.read(session, req)
         except APIError as exc:
             self._refuse(req, exc)
         admitted = await self._pass(session, req, fresh, now)
@@ -211,13 +215,19 @@ class Door:
         return Admitted(admission, overflow_classification(classification), now)
 
     async def _refuse_on_hint(self, req: DoorRequest, hint: DoorPolicy,
-                              now: dt.datetime) -> None:
-        """Step 2. An admission is never taken from the hint: it takes step 3's policy."""
+                              now: dt.datetime) -> bool:
+        """Step 2. An admission is never taken from the hint: it takes step 3's policy.
+        Returns whether the gate looked at the request (and let it on)."""
         classification = self._classify(req, hint, now)
-        if classification.kind == JobKind.REALTIME:
-            refused, _ = await self._slo_refusal(req, hint, classification, now, count=False)
-            if refused is not None:
-                self._refuse(req, refused)
+        if classification.kind != JobKind.REALTIME:
+            return False
+        refused, _ = await self._slo_refusal(req, hint, classification, now, count=False)
+        if refused is not None:
+            self._refuse(req, refused)
+        return True
+
+    def _on_the_way(self, req: DoorRequest, looked: bool) -> AbstractContextManager[None]:
+        return self.gate.on_the_way(req.model) if looked else nullcontext()
 
     async def _count_at_gate(self, req: DoorRequest, door: DoorPolicy,
                              classification: Classification, now: dt.datetime,

@@ -1,7 +1,10 @@
 """The hard stop at the door: a tenant whose budget is spent (and set to stop) is refused with
 429 ``insufficient_quota``, as OpenAI refuses an account out of credit. The set of stopped
 tenants is read from Postgres at most every ``refresh_s`` per API process (one small query,
-not one per request), so a stop set by the budget check binds within that much more.
+not one per request), so a stop set by the budget check binds within that much more and one
+read. Past ``refresh_s`` the set still answers while one background read renews it: every
+request waited on that read, in a burst behind the whole burst (refusals at the door too).
+Only a first read, or a set ``STALE_FACTOR`` times too old (reads failing), is waited on.
 
 This module is a route dependency only: generating routes list it; reads, cancels and files
 stay open to a stopped tenant.
@@ -9,7 +12,6 @@ stay open to a stopped tenant.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import time
 import uuid
@@ -19,6 +21,7 @@ from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from service.spend.budgets import month_window, stopped_tenants
+from service.store.single_flight import SingleFlight
 from service.web.deps import CurrentTenant, SettingsDep
 from service.web.errors import APIError
 
@@ -27,26 +30,31 @@ BUDGET_SPENT = ("You exceeded your current quota: this month's budget for your o
                 "again when it is raised or the month ends (UTC).")
 
 
+# How many refresh periods old a set may answer while its renewal runs, before requests wait.
+STALE_FACTOR = 3.0
+
+
 class BudgetStops:
     def __init__(self, refresh_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.refresh_s = refresh_s
         self.clock = clock
         self._stopped: set[uuid.UUID] = set()
         self._read_at: float | None = None
-        self._lock = asyncio.Lock()
+        self._reads: SingleFlight[None, None] = SingleFlight()  # one read, however many ask
 
     async def is_stopped(self, sessions: async_sessionmaker[AsyncSession],
                          tenant_id: uuid.UUID) -> bool:
-        if self._stale():
-            async with self._lock:  # one read per refresh, however many requests wait
-                if self._stale():
-                    async with sessions() as session:
-                        self._stopped = await stopped_tenants(session)
-                    self._read_at = self.clock()
+        age = None if self._read_at is None else self.clock() - self._read_at
+        if age is None or age >= STALE_FACTOR * self.refresh_s:
+            await self._reads.run(None, lambda: self._read(sessions))
+        elif age >= self.refresh_s:
+            self._reads.run(None, lambda: self._read(sessions))  # in the background
         return tenant_id in self._stopped
 
-    def _stale(self) -> bool:
-        return self._read_at is None or self.clock() - self._read_at >= self.refresh_s
+    async def _read(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        async with sessions() as session:
+            self._stopped = await stopped_tenants(session)
+        self._read_at = self.clock()
 
 
 def budget_stops(request: Request, refresh_s: float) -> BudgetStops:
