@@ -45,7 +45,7 @@ export function Adapters({ tenant }) {
             <td class="warm-on">${a.warm_on.length ? a.warm_on.join(", ") : "no worker"}</td></tr>`)}
           </tbody></table></div>`}
       <p class="hint" id="adapter-load-times">Load times are the live workers' recent loads
-        (a worker keeps its last 8 per adapter); the whole history is the histogram
-        <code>${v.load_time_metric}</code> in Prometheus.</p>`}</${Loaded}>
+        (a worker keeps its last 8 per adapter); the whole history is the histogram <code>${
+          v.load_time_metric}</code> in Prometheus.</p>`}</${Loaded}>
   </section>`;
 }
