@@ -56,7 +56,7 @@ def test_the_adapters_card(session: Callable[..., Session], adapter_owner: dict[
     expect(row.locator("td.requests")).to_have_text("2")
     expect(row.locator("td.tokens")).to_have_text(str(adapter_owner["tokens"]))
     expect(row.locator("td.last-used")).not_to_have_text("not in this window")
-    # One load of FAIRWAY_SIM_ADAPTER_LOAD_S (0.2 s): last and median alike.
+    # One load of FAIRWAY_SIM_ADAPTER_LOAD_S: last and median alike.
     expect(row.locator("td.load")).to_have_text(re.compile(r"^(\d+\.\d\d) s / \1 s$"))
     expect(row.locator("td.warm-on")).to_have_text("sim-1")
     expect(card.locator("#adapter-load-times")).to_contain_text("fairway_lora_load_seconds")
