@@ -1,8 +1,10 @@
 """The door: what every route that creates a job does, in order (``Door.admit``).
 
 1. A deadline no load could meet is a 400, before any quota is taken (service.api.slo_gate).
-2. Under overload the fastest refusal reads nothing: judged by the policy this tenant's last
-   request was judged by moments ago (a hint), before any Postgres or quota round trip.
+2. Under overload the fastest refusal reads nothing and awaits nothing: judged by the policy
+   this tenant's last request was judged by, or its cached one (a hint), on the outlook this
+   process holds (service.api.outlook_poller), before any Postgres or quota round trip. A
+   request the hint lets on counts ahead of later looks until step 4 looks at it.
 3. The tenant's policy: cached while its policy generation is unchanged, else read (or 403).
 4. The SLO gate's first look: realtime that cannot start within its target is refused before
    the quota script runs, so the refusal costs no quota and no Redis round trip. It counts

@@ -8,6 +8,8 @@ the dispatcher publishes each model's outlook a few times a second, and this pro
 requests it admitted since, so a burst between two outlooks is counted too, and the time a
 request spends in this API before its job exists (service.api.api_backlog). Without an outlook
 (no dispatcher yet, or Redis away) the request is admitted; the dispatcher still judges it.
+The app keeps each judged model's outlook fresh from a thread (service.api.outlook_poller), so
+while the API is in use no request waits on a read of it on the event loop.
 
 Distinct from that load-dependent 429: a ``deadline_ms`` shorter than the request's time to
 first token on an idle pool can never be met, whatever the load, so retrying is pointless;
