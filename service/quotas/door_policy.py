@@ -184,20 +184,27 @@ class DoorPolicies:
         # hint key -> (the cache's clock when its policy was read, the policy)
         self._hints: TTLCache[HintKey, tuple[float, DoorPolicy]] = TTLCache(
             maxsize=HINT_MAX, ttl=max(hint_ttl_s, hint_stale_s), timer=cache.clock)
+        # (plan, service tier asked) -> the newest hint of any tenant on the plan: what the
+        # door judges by (targets, admission mode, service tiers) is the plan's, not the
+        # tenant's (its quota overrides change only limits), so a tenant the process has not
+        # seen lately is refused on it too.
+        self._plan_hints: TTLCache[tuple[str, str | None], tuple[float, DoorPolicy]] = TTLCache(
+            maxsize=HINT_MAX, ttl=max(hint_ttl_s, hint_stale_s), timer=cache.clock)
         self._fresh: SingleFlight[tuple[uuid.UUID, str], TenantPolicy] = SingleFlight()
         self._rehints: SingleFlight[HintKey, None] = SingleFlight()
 
     def hint(self, req: DoorRequest) -> DoorPolicy | None:
         """The policy this tenant's last request with the same service tier was judged by,
-        or else its cached policy: enough to refuse under overload without any round trip,
-        never to admit. Read within HINT_TTL_S, as is; older (up to HINT_STALE_S), as is
-        while one background read renews it (no request waits on that read)."""
+        or else its cached policy, or else another tenant's on its plan: enough to refuse
+        under overload without any round trip, never to admit. Read within HINT_TTL_S, as
+        is; older (up to HINT_STALE_S), as is while one background read of this tenant's
+        renews it (no request waits on that read)."""
         key = _hint_key(req)
         found = self._hints.get(key)
-        if found is None:
-            if self.cached(req) is None:  # hints the cached policy, as read when it was
-                return None
+        if found is None and self.cached(req) is not None:  # hints it, as read when it was
             found = self._hints.get(key)
+        if found is None:
+            found = self._plan_hints.get((req.tenant.plan, req.requested_service_tier))
             if found is None:
                 return None
         read_at, door = found
@@ -247,11 +254,12 @@ class DoorPolicies:
 
     async def _rehint(self, req: DoorRequest) -> None:
         """Renew a stale hint (``read`` hints what it reads). A service tier the plan no
-        longer allows drops it: the next request reads, and gets its 403."""
+        longer allows drops it and the plan's: the next request reads, and gets its 403."""
         try:
             await self._read(req, REHINT_TASK)
         except APIError:
             self._hints.pop(_hint_key(req), None)
+            self._plan_hints.pop((req.tenant.plan, req.requested_service_tier), None)
 
     async def _read_and_cache(self, tenant_id: uuid.UUID, plan: str) -> TenantPolicy:
         self.cache.drop(tenant_id, plan)
@@ -266,6 +274,10 @@ class DoorPolicies:
 
     def _hinted(self, req: DoorRequest, door: DoorPolicy, read_at: float) -> DoorPolicy:
         self._hints[_hint_key(req)] = (read_at, door)
+        plan_key = (req.tenant.plan, req.requested_service_tier)
+        newest = self._plan_hints.get(plan_key)
+        if newest is None or newest[0] <= read_at:
+            self._plan_hints[plan_key] = (read_at, door)
         return door
 
     async def _read_apart(self, tenant_id: uuid.UUID, plan: str) -> TenantPolicy:

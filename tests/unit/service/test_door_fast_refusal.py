@@ -97,14 +97,15 @@ def _door(monkeypatch: pytest.MonkeyPatch, load: int
     return door.Door(Settings(), gate, policies, quotas), policies, clock, quotas
 
 
-def _request() -> DoorRequest:
-    return DoorRequest(TENANT, None, "m", "chat.completions",  # type: ignore[arg-type]
+def _request(tenant: Any = TENANT) -> DoorRequest:
+    return DoorRequest(tenant, None, "m", "chat.completions",
                        {"messages": [{"role": "user", "content": "hi"}]}, 16, None)
 
 
-def _refused_in_one_step(the_door: door.Door) -> APIError:
+def _refused_in_one_step(the_door: door.Door, tenant: Any = TENANT) -> APIError:
     """The 429 the door raises on its coroutine's first step; fails if it yields instead."""
-    coro = cast(Coroutine[Any, Any, Any], the_door.admit(None, _request()))  # type: ignore[arg-type]
+    coro = cast(Coroutine[Any, Any, Any],
+                the_door.admit(None, _request(tenant)))  # type: ignore[arg-type]
     try:
         yielded = coro.send(None)
     except APIError as exc:
@@ -137,6 +138,19 @@ def test_a_cached_policy_refuses_without_a_read(monkeypatch: pytest.MonkeyPatch)
     policies._hints.clear()  # no hint: the cached policy is the door's fastest source
     assert _refused_in_one_step(the_door).code == "slo_unattainable"
     assert policies.reads == 1
+
+
+def test_a_tenant_not_seen_lately_is_refused_on_its_plans_hint(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the door judges by is the plan's: another tenant's policy on it refuses too (a
+    tenant quiet for a while, or in a process its earlier requests did not reach)."""
+    the_door, policies, _, _ = _door(monkeypatch, load=200)
+    _read_once(policies)  # TENANT's
+    other = SimpleNamespace(id=uuid.uuid4(), plan="premium", weight=1.0)
+    assert _refused_in_one_step(the_door, other).code == "slo_unattainable"
+    assert policies.reads == 1  # not the other tenant's
+    elsewhere = SimpleNamespace(id=uuid.uuid4(), plan="standard", weight=1.0)
+    assert policies.hint(_request(elsewhere)) is None  # another plan's: read before judged
 
 
 def test_a_stale_hint_refuses_at_once_while_one_read_renews_it(
