@@ -2,6 +2,8 @@
 SLO gate refuses (429 ``slo_unattainable``), in process, through the real app.
 
     python bench/refusal_path.py [--requests 2000] [--clients 1,50]
+    python bench/refusal_path.py --burst 400 [--idle 2.5]
+
 
 The app (service.api.app.create_app) runs in this process behind httpx's ASGI transport, on a
 throwaway database on the test Postgres (FAIRWAY_TEST_PG_URL) and Redis db 12. An outlook
@@ -10,26 +12,40 @@ the door. Printed per concurrency: refusals/s, wall latency p50/p99 and CPU ms p
 (process time / refusals): the cost the API pays per refusal, which under overload on a
 shared box is what decides how fast refusals come back. Run it from two checkouts to compare
 (``python OTHER/bench/refusal_path.py``), alternating.
+
+``--burst N``: N refusals sent into the app at once (ASGI, no HTTP), each stepped by hand
+(bench/await_trace.py), the outlook published by a thread as the dispatcher would, after two
+requests that cache the tenant's policy and ``--idle`` seconds of quiet (a tenant in use,
+quiet a moment: past the door's 2 s policy hint and the outlook's 0.2 s). Printed: the
+refusals' ``openai-processing-ms`` p50/p99, how many yielded to the event loop (each such
+await waits, in a burst, behind the requests queued meanwhile), and where they waited. The
+stepping costs CPU: the times are for comparing, the counts are exact.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
+import threading
 import time
 import uuid
+from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
+from redis import Redis as SyncRedis  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
+from bench.await_trace import Trace, traced  # noqa: E402
 from scheduler.outlook import RealtimeOutlook  # noqa: E402
 from service.api.app import create_app  # noqa: E402
 from service.cli.bootstrap import create_tenant_with_key  # noqa: E402
@@ -102,10 +118,86 @@ async def bench(settings: Settings, key: str, levels: list[int], n: int) -> None
     await redis.aclose()
 
 
+def publishing(url: str, stop: threading.Event) -> None:
+    """The dispatcher's part: an overloaded outlook every 0.1 s, off the app's event loop."""
+    redis = SyncRedis.from_url(url)
+    while not stop.is_set():
+        redis.set(outlook_key(MODEL), encode_outlook(overloaded(MODEL)))
+        stop.wait(0.1)
+    redis.close()
+
+
+async def asgi_post(app: Any, key: str, trace: Trace | None) -> tuple[int, int | None]:
+    """One chat completion into the app by ASGI: its status and openai-processing-ms."""
+    payload = json.dumps(BODY).encode()
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": "POST", "scheme": "http", "path": "/v1/chat/completions",
+             "raw_path": b"/v1/chat/completions", "query_string": b"", "root_path": "",
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80),
+             "headers": [(b"host", b"fairway"), (b"authorization", f"Bearer {key}".encode()),
+                         (b"content-type", b"application/json"),
+                         (b"content-length", str(len(payload)).encode())]}
+    messages = [{"type": "http.request", "body": payload, "more_body": False}]
+    started: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop()
+        await asyncio.Event().wait()  # no disconnect: the client stays
+        raise AssertionError
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            started.append(message)
+
+    call = app(scope, receive, send)
+    await (traced(call, trace) if trace is not None else call)
+    headers = dict(started[0]["headers"])
+    processing = headers.get(b"openai-processing-ms")
+    return started[0]["status"], int(processing) if processing is not None else None
+
+
+async def burst(settings: Settings, key: str, n: int, idle_s: float) -> None:
+    stop = threading.Event()
+    publisher = threading.Thread(target=publishing, args=(settings.redis_url, stop))
+    publisher.start()
+    app = create_app(settings)
+    try:
+        async with app.router.lifespan_context(app):
+            await asyncio.sleep(0.3)  # the first outlook in
+            for _ in range(2):  # the tenant's policy read, then cached
+                await asgi_post(app, key, None)
+            await asyncio.sleep(idle_s)
+            traces = [Trace() for _ in range(n)]
+            answers = await asyncio.gather(*(asgi_post(app, key, t) for t in traces))
+    finally:
+        stop.set()
+        publisher.join()
+    refused = [(ms, t) for (status, ms), t in zip(answers, traces, strict=True)
+               if status == 429 and ms is not None]
+    times = [float(ms) for ms, _ in refused]
+    print(f"{n} at once: {len(refused)} refused; openai-processing-ms p50 "
+          f"{pct(times, 50):.0f}, p99 {pct(times, 99):.0f} (stepped by hand: slower than "
+          f"untraced)")
+    yields = Counter(len(t.suspensions) for _, t in refused)
+    print("yields to the event loop per refusal: " + ", ".join(
+        f"{k}: {v}" for k, v in sorted(yields.items())))
+    waits: dict[str, list[float]] = defaultdict(list)
+    for _, trace in refused:
+        for site, suspension in zip(trace.site(), trace.suspensions, strict=True):
+            waits[site].append(suspension.waited_s * 1000)
+    for site, ms in sorted(waits.items(), key=lambda kv: -len(kv[1]))[:10]:
+        print(f"  {len(ms):5d} x, mean {sum(ms) / len(ms):6.1f} ms: {site}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--clients", default="1,50")
+    parser.add_argument("--burst", type=int, default=0,
+                        help="instead: this many refusals at once, and where they waited")
+    parser.add_argument("--idle", type=float, default=2.5,
+                        help="with --burst: seconds of quiet between the warm-up and it")
     args = parser.parse_args()
     db_url = create_database("fairway_refusal")
     os.environ.update(FAIRWAY_SERVED_MODEL_NAME=MODEL, FAIRWAY_METRICS_ENABLED="false",
@@ -120,8 +212,11 @@ def main() -> None:
             session.commit()
         _, key = create_tenant_with_key(settings, f"refusal-{uuid.uuid4().hex[:6]}",
                                         plan="premium")
-        asyncio.run(bench(settings, key, [int(c) for c in args.clients.split(",")],
-                          args.requests))
+        if args.burst:
+            asyncio.run(burst(settings, key, args.burst, args.idle))
+        else:
+            asyncio.run(bench(settings, key, [int(c) for c in args.clients.split(",")],
+                              args.requests))
     finally:
         drop_database(db_url)
 
