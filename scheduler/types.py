@@ -83,6 +83,8 @@ class WorkerView:
     adapters: tuple[str, ...] = ()
     max_loras: int = 0
     max_cpu_loras: int = 0
+    # The median of this engine's recent adapter loads, in seconds; None: none measured yet.
+    adapter_load_s: float | None = None
 
     @property
     def free_slots(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import uuid
 from typing import Any
 
@@ -73,7 +74,20 @@ def worker_view(beat: dict[str, Any], assigned: dict[str, JobClass]) -> WorkerVi
         adapters=tuple(str(a) for a in adapters) if isinstance(adapters, list) else (),
         max_loras=int(beat.get("max_loras", 0)),
         max_cpu_loras=int(beat.get("max_cpu_loras", 0)),
+        adapter_load_s=_median_load_s(beat.get("adapter_load_times")),
     )
+
+
+def _median_load_s(published: Any) -> float | None:
+    """The median of the recent load seconds a beat lists per adapter
+    (``{adapter: {"seconds": [...], "at": ...}}``, worker.beat); None without any. Another
+    process's writing: a malformed entry is skipped."""
+    if not isinstance(published, dict):
+        return None
+    samples = [float(s) for entry in published.values() if isinstance(entry, dict)
+               and isinstance(entry.get("seconds"), list) for s in entry["seconds"]
+               if isinstance(s, int | float) and not isinstance(s, bool) and s >= 0]
+    return statistics.median(samples) if samples else None
 
 
 def _job_ids(raw: Any) -> list[str]:

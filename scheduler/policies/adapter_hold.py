@@ -39,22 +39,26 @@ def crowded_out(ws: WorkerState, adapter: str) -> bool:
     return adapter not in use.jobs and len(use.jobs) >= lora_slots(ws.view)
 
 
-def hold_until(job: JobView, config: FairwayConfig, cost: CostModel) -> float:
+def hold_until(job: JobView, config: FairwayConfig, cost: CostModel,
+               load_s: float | None = None) -> float:
     """The latest a realtime job may be held and still make its first-token deadline: a
-    load, its own prefill, one step and the dispatch lead before it, less the margin."""
+    load (``load_s``, the pool's measured, else the configured), its own prefill, one step
+    and the dispatch lead before it, less the margin."""
     deadline = job.arrival + config.ttft_slo(job.priority, job.ttft_slo_s)
-    start = (config.adapter_load_s + cost.prefill_s(job.prompt_tokens)
+    load = config.adapter_load_s if load_s is None else load_s
+    start = (load + cost.prefill_s(job.prompt_tokens)
              + cost.step_s(1, job.prompt_tokens, 0) + config.dispatch_lead_s)
     return deadline - start - config.adapter_hold_margin_s
 
 
 def must_wait(candidates: list[WorkerState], job: JobView, adapter: str, now: float,
-              config: FairwayConfig, cost: CostModel, escalated: bool) -> bool:
+              config: FairwayConfig, cost: CostModel, escalated: bool,
+              load_s: float | None = None) -> bool:
     """Whether the job waits in the policy's queue this pass (see the module's rule). No
     candidate (no room anywhere) is not a hold: the job waits, or realtime preempts, as
     without holding."""
     if not candidates or escalated:
         return False
-    if job.job_class is JobClass.REALTIME and now >= hold_until(job, config, cost):
+    if job.job_class is JobClass.REALTIME and now >= hold_until(job, config, cost, load_s):
         return False
     return all(crowded_out(ws, adapter) for ws in candidates)

@@ -214,7 +214,7 @@ class Admission:
         return [pool_outlook(model, pool, now, pool.cost or self.config.default_cost,
                              self.realtime_size,
                              summarize_backlog(self._waiting.backlog(model)),
-                             self.config.adapter_load_s)
+                             pool.adapter_load_s(self.config.adapter_load_s))
                 for model, pool in self._fleet.pools.items() if pool.workers]
 
     def _admit_realtime(self, job: JobView, now: float, out: list[Decision]) -> None:
@@ -228,7 +228,8 @@ class Admission:
         cost = pool.cost or cfg.default_cost
         outlook = outlook_without(job, pool, now, cost, self.realtime_size)
         if job.adapter is not None and not held_anywhere(pool, job.adapter):
-            outlook = replace(outlook, adapter_load_s=cfg.adapter_load_s)  # counts its load
+            # counts its load, as the pool's engines measured it
+            outlook = replace(outlook, adapter_load_s=pool.adapter_load_s(cfg.adapter_load_s))
         if job.max_wait_s is not None:
             self._admit_queued(job, job.max_wait_s, now, outlook, out)
             return

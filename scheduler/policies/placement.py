@@ -93,7 +93,8 @@ class Placer:
         limit = cfg.placement_scan_limit
         candidates = pool.fitting(self._room_for(job, level, now), limit, want=limit)
         return adapter_hold.must_wait(candidates, job, job.adapter, now, cfg,
-                                      pool.cost or cfg.default_cost, escalated)
+                                      pool.cost or cfg.default_cost, escalated,
+                                      pool.adapter_load_s(cfg.adapter_load_s))
 
     def room_left(self, model: str, level: int, now: float) -> bool:
         """Whether some worker of the model could still take a job of this level. A pass
@@ -169,7 +170,8 @@ class Placer:
             return None
         if timed:
             return adapter_placement.earliest_first_token(
-                candidates, job, adapter, now, cfg.dispatch_lead_s, cfg.adapter_load_s
+                candidates, job, adapter, now, cfg.dispatch_lead_s,
+                pool.adapter_load_s(cfg.adapter_load_s),
             )
         return adapter_placement.warm_first(candidates, adapter)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import statistics
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +52,10 @@ class Pool:
     rt_engine_prefill: int = 0
     kv_capacity_max: int = 0
     cost: CostModel | None = None
+    # Each member's measured LoRA adapter load (the median of its engine's recent loads, as
+    # its beat says), and their median, worked out again only after a change.
+    adapter_loads: dict[str, float] = field(default_factory=dict)
+    _adapter_load_median: float | None = None
 
     def push(self, ws: WorkerState) -> None:
         heapq.heappush(self.heap, (ws.heap_key(), ws.load_version, ws.worker_id))
@@ -69,6 +74,7 @@ class Pool:
         self.rt_engine_queued += ws.rt_awaiting
         self.rt_engine_prefill += ws.rt_awaiting_prefill
         self.kv_capacity_max = max(self.kv_capacity_max, ws.view.kv_capacity_tokens)
+        self._note_adapter_load(ws)
         self.push(ws)
 
     def leave(self, worker_id: str) -> None:
@@ -84,13 +90,35 @@ class Pool:
         self.kv_capacity_max = max(
             (w.view.kv_capacity_tokens for w in self.workers.values()), default=0
         )
+        if self.adapter_loads.pop(worker_id, None) is not None:
+            self._adapter_load_median = None
 
     def update(self, ws: WorkerState, old_slots: int, old_used: int) -> None:
         """A member's heartbeat changed its size or load."""
         self.slots_total += ws.view.max_slots - old_slots
         self.used_total += ws.used_slots() - old_used
         self.kv_capacity_max = max(self.kv_capacity_max, ws.view.kv_capacity_tokens)
+        self._note_adapter_load(ws)
         self.push(ws)
+
+    def adapter_load_s(self, default: float) -> float:
+        """What loading a LoRA adapter takes on this pool's engines: the median of what its
+        workers measured, or ``default`` (FairwayConfig.adapter_load_s) before any did."""
+        if not self.adapter_loads:
+            return default
+        if self._adapter_load_median is None:
+            self._adapter_load_median = statistics.median(self.adapter_loads.values())
+        return self._adapter_load_median
+
+    def _note_adapter_load(self, ws: WorkerState) -> None:
+        measured = ws.view.adapter_load_s
+        if measured is None:
+            changed = self.adapter_loads.pop(ws.worker_id, None) is not None
+        else:
+            changed = self.adapter_loads.get(ws.worker_id) != measured
+            self.adapter_loads[ws.worker_id] = measured
+        if changed:
+            self._adapter_load_median = None
 
     def mean_used(self) -> float:
         return self.used_total / max(1, len(self.workers))

@@ -82,3 +82,37 @@ def test_the_policy_refuses_a_cold_adapters_job_its_load_would_make_miss() -> No
     policy.on_job_arrived(on(rt("cold", slo=0.2), "ft:cold"))
     refused = [d.job_id for d in policy.schedule(0.0) if isinstance(d, Reject)]
     assert refused == ["cold"]
+
+
+def measured(view: WorkerView, load_s: float | None) -> WorkerView:
+    return replace(view, adapter_load_s=load_s)
+
+
+def test_the_engines_measured_load_replaces_the_configured_one() -> None:
+    policy = FairwayPolicy(CONFIG)  # configured: 0.3 s
+    policy.on_worker_heartbeat(measured(lora_worker("w1", ("ft:warm",)), 0.01))
+    policy.on_worker_heartbeat(measured(lora_worker("w2", ()), 0.03))
+    policy.on_worker_heartbeat(measured(lora_worker("w3", ()), 0.02))
+    (outlook,) = policy.outlook(0.0)
+    assert outlook.adapter_load_s == pytest.approx(0.02)  # the pool's median
+    # Measured in tens of ms, the load no longer makes a cold adapter's job miss 0.2 s.
+    policy.on_job_arrived(on(rt("cold", slo=0.2), "ft:cold"))
+    assert not [d for d in policy.schedule(0.0) if isinstance(d, Reject)]
+    # A worker that measured a slow load moves the median; one that leaves takes its own.
+    policy.on_worker_heartbeat(measured(lora_worker("w2", ()), 2.0))
+    policy.on_worker_heartbeat(measured(lora_worker("w4", ()), 3.0))
+    assert policy.outlook(0.0)[0].adapter_load_s == pytest.approx(1.01)
+    policy.on_worker_lost("w4")
+    assert policy.outlook(0.0)[0].adapter_load_s == pytest.approx(0.02)
+    policy.on_job_arrived(on(rt("slow", slo=0.2), "ft:slow"))
+    policy.on_worker_heartbeat(measured(lora_worker("w1", ("ft:warm",)), 2.5))
+    assert [d.job_id for d in policy.schedule(0.0) if isinstance(d, Reject)] == ["slow"]
+
+
+def test_a_pool_without_measurements_keeps_the_configured_load() -> None:
+    policy = FairwayPolicy(CONFIG)
+    policy.on_worker_heartbeat(lora_worker("w1", ()))
+    assert policy.outlook(0.0)[0].adapter_load_s == 0.3
+    policy.on_worker_heartbeat(measured(lora_worker("w1", ()), 0.05))
+    policy.on_worker_heartbeat(lora_worker("w1", ()))  # a restarted engine: nothing measured
+    assert policy.outlook(0.0)[0].adapter_load_s == 0.3

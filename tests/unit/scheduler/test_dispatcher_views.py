@@ -37,6 +37,18 @@ def test_a_beat_reporting_lora_gives_its_adapters_and_slots() -> None:
     assert (view.adapters, view.max_loras, view.max_cpu_loras) == ((), 0, 0)
 
 
+def test_a_beat_with_load_times_gives_the_engines_median_load() -> None:
+    beat = {"worker_id": "w1", "models": ["m"], "max_slots": 4, "kv_capacity_tokens": 1000,
+            "adapters": ["ft:a"], "adapter_load_times": {
+                "a": {"seconds": [0.01, 0.03], "at": 5.0},
+                "b": {"seconds": [0.02, "x", -1, True], "at": 6.0},  # the bad ones skipped
+                "c": "not an entry", "d": {"seconds": "nor this", "at": 1.0}}}
+    assert worker_view(beat, {}).adapter_load_s == 0.02
+    for published in ({}, {"a": {"seconds": [], "at": 1.0}}, None, ["a"]):
+        beat["adapter_load_times"] = published
+        assert worker_view(beat, {}).adapter_load_s is None
+
+
 def test_a_system_prompt_becomes_prefix_key_and_its_length_estimate() -> None:
     import datetime as dt
     from types import SimpleNamespace
