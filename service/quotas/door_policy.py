@@ -27,8 +27,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from cachetools import LRUCache, TTLCache
 from redis.asyncio import Redis
@@ -169,6 +170,7 @@ async def read_door_policy(session: AsyncSession, req: DoorRequest) -> DoorPolic
 
 
 HintKey = tuple[uuid.UUID, str, str | None]
+K = TypeVar("K", bound=Hashable)
 FRESH_READ_TASK = "fairway-policy-read"  # a shared read on requests' path (not a renewal)
 REHINT_TASK = "fairway-policy-rehint"  # a stale hint's renewal, off every request's path
 
@@ -201,16 +203,20 @@ class DoorPolicies:
         renews it (no request waits on that read)."""
         key = _hint_key(req)
         found = self._hints.get(key)
-        if found is None and self.cached(req) is not None:  # hints it, as read when it was
+        if found is None or self._old(found[0]):
+            self.cached(req)  # hints the cached policy if it was read since (renewed)
             found = self._hints.get(key)
         if found is None:
             found = self._plan_hints.get((req.tenant.plan, req.requested_service_tier))
             if found is None:
                 return None
         read_at, door = found
-        if self.cache.clock() - read_at >= self._hint_ttl_s:
+        if self._old(read_at):
             self._rehints.run(key, lambda: self._rehint(req), name=REHINT_TASK)
         return door
+
+    def _old(self, read_at: float) -> bool:
+        return self.cache.clock() - read_at >= self._hint_ttl_s
 
     def cached(self, req: DoorRequest) -> DoorPolicy | None:
         """The cached policy, renewed in the background past half its life; None when there
@@ -273,17 +279,23 @@ class DoorPolicies:
         self.cache.observe(tenant_id, generation)
 
     def _hinted(self, req: DoorRequest, door: DoorPolicy, read_at: float) -> DoorPolicy:
-        self._hints[_hint_key(req)] = (read_at, door)
-        plan_key = (req.tenant.plan, req.requested_service_tier)
-        newest = self._plan_hints.get(plan_key)
-        if newest is None or newest[0] <= read_at:
-            self._plan_hints[plan_key] = (read_at, door)
+        """Hint ``door``, read at ``read_at``, unless a hint read since is kept already."""
+        _keep_newest(self._hints, _hint_key(req), read_at, door)
+        _keep_newest(self._plan_hints, (req.tenant.plan, req.requested_service_tier), read_at,
+                     door)
         return door
 
     async def _read_apart(self, tenant_id: uuid.UUID, plan: str) -> TenantPolicy:
         """A background renewal's read, in a session of its own."""
         async with self._sessions() as session:
             return await load_policy(session, tenant_id=tenant_id, plan=plan)
+
+
+def _keep_newest(hints: TTLCache[K, tuple[float, DoorPolicy]], key: K, read_at: float,
+                 door: DoorPolicy) -> None:
+    kept = hints.get(key)
+    if kept is None or kept[0] <= read_at:
+        hints[key] = (read_at, door)
 
 
 def _hint_key(req: DoorRequest) -> HintKey:

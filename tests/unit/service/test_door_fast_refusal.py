@@ -172,6 +172,22 @@ def test_a_stale_hint_refuses_at_once_while_one_read_renews_it(
     asyncio.run(run())
 
 
+def test_a_stale_hint_takes_a_cached_policy_renewed_since_without_a_read(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    the_door, policies, clock, _ = _door(monkeypatch, load=200)
+
+    async def run() -> None:
+        policies.cache.observe(TENANT.id, 3)
+        await policies.read(None, _request())  # type: ignore[arg-type]
+        clock.now += 3.0  # the hint is past HINT_TTL_S; the cache renewed meanwhile:
+        policies.cache.store(TENANT.id, TENANT.plan, POLICY, 3)
+        assert _refused_in_one_step(the_door).code == "slo_unattainable"
+        assert not [t for t in asyncio.all_tasks() if t.get_name() == REHINT_TASK]
+        assert policies.reads == 1
+
+    asyncio.run(run())
+
+
 def test_a_hint_too_old_is_not_judged_by(monkeypatch: pytest.MonkeyPatch) -> None:
     the_door, policies, clock, _ = _door(monkeypatch, load=200)
 
