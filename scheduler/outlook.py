@@ -55,6 +55,12 @@ class RealtimeOutlook:
     warm_adapters: tuple[str, ...] = ()
     warm_adapters_all: bool = True  # False: more were warm than listed
     adapter_load_s: float = 0.0
+    # When each listed backlogged tenant's queued jobs are due, (tenant, earliest, latest
+    # first-token deadline), in seconds after ``at``: the policy orders one priority's
+    # tenants by deadline within a fair-share slack (EDF), so a new job waits only behind
+    # the queued jobs due before it (``edf_ahead``). Empty: fair share alone (and an
+    # outlook from before this was published).
+    deadlines: tuple[tuple[str, float, float], ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -73,15 +79,39 @@ def summarize_backlog(entries: list[Backlog], listed: int = BACKLOG_LISTED
 
 
 def fair_ahead(backlog: tuple[Backlog, ...] | list[Backlog], *, tenant: str, weight: float,
-               own_extra: int = 0) -> float:
+               own_extra: int = 0, due_s: float | None = None,
+               deadlines: tuple[tuple[str, float, float], ...] = ()) -> float:
     """Queued jobs served before a new job of ``tenant`` under weighted fair share (the
     policy's VTC order, scheduler.policies.fairqueue): all of its own tenant's queued jobs,
     and of each other backlogged tenant j at most what j is served while this tenant is
     served its own jobs and the new one, (own + 1) * w_j / w. ``own_extra``: this tenant's
-    jobs admitted since the backlog was counted, also ahead."""
+    jobs admitted since the backlog was counted, also ahead. With the new job's deadline
+    ``due_s`` and the tenants' ``deadlines`` (``RealtimeOutlook.deadlines``), of another
+    tenant's share only its jobs due first (``edf_ahead``): EDF never puts a later one
+    ahead, so a tighter target is not judged by a looser tenant's queue."""
     own = sum(q for t, q, _ in backlog if t == tenant)
     rounds = (own + own_extra + 1) / max(weight, 1e-6)
-    return own + sum(min(float(q), rounds * w) for t, q, w in backlog if t != tenant)
+    due = {t: (first, last) for t, first, last in deadlines} if due_s is not None else {}
+    ahead = float(own)
+    for t, q, w in backlog:
+        if t == tenant:
+            continue
+        share = min(float(q), rounds * w)
+        span = due.get(t)
+        if span is not None and due_s is not None:
+            share = min(share, edf_ahead(q, span[0], span[1], due_s))
+        ahead += share
+    return ahead
+
+
+def edf_ahead(queued: int, first_s: float, last_s: float, due_s: float) -> float:
+    """Of a tenant's ``queued`` jobs, due from ``first_s`` to ``last_s``, those due before
+    ``due_s``, the deadlines taken as spread evenly between (they arrive over time)."""
+    if due_s >= last_s:
+        return float(queued)
+    if due_s < first_s:
+        return 0.0
+    return queued * (due_s - first_s) / (last_s - first_s)
 
 
 def queue_wait_s(o: RealtimeOutlook, *, ahead: float, extra_jobs: int,
@@ -130,26 +160,32 @@ def warm_listing(held: list[list[str]], listed: int = WARM_LISTED
 
 def predict_new_wait(o: RealtimeOutlook, *, extra_jobs: int = 0, tenant: str | None = None,
                      weight: float = 1.0, own_extra: int = 0, elapsed_s: float = 0.0,
-                     adapter: str | None = None) -> float:
+                     adapter: str | None = None, due_in_s: float | None = None) -> float:
     """Predicted wait of a new realtime job before its own prefill starts, with
     ``extra_jobs`` admitted since the outlook was computed queued ahead of it (``own_extra``
     of them its tenant's). With ``tenant``, only the queue fair share puts ahead of it
-    counts; without, all of it. With ``adapter``, its load when no worker holds it."""
+    counts; without, all of it. With ``adapter``, its load when no worker holds it. With
+    ``due_in_s`` (its first-token deadline from now, its plan's TTFT target), only the
+    other tenants' jobs due before it (``fair_ahead``)."""
     ahead = float(o.rt_queued)
     if tenant is not None:
+        due_s = None if due_in_s is None else elapsed_s + due_in_s
         ahead = min(ahead, fair_ahead(o.backlog, tenant=tenant, weight=weight,
-                                      own_extra=own_extra))
+                                      own_extra=own_extra, due_s=due_s,
+                                      deadlines=o.deadlines))
     return (queue_wait_s(o, ahead=ahead, extra_jobs=extra_jobs, elapsed_s=elapsed_s)
             + adapter_load_s(o, adapter))
 
 
 def predict_new_ttft(o: RealtimeOutlook, *, prompt_tokens: int, extra_jobs: int = 0,
                      tenant: str | None = None, weight: float = 1.0, own_extra: int = 0,
-                     elapsed_s: float = 0.0, adapter: str | None = None) -> float:
+                     elapsed_s: float = 0.0, adapter: str | None = None,
+                     due_in_s: float | None = None) -> float:
     """Predicted TTFT of a new realtime job of ``prompt_tokens``: its wait
     (``predict_new_wait``, its adapter's load included), its own prefill and one step."""
     wait = predict_new_wait(o, extra_jobs=extra_jobs, tenant=tenant, weight=weight,
-                            own_extra=own_extra, elapsed_s=elapsed_s, adapter=adapter)
+                            own_extra=own_extra, elapsed_s=elapsed_s, adapter=adapter,
+                            due_in_s=due_in_s)
     return wait + own_start_s(o, prompt_tokens)
 
 
@@ -178,7 +214,7 @@ def door_verdict(
     admit_below: float = ADMIT_BELOW, tenant: str | None = None, weight: float = 1.0,
     own_extra: int = 0, max_wait_s: float | None = None, api_delay_s: float = 0.0,
     age_s: float = 0.0, elapsed_s: float = 0.0, calibration: float = 1.0,
-    adapter: str | None = None,
+    adapter: str | None = None, due_in_s: float | None = None,
 ) -> DoorVerdict:
     """The door's rule, with its prediction.
 
@@ -195,10 +231,12 @@ def door_verdict(
     freed slots (``queue_wait_s``). ``calibration``: what this model's predictions turned
     out to need multiplying by (scheduler.ttft_calibration), applied to the whole
     prediction, the API's own delay included (it learns on the whole). ``adapter``: the
-    request's LoRA adapter; its load counts when no worker of the pool holds it."""
+    request's LoRA adapter; its load counts when no worker of the pool holds it.
+    ``due_in_s``: its plan's TTFT target, by which the policy orders it among other tenants'
+    jobs (EDF, ``fair_ahead``)."""
     pool_wait = adapter_load_s(o, adapter) + max(0.0, predict_new_wait(
         o, extra_jobs=extra_jobs, tenant=tenant, weight=weight, own_extra=own_extra,
-        elapsed_s=elapsed_s) - age_s)
+        elapsed_s=elapsed_s, due_in_s=due_in_s) - age_s)
     own = own_start_s(o, prompt_tokens)
     predicted = calibration * (api_delay_s + pool_wait + own)
     # Queue mode judges uncalibrated: the factor is learned on first tokens, which short

@@ -96,8 +96,8 @@ class ServiceEstimate:
 
 
 def pool_outlook(model: str, pool: Pool, now: float, cost: CostModel, mean: ServiceEstimate,
-                 backlog: tuple[Backlog, ...] = (), adapter_load_s: float = 0.0
-                 ) -> RealtimeOutlook:
+                 backlog: tuple[Backlog, ...] = (), adapter_load_s: float = 0.0,
+                 deadlines: tuple[tuple[str, float, float], ...] = ()) -> RealtimeOutlook:
     """What a new realtime job of the pool would wait behind: the numbers both the policy
     (``predict_ttft``) and the API's door (scheduler.outlook) predict from. With
     ``adapter_load_s``, the adapters the pool's workers hold are listed, and a job for
@@ -116,7 +116,8 @@ def pool_outlook(model: str, pool: Pool, now: float, cost: CostModel, mean: Serv
         step_s=cost.step_s(batch, ctx, 0), prefill_per_token_s=cost.prefill_per_token_s,
         prefill_step_s=cost.step_base_s, token_budget=cost.token_budget,
         rt_queued=pool.rt_queued, rt_engine_prefill=pool.rt_engine_prefill, backlog=backlog,
-        warm_adapters=warm, warm_adapters_all=warm_all, adapter_load_s=adapter_load_s)
+        warm_adapters=warm, warm_adapters_all=warm_all, adapter_load_s=adapter_load_s,
+        deadlines=deadlines)
 
 
 def held_anywhere(pool: Pool, adapter: str) -> bool:
@@ -211,11 +212,17 @@ class Admission:
     def outlook(self, now: float) -> list[RealtimeOutlook]:
         """For each model's pool, what a new realtime job would wait (the numbers
         ``predict_ttft`` uses), for admission at the API's door."""
-        return [pool_outlook(model, pool, now, pool.cost or self.config.default_cost,
-                             self.realtime_size,
-                             summarize_backlog(self._waiting.backlog(model)),
-                             pool.adapter_load_s(self.config.adapter_load_s))
-                for model, pool in self._fleet.pools.items() if pool.workers]
+        out = []
+        for model, pool in self._fleet.pools.items():
+            if not pool.workers:
+                continue
+            backlog = summarize_backlog(self._waiting.backlog(model))
+            listed = [t for t, _, _ in backlog if t]
+            out.append(pool_outlook(model, pool, now, pool.cost or self.config.default_cost,
+                                    self.realtime_size, backlog,
+                                    pool.adapter_load_s(self.config.adapter_load_s),
+                                    self._waiting.deadlines(model, listed, now)))
+        return out
 
     def _admit_realtime(self, job: JobView, now: float, out: list[Decision]) -> None:
         cfg = self.config

@@ -26,6 +26,9 @@ class FairQueue:
         self._jobs: dict[str, tuple[JobView, int]] = {}  # job_id -> (view, token)
         self._edf: dict[str, list[tuple[float, float, str, int]]] = {}  # tenant -> heap
         self._live: dict[str, int] = {}  # tenant -> live jobs
+        # tenant -> the latest deadline it queued since it was last idle (a bound: a job
+        # taken out early, cancelled, leaves it as it was)
+        self._latest: dict[str, float] = {}
         self._order: list[tuple[float, str, int]] = []  # (counter, tenant, version)
         self._pushed: dict[str, int] = {}  # tenant -> version of its newest order entry
         self._token = 0
@@ -40,6 +43,13 @@ class FairQueue:
         """Each backlogged tenant and its queued jobs."""
         return list(self._live.items())
 
+    def deadline_span(self, tenant: str) -> tuple[float, float] | None:
+        """When the tenant's queued jobs are due: its earliest deadline and its latest (a
+        bound); None when it has none queued."""
+        if self._live.get(tenant, 0) == 0:
+            return None
+        return self._head_of(tenant)[0][0], self._latest[tenant]
+
     def get(self, job_id: str) -> JobView | None:
         item = self._jobs.get(job_id)
         return None if item is None else item[0]
@@ -50,6 +60,7 @@ class FairQueue:
         heap = self._edf.setdefault(job.tenant_id, [])
         heapq.heappush(heap, (key[0], key[1], key[2], self._token))
         self._live[job.tenant_id] = self._live.get(job.tenant_id, 0) + 1
+        self._latest[job.tenant_id] = max(key[0], self._latest.get(job.tenant_id, key[0]))
         self.refresh(job.tenant_id)
 
     def remove(self, job_id: str) -> JobView | None:
@@ -60,7 +71,7 @@ class FairQueue:
         self._live[tenant] -= 1
         heap = self._edf[tenant]
         if self._live[tenant] == 0:
-            del self._live[tenant], self._edf[tenant]
+            del self._live[tenant], self._edf[tenant], self._latest[tenant]
         elif len(heap) > 2 * self._live[tenant] + 16:
             self._edf[tenant] = [e for e in heap if self._valid(e)]
             heapq.heapify(self._edf[tenant])

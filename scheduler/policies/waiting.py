@@ -137,6 +137,16 @@ class WaitingJobs:
         counters = self.counters[0]
         return [(t, n, counters.weights.get(t, 1.0)) for t, n in fq.tenant_counts()]
 
+    def deadlines(self, model: str, tenants: list[str], now: float
+                  ) -> tuple[tuple[str, float, float], ...]:
+        """When each of ``tenants``' jobs queued at level 0 for the model are due, seconds
+        from ``now``: (tenant, earliest, latest), for the admission's EDF prediction."""
+        fq = self._queues[0].get(model)
+        if fq is None:
+            return ()
+        spans = ((t, fq.deadline_span(t)) for t in tenants)
+        return tuple((t, span[0] - now, span[1] - now) for t, span in spans if span is not None)
+
     def put_back(self, job: JobView, level: int) -> None:
         """A job ``next_job`` took out found no room this pass: it waits where it was. Its
         tenant stays backlogged, so unlike a new arrival its counter is not lifted."""

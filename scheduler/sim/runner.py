@@ -259,7 +259,8 @@ class Simulation:
                                extra_jobs=len(admitted), tenant=job.tenant, weight=job.weight,
                                own_extra=own, max_wait_s=max_wait_s,
                                elapsed_s=self.now - outlook.at, calibration=factor,
-                               adapter=job.adapter)
+                               adapter=job.adapter,
+                               due_in_s=self.config.ttft_slo(job.priority, job.ttft_slo_s))
         if verdict.retry_after is not None:
             return False
         admitted.append((self.now, job.tenant))

@@ -271,7 +271,9 @@ class Door:
         verdict = await self.gate.judge(req.model, prompt_tokens=req.prompt_tokens,
                                         target_s=target, count=count,
                                         tenant=str(req.tenant.id), weight=req.tenant.weight,
-                                        max_wait_s=max_wait_s, adapter=adapter_of(req))
+                                        max_wait_s=max_wait_s, adapter=adapter_of(req),
+                                        due_in_s=_target_s(classification, door.ttft_target_s,
+                                                           now))
         if verdict is None or verdict.retry_after is None:
             return None, None if verdict is None else verdict.predicted_ttft_s
         retry = verdict.retry_after

@@ -75,6 +75,7 @@ class _Rule:
     weight: float
     max_wait_s: float | None
     adapter: str | None = None  # its LoRA adapter's ft: name: a load when none is warm
+    due_in_s: float | None = None  # its first-token deadline, by which EDF orders it
 
 
 class SloGate:
@@ -104,8 +105,8 @@ class SloGate:
 
     async def judge(self, model: str, *, prompt_tokens: int, target_s: float,
                     count: bool = True, tenant: str | None = None, weight: float = 1.0,
-                    max_wait_s: float | None = None, adapter: str | None = None
-                    ) -> DoorVerdict | None:
+                    max_wait_s: float | None = None, adapter: str | None = None,
+                    due_in_s: float | None = None) -> DoorVerdict | None:
         """The request's predicted TTFT and, if refused, the seconds after which a retry may
         be admitted; None without an outlook (admitted unjudged). Admitted with ``count``,
         it is counted against the next request. With ``tenant`` (and its fair-share
@@ -120,9 +121,11 @@ class SloGate:
         had worked through its whole age since (its wait that much shorter).
         ``max_wait_s``: the plan queues (scheduler.outlook.door_refusal), ``target_s`` is then
         the request's deadline. ``adapter``: the request's LoRA adapter (its ft: name), whose
-        load counts when the outlook lists no worker holding it."""
+        load counts when the outlook lists no worker holding it. ``due_in_s``: its plan's
+        TTFT target (or deadline if sooner), by which the policy orders it among other
+        tenants' queued jobs (EDF: only theirs due first count ahead)."""
         outlook, fresh = await self._outlook(model)
-        rule = _Rule(prompt_tokens, target_s, tenant, weight, max_wait_s, adapter)
+        rule = _Rule(prompt_tokens, target_s, tenant, weight, max_wait_s, adapter, due_in_s)
         verdict = self._judge(outlook, model, rule)
         if verdict is not None and verdict.retry_after is not None and not fresh:
             aged = (self._judge(outlook, model, rule, age_s=self._age_s(model))
@@ -199,7 +202,7 @@ class SloGate:
                             tenant=tenant, weight=rule.weight, adapter=rule.adapter,
                             own_extra=own, max_wait_s=rule.max_wait_s,
                             api_delay_s=self.backlog.delay_s(), age_s=age_s,
-                            elapsed_s=_elapsed_s(outlook),
+                            elapsed_s=_elapsed_s(outlook), due_in_s=rule.due_in_s,
                             calibration=self.calibration.factor(model))
 
     async def idle_ttft_s(self, model: str, *, prompt_tokens: int) -> float | None:

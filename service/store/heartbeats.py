@@ -66,6 +66,8 @@ def decode_outlook(raw: bytes | str | None) -> RealtimeOutlook | None:
         # JSON brings the backlog and the adapters back as lists; the outlook holds tuples.
         return replace(outlook, backlog=tuple((str(t), int(q), float(w))
                                               for t, q, w in outlook.backlog),
-                       warm_adapters=tuple(str(a) for a in outlook.warm_adapters))
+                       warm_adapters=tuple(str(a) for a in outlook.warm_adapters),
+                       deadlines=tuple((str(t), float(a), float(b))
+                                       for t, a, b in outlook.deadlines))
     except (ValueError, KeyError, TypeError):
         return None

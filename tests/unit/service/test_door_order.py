@@ -37,18 +37,20 @@ class FakeGate:
         self.admitted = 0
         self.prompts: list[int] = []
         self.rules: list[tuple[float, float | None]] = []  # (target_s, max_wait_s) per look
+        self.due: list[float | None] = []  # the EDF deadline each look ordered it by
         self.backlog = ApiBacklog()
         self.on_the_way_at_quota: list[int] = []
         self.moving = 0
 
     async def judge(self, model: str, *, prompt_tokens: int, target_s: float,
                     count: bool = True, tenant: str | None = None, weight: float = 1.0,
-                    max_wait_s: float | None = None, adapter: str | None = None
-                    ) -> DoorVerdict:
+                    max_wait_s: float | None = None, adapter: str | None = None,
+                    due_in_s: float | None = None) -> DoorVerdict:
         assert tenant == str(TENANT.id) and weight == TENANT.weight  # judged as its tenant
         assert adapter is None  # a base model's request names no adapter
         self.prompts.append(prompt_tokens)
         self.rules.append((target_s, max_wait_s))
+        self.due.append(due_in_s)
         retry = self.counted_retry if count else self.retry
         if retry is None and count:
             self.admitted += 1
@@ -222,13 +224,14 @@ def test_a_queueing_plan_is_judged_by_its_wait_budget_and_deadline(
     assert refused.value.reason == "queue_wait_exceeded" and calls == ["policy"]
     target_s, max_wait_s = gate.rules[-1]
     assert max_wait_s == 20.0 and target_s > 30  # the realtime deadline, not the 0.5 s target
+    assert gate.due[-1] == 0.5  # yet ordered by the target among other tenants' jobs (EDF)
 
 
 def test_a_shedding_plan_is_judged_by_its_ttft_target(monkeypatch: pytest.MonkeyPatch) -> None:
     gate = FakeGate(retry=None)
     the_door, _ = _door(monkeypatch, gate, quota_error=None)
     asyncio.run(_admit(the_door))
-    assert gate.rules[0] == (0.5, None)
+    assert gate.rules[0] == (0.5, None) and gate.due[0] == 0.5
 
 
 
