@@ -49,14 +49,7 @@ async def accept_upload(content_type: str, body: AsyncIterator[bytes], *,
                                       key="upload", limits=limits)
         name, base = upload.fields.get("name", ""), upload.fields.get("model", "")
         await check_fields(name, base, is_served)
-        folder = staging / "adapter"
-        folder.mkdir()
-        try:
-            info, size = await asyncio.to_thread(_unpack_and_check, staging / "upload",
-                                                 folder, settings)
-        except InvalidAdapter as exc:
-            raise APIError(400, str(exc), code="invalid_adapter", param="file") from exc
-        await asyncio.to_thread(_store, folder, storage, key)
+        info, size = await _unpack_check_store(staging, settings, storage, key, param="file")
     return AcceptedAdapter(name, base, info, size)
 
 
@@ -77,15 +70,23 @@ async def accept_url(url: str, *, name: str, base: str, settings: AdapterSetting
                            timeout_s=settings.adapter_url_timeout_s)
         except FetchRefused as exc:
             raise APIError(400, str(exc), code="invalid_adapter", param="url") from exc
-        folder = staging / "adapter"
-        folder.mkdir()
-        try:
-            info, size = await asyncio.to_thread(_unpack_and_check, staging / "upload",
-                                                 folder, settings)
-        except InvalidAdapter as exc:
-            raise APIError(400, str(exc), code="invalid_adapter", param="url") from exc
-        await asyncio.to_thread(_store, folder, storage, key)
+        info, size = await _unpack_check_store(staging, settings, storage, key, param="url")
     return AcceptedAdapter(name, base, info, size)
+
+
+async def _unpack_check_store(staging: Path, settings: AdapterSettings, storage: FileStorage,
+                              key: str, *, param: str) -> tuple[AdapterInfo, int]:
+    """Unpack the archive received as ``staging/upload``, check it, and store its two files
+    under ``key``; a refusal names ``param``, where the archive came from."""
+    folder = staging / "adapter"
+    folder.mkdir()
+    try:
+        info, size = await asyncio.to_thread(_unpack_and_check, staging / "upload", folder,
+                                             settings)
+    except InvalidAdapter as exc:
+        raise APIError(400, str(exc), code="invalid_adapter", param=param) from exc
+    await asyncio.to_thread(_store, folder, storage, key)
+    return info, size
 
 
 async def accept_folder(folder: Path, *, name: str, base: str, settings: AdapterSettings,
