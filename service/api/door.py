@@ -165,8 +165,11 @@ class Door:
                     return None
                 self._refuse(req, refused)
         job_id = uuid.uuid4()
+        # An adapter's job goes through the policy, which places it where its adapter is
+        # warm; a lent ticket names a worker whatever adapters it holds.
         express = (classification.kind == JobKind.REALTIME and not req.background
-                   and self.settings.dispatcher.express_tickets >= 1)
+                   and self.settings.dispatcher.express_tickets >= 1
+                   and adapter_of(req) is None)
         with _handoff_span(job_id) if express else nullcontext() as span:
             # The hand-off entry carries this span's context: the worker's spans continue it.
             ask = QuotaAsk(req.tenant.id, door.policy, req.prompt_tokens + req.max_tokens,

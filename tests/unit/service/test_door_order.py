@@ -31,7 +31,9 @@ from service.web.errors import APIError
 
 
 class FakeGate:
-    def __init__(self, retry: int | None, counted_retry: int | None = None) -> None:
+    def __init__(self, retry: int | None, counted_retry: int | None = None,
+                 adapter: str | None = None) -> None:
+        self.adapter = adapter  # the ft: name the requests name, if any
         self.retry = retry  # the answer to a look that counts nothing
         self.counted_retry = counted_retry  # the answer to a look that counts an admission
         self.admitted = 0
@@ -47,7 +49,7 @@ class FakeGate:
                     max_wait_s: float | None = None, adapter: str | None = None,
                     due_in_s: float | None = None) -> DoorVerdict:
         assert tenant == str(TENANT.id) and weight == TENANT.weight  # judged as its tenant
-        assert adapter is None  # a base model's request names no adapter
+        assert adapter == self.adapter  # the request's ft: name, or None for a base model
         self.prompts.append(prompt_tokens)
         self.rules.append((target_s, max_wait_s))
         self.due.append(due_in_s)
@@ -109,7 +111,9 @@ class FakeQuotas:
 
         async def refund() -> None:
             self.calls.append("refund")
-        return SimpleNamespace(express_ticket=self.placed, refund=refund)
+        # A ticket is lent only with a hand-off to send on it.
+        return SimpleNamespace(express_ticket=self.placed if express is not None else None,
+                               refund=refund)
 
 
 # A plan that sheds by its 500 ms TTFT target; QUEUED waits up to 20 s instead.
@@ -134,8 +138,10 @@ def _door(monkeypatch: pytest.MonkeyPatch, gate: FakeGate, quota_error: APIError
 TENANT = SimpleNamespace(id=uuid.uuid4(), plan="premium", weight=2.0)
 
 
-def _admit(the_door: door.Door, content: str = "") -> Any:
-    payload = {"messages": [{"role": "user", "content": content}]}
+def _admit(the_door: door.Door, content: str = "", model: str | None = None) -> Any:
+    payload: dict[str, Any] = {"messages": [{"role": "user", "content": content}]}
+    if model is not None:
+        payload["model"] = model
     req = DoorRequest(TENANT, None, "m", "chat.completions", payload,  # type: ignore[arg-type]
                       16, None)
     return the_door.admit(None, req)  # type: ignore[arg-type]
@@ -186,6 +192,16 @@ def test_an_admitted_request_is_counted_and_placed(monkeypatch: pytest.MonkeyPat
     assert calls == ["policy", "reserve+hand-off"] and gate.admitted == 1
     assert admitted.ticket is not None and admitted.ticket.worker_id == "w1"  # for the insert
     assert admitted.classification.kind.value == "realtime"
+
+
+def test_an_adapters_request_is_placed_by_the_policy_not_a_lent_ticket(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    name = "ft:m:acme:support"
+    gate = FakeGate(retry=None, adapter=name)
+    the_door, calls = _door(monkeypatch, gate, quota_error=None)
+    admitted = asyncio.run(_admit(the_door, model=name))
+    assert calls == ["policy", "reserve"] and admitted.ticket is None
+    assert gate.admitted == 1  # judged and counted at the gate as any other
 
 
 def test_without_express_tickets_nothing_is_handed_off(monkeypatch: pytest.MonkeyPatch
