@@ -8,6 +8,7 @@ from typing import Any
 
 from scheduler.cost_profiles import PROFILES
 from scheduler.types import JobClass, JobView, WorkerView
+from service.store.heartbeats import adapter_load_times
 from service.store.job_queries import QueuedJob
 
 
@@ -79,14 +80,9 @@ def worker_view(beat: dict[str, Any], assigned: dict[str, JobClass]) -> WorkerVi
 
 
 def _median_load_s(published: Any) -> float | None:
-    """The median of the recent load seconds a beat lists per adapter
-    (``{adapter: {"seconds": [...], "at": ...}}``, worker.beat); None without any. Another
-    process's writing: a malformed entry is skipped."""
-    if not isinstance(published, dict):
-        return None
-    samples = [float(s) for entry in published.values() if isinstance(entry, dict)
-               and isinstance(entry.get("seconds"), list) for s in entry["seconds"]
-               if isinstance(s, int | float) and not isinstance(s, bool) and s >= 0]
+    """The median of every recent load a beat lists (``adapter_load_times``); None without
+    any."""
+    samples = [s for seconds, _ in adapter_load_times(published).values() for s in seconds]
     return statistics.median(samples) if samples else None
 
 

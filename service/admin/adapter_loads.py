@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.store.heartbeats import adapter_load_times
+
 
 @dataclass(slots=True)
 class _Loads:
@@ -36,9 +38,9 @@ class AdapterLoads:
                 continue
             for model in _strings(beat.get("adapters")):
                 warm.setdefault(model, []).append(worker)
-            published = beat.get("adapter_load_times")
-            for adapter, entry in (published.items() if isinstance(published, dict) else ()):
-                _add(times.setdefault(str(adapter), _Loads()), entry)
+            for adapter, (seconds, at) in adapter_load_times(
+                    beat.get("adapter_load_times")).items():
+                _add(times.setdefault(adapter, _Loads()), seconds, at)
         return AdapterLoads(times, {m: sorted(set(w)) for m, w in warm.items()})
 
     def view(self, adapter_id: str, model: str) -> dict[str, Any]:
@@ -54,19 +56,7 @@ def _strings(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
-def _add(loads: _Loads, entry: Any) -> None:
-    if not isinstance(entry, dict):
-        return
-    raw, at = entry.get("seconds"), _number(entry.get("at"))
-    samples = [_number(s) for s in raw] if isinstance(raw, list) else []
-    seconds = [s for s in samples if s is not None and s >= 0]
-    if not seconds or at is None:
-        return
+def _add(loads: _Loads, seconds: list[float], at: float) -> None:
     loads.seconds.extend(seconds)
     if at >= loads.last_at:  # the worker whose last load ended latest says "last"
         loads.last_s, loads.last_at = seconds[-1], at
-
-
-def _number(value: Any) -> float | None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    return float(value) if ok else None

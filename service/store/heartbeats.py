@@ -71,3 +71,27 @@ def decode_outlook(raw: bytes | str | None) -> RealtimeOutlook | None:
                                        for t, a, b in outlook.deadlines))
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def adapter_load_times(published: object) -> dict[str, tuple[list[float], float]]:
+    """A worker beat's ``adapter_load_times`` (``{adapter id: {"seconds": [...], "at": t}}``,
+    worker.beat) as adapter id -> (its recent load seconds, when the last ended). Another
+    process's writing: a malformed entry, or sample, is skipped, never trusted."""
+    out: dict[str, tuple[list[float], float]] = {}
+    if not isinstance(published, dict):
+        return out
+    for adapter, entry in published.items():
+        if not isinstance(entry, dict):
+            continue
+        raw, at = entry.get("seconds"), _number(entry.get("at"))
+        samples = [_number(s) for s in raw] if isinstance(raw, list) else []
+        seconds = [s for s in samples if s is not None and s >= 0]
+        if seconds and at is not None:
+            out[str(adapter)] = (seconds, at)
+    return out
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
