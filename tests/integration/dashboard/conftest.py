@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.admin import Admin
 from tests.support.dashboard import CHROMIUM, CHROMIUM_ARGS, Session, chat, sync_api
-from tests.support.stack import Stack
+from tests.support.stack import Stack, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +55,10 @@ def world(sim_stack: Stack) -> dict[str, Any]:
     f = api.files.create(file=("in.jsonl", io.BytesIO(lines.encode())), purpose="batch")
     batch = api.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions",
                                completion_window="24h")
+    # The daily view reads the rolled-up table once per load; a page opened before the upkeep
+    # rolled the three requests up would show no usage, so the world is ready when they are in.
+    wait_until(lambda: admin.ok("GET", f"/admin/usage/series?tenant_id={tid}&days=7")[
+        "totals"]["requests"] >= 3, 60, "usage rolled up", sim_stack)
     return {"batch_id": batch.id, "admin": admin, "name": name, "id": tid, "key": key,
             "idle_id": idle_id, "idle_name": f"{name}-idle", "base": sim_stack.base_url}
 
