@@ -120,9 +120,13 @@ def test_counters_add_up_across_workers_and_survive_a_killed_one(
     assert after >= before + sent, (before, after)
     probes = after - before - sent
     assert {_healthz_total(stack) for _ in range(6)} == {before + sent + probes}
-    # Its live gauges are gone (an in-flight count it held must not stay in the sum).
-    assert not [f for f in os.listdir(files) if f.startswith("gauge_live")
-                and f.endswith(f"_{victim}.db")]
+    # Its live gauges are gone (an in-flight count it held must not stay in the sum): swept at
+    # a scrape once it is dead, reaped or not.
+    def swept() -> bool:
+        _get(stack, "/metrics")
+        return not [f for f in os.listdir(files) if f.startswith("gauge_live")
+                    and f.endswith(f"_{victim}.db")]
+    wait_until(swept, 10, "the killed worker's live gauges swept", stack)
 
 
 def test_gauges_merge_and_the_per_process_series_stay_out(

@@ -64,7 +64,18 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:  # someone else's process: alive
         return True
-    return True
+    # A killed worker stays a zombie until the supervisor reaps it (up to its next check), and
+    # a zombie still answers signal 0: it has written its last sample all the same.
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # no procfs (or it just went): signal 0 said alive
+        return False
+    # "pid (comm) state ...": comm may hold spaces and parentheses, the state follows the last ")".
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
 def pids_with_files(directory: str) -> set[int]:

@@ -35,3 +35,18 @@ def test_a_dead_workers_live_gauges_go_and_its_counters_stay(tmp_path: Path) -> 
                     for kind in ("counter", "histogram", "gauge_all")} | {
         f"gauge_livesum_{os.getpid()}.db", f"gauge_livemin_{os.getpid()}.db"}
     assert multiproc.sweep_dead(str(tmp_path)) == []  # swept once
+
+
+def test_a_killed_worker_not_yet_reaped_is_swept(tmp_path: Path) -> None:
+    # Its supervisor reaps it only at its next check; until then it is a zombie that still
+    # answers signal 0, and its gauges must go all the same.
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        child.kill()
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # dead, left unreaped
+        os.kill(child.pid, 0)  # a zombie: still there for signal 0
+        (tmp_path / f"gauge_livesum_{child.pid}.db").write_bytes(b"")
+        assert multiproc.sweep_dead(str(tmp_path)) == [child.pid]
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        child.wait()
