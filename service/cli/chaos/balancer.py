@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import shutil
 import socket
 import subprocess
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CHECK_INTERVAL_MS = 500
+# A ``show sess`` line: "0x...: proto=tcpv4 src=10.0.0.1:40112 fe=api be=replicas srv=api-2 ..."
+_SESSION = re.compile(r"\bsrc=\S*:(\d+) .*\bsrv=(\S+)")
 
 
 def config(bind: str, port: int, replicas: dict[str, str], stats_socket: Path) -> str:
@@ -90,18 +93,35 @@ class Balancer:
         """Each replica's client sessions open right now."""
         return {name: int(row["scur"] or 0) for name, row in self._stats().items()}
 
+    def replica_of_client_port(self) -> dict[int, str]:
+        """Which replica each open client session goes to, by the client's port (haproxy's
+        ``show sess``); empty while unreadable."""
+        found: dict[int, str] = {}
+        for line in self._ask("show sess").splitlines():
+            match = _SESSION.search(line)
+            if match and match.group(2) in self.replicas:
+                found[int(match.group(1))] = match.group(2)
+        return found
+
     def _stats(self) -> dict[str, dict[str, str]]:
         """haproxy's ``show stat`` rows of the replicas, by name; empty while unreadable."""
+        raw = self._ask("show stat")
+        if not raw:
+            return {}
+        rows = csv.DictReader(io.StringIO(raw.lstrip("# ")))
+        return {r["svname"]: r for r in rows
+                if r.get("pxname") == "replicas" and r.get("svname") in self.replicas}
+
+    def _ask(self, command: str) -> str:
+        """One command on the stats socket: its answer, or "" while unreadable."""
         try:
             with socket.socket(socket.AF_UNIX) as s:
                 s.settimeout(2.0)
                 s.connect(str(self.stats_socket))
-                s.sendall(b"show stat\n")
+                s.sendall(command.encode() + b"\n")
                 raw = b""
                 while chunk := s.recv(65536):
                     raw += chunk
         except OSError:
-            return {}
-        rows = csv.DictReader(io.StringIO(raw.decode().lstrip("# ")))
-        return {r["svname"]: r for r in rows
-                if r.get("pxname") == "replicas" and r.get("svname") in self.replicas}
+            return ""
+        return raw.decode(errors="replace")

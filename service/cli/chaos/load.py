@@ -47,6 +47,7 @@ class StreamRecord:
     ended: float = 0.0
     status: int | None = None
     job_id: str | None = None  # the job's UUID hex (X-Fairway-Job)
+    client_port: int | None = None  # its connection's local port: the balancer's session
     text: str = ""
     events: list[float] = field(default_factory=list)  # when each token (and the end) arrived
     finish_reason: str | None = None
@@ -149,6 +150,13 @@ class Load:
                 self._stop.wait(self.plan.pause_s)
 
 
+def _client_port(resp: httpx.Response) -> int | None:
+    """The local port of the connection that carried ``resp`` (None where unreadable)."""
+    stream = resp.extensions.get("network_stream")
+    address = stream.get_extra_info("client_addr") if stream is not None else None
+    return int(address[1]) if isinstance(address, tuple) and len(address) >= 2 else None
+
+
 def _auth(tenant: Tenant) -> dict[str, str]:
     return {"Authorization": f"Bearer {tenant.key}"}
 
@@ -160,6 +168,7 @@ def _stream_once(http: httpx.Client, tenant: Tenant, body: dict[str, object],
                          headers=_auth(tenant)) as resp:
             record.status = resp.status_code
             record.job_id = _job_hex(resp.headers.get("x-fairway-job"))
+            record.client_port = _client_port(resp)
             if resp.status_code != 200:
                 resp.read()
                 record.error = f"{resp.status_code} {_error_code(resp.text)}"

@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -102,7 +103,7 @@ def run_net_fault(fault: NetFault, stage: Stage, plan: LoadPlan) -> Row:
     load.start()
     batch = submit(cluster.base_url, tenants[0], label, plan.batch_lines, plan.batch_max_tokens)
     time.sleep(2.5)
-    victim = _pick_victim(fault, stage, tenant_ids)
+    victim = _pick_victim(fault, stage, tenant_ids, load)
     link_before = _link_reading(fault, stage, victim)
     hit, cut_at = time.monotonic(), time.time()
     _inject(fault, stage, victim)
@@ -147,16 +148,30 @@ def run_net_fault(fault: NetFault, stage: Stage, plan: LoadPlan) -> Row:
                details={k: v[:DETAIL_LIMIT] for k, v in details.items() if v})
 
 
-def _pick_victim(fault: NetFault, stage: Stage, tenant_ids: list[uuid.UUID]) -> str:
+def _pick_victim(fault: NetFault, stage: Stage, tenant_ids: list[uuid.UUID],
+                 load: Load) -> str:
     url = stage.db.database_url
     if fault.victim == "worker":
         return wait_for(lambda: _busy_worker(url, tenant_ids), 20.0) or WORKERS[0]
     if fault.victim == "dispatcher":
         return wait_for(stage.cluster.active_dispatcher, 20.0) or DISPATCHERS[0]
-    if fault.victim == "api":  # the replica carrying the most client sessions right now
+    if fault.victim == "api":
+        # The replica carrying the most streams already under way (a job id known, text
+        # flowing): a cut then breaks work its clients can fetch again by id. On a slow host
+        # every stream may still be queued, before its headers; so wait for one.
+        chosen = wait_for(lambda: _replica_mid_stream(stage, load), 20.0)
+        if chosen:
+            return chosen
         sessions = stage.balancer.sessions()
         return max((API, API_2), key=lambda name: sessions.get(name, 0))
     return fault.victim
+
+
+def _replica_mid_stream(stage: Stage, load: Load) -> str | None:
+    ports = stage.balancer.replica_of_client_port()
+    counts = Counter(ports[s.client_port] for s in list(load.streams)
+                     if s.job_id and s.text and not s.ended and s.client_port in ports)
+    return counts.most_common(1)[0][0] if counts else None
 
 
 def _inject(fault: NetFault, stage: Stage, victim: str) -> None:
