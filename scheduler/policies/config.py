@@ -46,6 +46,10 @@ class FairwayConfig:
     headroom_min_slots: int = 0
     headroom_max_frac: float = 0.5
     headroom_enabled: bool = True
+    # The reserve lapses this long after a worker last held realtime, whatever the EWMA: the
+    # mean remembers a burst for minutes, and a slot held through a long batch flood after
+    # realtime has gone costs batch a slot for nothing (a late arrival preempts instead).
+    headroom_hold_s: float = 10.0
     # Realtime lane (lane.py): serve realtime on workers batch may barely use, so its steps
     # are not slowed by a full batch. Off by default: see docs/scheduler.md for the trade-off.
     rt_lane: bool = False

@@ -36,6 +36,7 @@ class Placer:
             cfg.headroom_min_slots,
             cfg.headroom_max_frac,
             cfg.headroom_enabled,
+            cfg.headroom_hold_s,
         )
         self.lanes: RealtimeLanes | None = None
         if cfg.rt_lane:

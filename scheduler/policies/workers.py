@@ -51,6 +51,7 @@ class WorkerState:
     # Realtime load seen here, as an exponentially weighted mean over time.
     rt_ewma: float = 0.0
     ewma_at: float = 0.0
+    rt_seen_at: float = -math.inf  # when realtime was last held here (came or left)
     lane: bool = False  # in a realtime lane (lane.py): sorts after every other worker
     # The engine's step clock (``SchedulingPolicy.on_worker_step``) and the realtime prefill
     # this policy has queued there, for realtime's earliest-start placement (rt_start.py).
@@ -95,6 +96,8 @@ class WorkerState:
         self.jobs[item.job.job_id] = item
         self.kv_reserved += item.kv_need
         self.rt_count += item.is_realtime
+        if item.is_realtime:
+            self.rt_seen_at = max(self.rt_seen_at, now)
         self.adapters.add(item.job.adapter)
         if item.is_realtime and not item.first_token:
             self.rt_awaiting += 1
@@ -120,6 +123,8 @@ class WorkerState:
             self.observe(now, tau_s)
             self.kv_reserved -= item.kv_need
             self.rt_count -= item.is_realtime
+            if item.is_realtime:
+                self.rt_seen_at = max(self.rt_seen_at, now)
             self.adapters.remove(item.job.adapter)
             if item.is_realtime and not item.first_token:
                 self.rt_awaiting -= 1
@@ -146,6 +151,7 @@ class Headroom:
     min_slots: int
     max_frac: float
     enabled: bool = True
+    hold_s: float = math.inf  # FairwayConfig.headroom_hold_s
     rt_kv_mean: float = 0.0  # EWMA of a realtime job's KV need, for the KV reserve
 
     def note_realtime(self, job: JobView) -> None:
@@ -158,7 +164,8 @@ class Headroom:
             return 0, 0
         ws.observe(now, self.tau_s)
         mean = ws.rt_ewma
-        target = 0 if mean < 0.05 else math.ceil(mean + self.k * math.sqrt(mean))
+        gone = ws.rt_count == 0 and now - ws.rt_seen_at > self.hold_s
+        target = 0 if gone or mean < 0.05 else math.ceil(mean + self.k * math.sqrt(mean))
         cap = int(self.max_frac * ws.view.max_slots)
         slots = min(cap, max(self.min_slots, target - ws.rt_count))
         return slots, int(slots * self.rt_kv_mean)

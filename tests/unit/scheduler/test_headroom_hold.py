@@ -1,0 +1,61 @@
+"""The realtime reserve (scheduler/policies/workers.py, Headroom): a burst margin over the
+realtime load seen, which lapses once a worker has held no realtime for ``hold_s``, however
+long the load's mean remembers it."""
+
+from __future__ import annotations
+
+from sched_helpers import COST, batch, rt, worker
+
+from scheduler.policies import FairwayConfig, FairwayPolicy
+from scheduler.policies.workers import AssignedJob, Headroom, WorkerState
+
+
+def _headroom(hold_s: float = 10.0) -> Headroom:
+    return Headroom(tau_s=30.0, k=2.0, min_slots=0, max_frac=0.5, hold_s=hold_s)
+
+
+def _worker_after_realtime(until: float) -> WorkerState:
+    """A worker of 8 slots that held one realtime job from 0 to ``until``."""
+    ws = WorkerState(worker("w", slots=8), COST)
+    job = rt("r1")
+    ws.add(AssignedJob(job, 0.0, 150, 0), 0.0, 30.0)
+    ws.remove(job.job_id, until, 30.0)
+    return ws
+
+
+def test_the_reserve_holds_while_realtime_was_here_lately() -> None:
+    ws, headroom = _worker_after_realtime(6.0), _headroom()
+    assert ws.rt_ewma > 0.05
+    assert headroom.reserve(ws, 6.0)[0] == 2  # ceil(m + 2 sqrt(m)), m = 0.18
+    assert headroom.reserve(ws, 15.9)[0] >= 1  # 9.9 s since it left
+
+
+def test_the_reserve_lapses_after_the_hold_though_the_mean_remembers() -> None:
+    ws, headroom = _worker_after_realtime(6.0), _headroom()
+    slots, kv = headroom.reserve(ws, 16.1)
+    assert (slots, kv) == (0, 0)
+    assert ws.rt_ewma > 0.05  # the mean alone would still keep a slot
+    assert _headroom(hold_s=float("inf")).reserve(ws, 16.1)[0] >= 1
+
+
+def test_realtime_held_now_keeps_the_reserve_past_the_hold() -> None:
+    ws, headroom = _worker_after_realtime(1.0), _headroom()
+    ws.add(AssignedJob(rt("r2"), 2.0, 150, 0), 2.0, 30.0)  # still running at 60 s
+    assert headroom.reserve(ws, 60.0)[0] >= 1
+
+
+def test_batch_takes_every_slot_once_the_hold_has_passed() -> None:
+    policy = FairwayPolicy(FairwayConfig(headroom_hold_s=10.0))
+    policy.on_worker_heartbeat(worker("w", slots=4))
+    policy.on_job_arrived(rt("r", at=0.0))
+    policy.schedule(0.0)
+    policy.schedule(6.0)
+    policy.on_job_finished("r", "w", 100, 50)  # ended at the last pass's clock, 6 s
+    for i in range(4):
+        policy.on_job_arrived(batch(f"b{i}", at=7.0))
+    early = policy.schedule(7.0)
+    late = policy.schedule(15.5)
+    assert len(early) == 2  # two of four slots kept for realtime (at most half)
+    # 9.5 s since realtime left: the mean has decayed to a one-slot reserve, still kept.
+    assert len(late) == 1
+    assert len(policy.schedule(16.5)) == 1  # the hold passed: batch takes the last slot
