@@ -17,6 +17,9 @@ from tests.support.stack import Stack
 
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
+# A busy CI host renders a page's first poll in seconds, not milliseconds: an assertion still
+# fails when what it waits for never comes, only later than Playwright's default 5 s.
+expect.set_options(timeout=15_000)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
