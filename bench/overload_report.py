@@ -52,12 +52,21 @@ def honesty(outs: Sequence[Sent], targets: Mapping[str, float],
                   f"{100 * share:.1f}% of {len(mine)}")
     if door_off is None or not refused:
         return
-    would = sum(max(0, met_count(door_off, targets, p) - met_count(outs, targets, p))
-                for p in targets)
+    would, met_off = would_have_met(outs, targets, door_off)
     print(f"  refusals that would have met their target (met with the door off, minus met "
           f"with it on): {would} of {len(refused)} refused = "
           f"{100 * would / len(refused):.1f}% of refusals, {100 * would / len(outs):.1f}% "
-          f"of all requests")
+          f"of all requests, {100 * would / max(1, met_off):.1f}% of the {met_off} that "
+          f"met with the door off")
+
+
+def would_have_met(outs: Sequence[Sent], targets: Mapping[str, float],
+                   door_off: Sequence[Sent]) -> tuple[int, int]:
+    """(refusals that would have met, requests that met with the door off): per plan, how
+    many more met their target without the door than with it (a floor), summed."""
+    would = sum(max(0, met_count(door_off, targets, p) - met_count(outs, targets, p))
+                for p in targets)
+    return would, sum(met_count(door_off, targets, p) for p in targets)
 
 
 def prediction_error(database_url: str, outs: Sequence[Sent],
