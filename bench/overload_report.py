@@ -64,9 +64,9 @@ def would_have_met(outs: Sequence[Sent], targets: Mapping[str, float],
                    door_off: Sequence[Sent]) -> tuple[int, int]:
     """(refusals that would have met, requests that met with the door off): per plan, how
     many more met their target without the door than with it (a floor), summed."""
-    would = sum(max(0, met_count(door_off, targets, p) - met_count(outs, targets, p))
-                for p in targets)
-    return would, sum(met_count(door_off, targets, p) for p in targets)
+    met_off = {p: met_count(door_off, targets, p) for p in targets}
+    would = sum(max(0, met_off[p] - met_count(outs, targets, p)) for p in targets)
+    return would, sum(met_off.values())
 
 
 def prediction_error(database_url: str, outs: Sequence[Sent],

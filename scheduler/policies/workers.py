@@ -51,7 +51,8 @@ class WorkerState:
     # Realtime load seen here, as an exponentially weighted mean over time.
     rt_ewma: float = 0.0
     ewma_at: float = 0.0
-    rt_seen_at: float = -math.inf  # when realtime was last held here (came or left)
+    # When the last realtime job held here left (while one is held, rt_count says so).
+    rt_left_at: float = -math.inf
     lane: bool = False  # in a realtime lane (lane.py): sorts after every other worker
     # The engine's step clock (``SchedulingPolicy.on_worker_step``) and the realtime prefill
     # this policy has queued there, for realtime's earliest-start placement (rt_start.py).
@@ -96,8 +97,6 @@ class WorkerState:
         self.jobs[item.job.job_id] = item
         self.kv_reserved += item.kv_need
         self.rt_count += item.is_realtime
-        if item.is_realtime:
-            self.rt_seen_at = max(self.rt_seen_at, now)
         self.adapters.add(item.job.adapter)
         if item.is_realtime and not item.first_token:
             self.rt_awaiting += 1
@@ -124,7 +123,7 @@ class WorkerState:
             self.kv_reserved -= item.kv_need
             self.rt_count -= item.is_realtime
             if item.is_realtime:
-                self.rt_seen_at = max(self.rt_seen_at, now)
+                self.rt_left_at = now
             self.adapters.remove(item.job.adapter)
             if item.is_realtime and not item.first_token:
                 self.rt_awaiting -= 1
@@ -164,7 +163,7 @@ class Headroom:
             return 0, 0
         ws.observe(now, self.tau_s)
         mean = ws.rt_ewma
-        gone = ws.rt_count == 0 and now - ws.rt_seen_at > self.hold_s
+        gone = ws.rt_count == 0 and now - ws.rt_left_at > self.hold_s
         target = 0 if gone or mean < 0.05 else math.ceil(mean + self.k * math.sqrt(mean))
         cap = int(self.max_frac * ws.view.max_slots)
         slots = min(cap, max(self.min_slots, target - ws.rt_count))
