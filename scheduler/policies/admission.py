@@ -145,13 +145,16 @@ def outlook_without(job: JobView, pool: Pool, now: float, cost: CostModel,
 
 
 def _predict_from(o: RealtimeOutlook, job: JobView, now: float,
-                  backlog: tuple[Backlog, ...] | None) -> float:
+                  backlog: tuple[Backlog, ...] | None, due_in_s: float | None = None) -> float:
+    """With ``due_in_s`` (the job's first-token deadline from now) and the outlook's
+    ``deadlines``, of the other tenants' queues only their jobs due first count (EDF)."""
     tenant = None
     if backlog is not None:
         o, tenant = replace(o, backlog=_without(backlog, job.tenant_id)), job.tenant_id
     waited = max(0.0, now - job.arrival)
     return waited + predict_new_ttft(o, prompt_tokens=job.prompt_tokens, tenant=tenant,
-                                     weight=job.tenant_weight, adapter=job.adapter)
+                                     weight=job.tenant_weight, adapter=job.adapter,
+                                     due_in_s=due_in_s)
 
 
 def _without(backlog: tuple[Backlog, ...], tenant: str) -> tuple[Backlog, ...]:
@@ -247,7 +250,11 @@ class Admission:
         predicted = _predict_from(outlook, job, now, None)
         if predicted <= bar:
             return
-        predicted = _predict_from(outlook, job, now, tuple(self._waiting.backlog(job.model)))
+        backlog = tuple(self._waiting.backlog(job.model))
+        # EDF, as the door judges it: a premium job overtakes a standard tenant's queue, and
+        # judged by all of it the dispatcher refused premium jobs the door had let in.
+        predicted = _predict_from(self._with_deadlines(outlook, backlog, now), job, now,
+                                  backlog, due_in_s=job.arrival + slo - now)
         if predicted <= bar:
             return
         if cost.prefill_s(job.prompt_tokens) + cost.step_s(1, job.prompt_tokens, 0) > slo:
@@ -260,11 +267,14 @@ class Admission:
         """A plan's ``queue`` mode: the job waits (its TTFT target only orders work) unless
         its predicted wait before its prefill starts, what it waited included, is past the
         plan's budget, or its first token would come past its deadline."""
-        o = replace(outlook, backlog=_without(tuple(self._waiting.backlog(job.model)),
-                                              job.tenant_id))
+        backlog = tuple(self._waiting.backlog(job.model))
+        o = replace(self._with_deadlines(outlook, backlog, now),
+                    backlog=_without(backlog, job.tenant_id))
         waited = max(0.0, now - job.arrival)
+        slo = self.config.ttft_slo(job.priority, job.ttft_slo_s)
         wait = waited + predict_new_wait(o, tenant=job.tenant_id, weight=job.tenant_weight,
-                                         adapter=job.adapter)
+                                         adapter=job.adapter,
+                                         due_in_s=job.arrival + slo - now)
         if wait > max_wait_s:
             retry = retry_after_s(wait, max_wait_s, self.config.min_retry_after_s)
             self._refuse_realtime(job, "queue_wait_exceeded", retry, now, out)
@@ -275,6 +285,12 @@ class Admission:
                 <= job.deadline):
             retry = retry_after_s(first_token, job.deadline, self.config.min_retry_after_s)
             self._refuse_realtime(job, "deadline_unreachable", retry, now, out)
+
+    def _with_deadlines(self, o: RealtimeOutlook, backlog: tuple[Backlog, ...], now: float
+                        ) -> RealtimeOutlook:
+        """The outlook with when each backlogged tenant's queued jobs are due (EDF)."""
+        tenants = [t for t, _, _ in backlog if t]
+        return replace(o, deadlines=self._waiting.deadlines(o.model, tenants, now))
 
     def _refuse_realtime(self, job: JobView, reason: str, retry: float, now: float,
                          out: list[Decision]) -> None:

@@ -22,7 +22,7 @@ import contextlib
 import math
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
@@ -78,6 +78,26 @@ class _Rule:
     due_in_s: float | None = None  # its first-token deadline, by which EDF orders it
 
 
+@dataclass(frozen=True, slots=True)
+class _Admitted:
+    """A request admitted here that the model's outlook has not seen yet."""
+    at: float  # epoch seconds
+    tenant: str
+    due_at: float  # its first-token deadline, epoch seconds (inf: not ordered by one)
+
+
+def _ahead_of(admitted: Iterable[_Admitted], tenant: str | None, due_in_s: float | None
+              ) -> int:
+    """Of the requests admitted since the outlook, those the policy serves before a new one
+    of ``tenant`` due in ``due_in_s``: its own tenant's, and the others' due no later (EDF
+    across tenants). A premium request overtakes the standard ones admitted a moment ago,
+    and counting them ahead refused premium far more than its outcomes warranted."""
+    if tenant is None or due_in_s is None:
+        return sum(1 for _ in admitted)
+    due_at = time.time() + due_in_s
+    return sum(1 for a in admitted if a.tenant == tenant or a.due_at <= due_at)
+
+
 class SloGate:
     def __init__(self, redis: Redis, backlog: ApiBacklog | None = None) -> None:
         self.redis = redis
@@ -87,8 +107,8 @@ class SloGate:
         self.calibration = TtftCalibration()
         self._outlooks: dict[str, tuple[float, RealtimeOutlook | None]] = {}
         self._reading: SingleFlight[str, RealtimeOutlook | None] = SingleFlight()
-        # model -> (epoch time, tenant) of each request admitted here, until an outlook has it
-        self._admitted: dict[str, deque[tuple[float, str]]] = defaultdict(deque)
+        # model -> each request admitted here, until an outlook has it
+        self._admitted: dict[str, deque[_Admitted]] = defaultdict(deque)
         self._on_the_way: dict[str, int] = defaultdict(int)  # model -> between the looks
         # Set by the app: reads judged models' outlooks off the event loop (keep).
         self.poller: OutlookPoller | None = None
@@ -134,7 +154,9 @@ class SloGate:
                 outlook, _ = await self._outlook(model, fresh=True)
                 verdict = self._judge(outlook, model, rule)
         if verdict is not None and verdict.retry_after is None and count:
-            self._admitted[model].append((time.time(), tenant or ""))
+            now = time.time()
+            due_at = math.inf if due_in_s is None else now + due_in_s
+            self._admitted[model].append(_Admitted(now, tenant or "", due_at))
         return verdict
 
     def predicted_ttft_s(self, model: str, *, prompt_tokens: int, tenant: str,
@@ -146,7 +168,7 @@ class SloGate:
         if cached is None or cached[1] is None:
             return None
         admitted = self._admitted[model]
-        own = sum(1 for _, t in admitted if t == tenant)
+        own = sum(1 for a in admitted if a.tenant == tenant)
         return self.calibration.factor(model) * (self.backlog.delay_s() + predict_new_ttft(
             cached[1], adapter=adapter, prompt_tokens=prompt_tokens, extra_jobs=len(admitted),
             tenant=tenant,
@@ -177,7 +199,7 @@ class SloGate:
         against the next request, as ``check`` counts one it admits."""
         cached = self._outlooks.get(model)
         if cached is not None and cached[1] is not None:
-            self._admitted[model].append((time.time(), tenant))
+            self._admitted[model].append(_Admitted(time.time(), tenant, math.inf))
 
     def keep(self, model: str, outlook: RealtimeOutlook | None) -> None:
         """``model``'s outlook, read now off the event loop (service.api.outlook_poller)."""
@@ -193,12 +215,13 @@ class SloGate:
         if outlook is None:
             return None
         admitted = self._admitted[model]
-        while admitted and admitted[0][0] <= outlook.at:  # the outlook has seen those
+        while admitted and admitted[0].at <= outlook.at:  # the outlook has seen those
             admitted.popleft()
         tenant = rule.tenant
-        own = sum(1 for _, t in admitted if t == tenant) if tenant is not None else 0
+        own = sum(1 for a in admitted if a.tenant == tenant) if tenant is not None else 0
         return door_verdict(outlook, prompt_tokens=rule.prompt_tokens, target_s=rule.target_s,
-                            extra_jobs=len(admitted) + self._on_the_way[model],
+                            extra_jobs=_ahead_of(admitted, tenant, rule.due_in_s)
+                            + self._on_the_way[model],
                             tenant=tenant, weight=rule.weight, adapter=rule.adapter,
                             own_extra=own, max_wait_s=rule.max_wait_s,
                             api_delay_s=self.backlog.delay_s(), age_s=age_s,

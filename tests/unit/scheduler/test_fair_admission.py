@@ -134,3 +134,28 @@ def test_in_the_simulator_a_flood_is_refused_and_its_quiet_neighbour_mostly_admi
     # and the door, calibrated on first tokens as the API's is, keeps what it admits: the
     # uncalibrated door admitted quiet requests of which 21% met the target
     assert min(attained.values()) > 0.9, attained
+
+
+def test_a_tighter_target_is_judged_by_the_jobs_due_before_it_in_the_policy() -> None:
+    """EDF across tenants: a job due sooner than a flooder's whole queue overtakes it, so the
+    policy's own check, like the door's, does not count that queue ahead of it."""
+    policy = FairwayPolicy()
+    policy.on_worker_heartbeat(worker("w1", slots=4))
+    for i in range(4 + FLOOD):
+        policy.on_job_arrived(rt(f"a{i}", "a", prompt=100, out=50, slo=5.0))
+    assert len(assigns(policy.schedule(0.0))) == 4
+    pool = policy.fleet.pools["m"]
+    cost = pool.cost or policy.config.default_cost
+    probe = rt("probe", "b", prompt=100, out=50, weight=0.1)
+    policy.on_job_arrived(probe)
+    by_share = predict_ttft(probe, pool, 0.0, cost, policy.admission.realtime_size,
+                            tuple(policy.waiting.backlog("m")))  # 10 of a's ahead
+    policy.waiting.withdraw("probe")
+    (outlook,) = policy.outlook(0.0)
+    by_due = predict_new_ttft(outlook, prompt_tokens=100, tenant="b", weight=0.1,
+                              due_in_s=0.5)
+    assert by_due < by_share / 2
+    slo = (by_due + by_share) / 2  # met when served first, missed behind 10 of a's
+    assert slo < 5.0
+    policy.on_job_arrived(rt("b0", "b", prompt=100, out=50, slo=slo, weight=0.1))
+    assert not any(isinstance(d, Reject) and d.job_id == "b0" for d in policy.schedule(0.0))
