@@ -12,6 +12,7 @@ tenant's flood lengthens its own predicted wait, not a quiet tenant's (``fair_ah
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 # The prediction is a mean and the target holds the tail: the door admits only below this
@@ -102,6 +103,18 @@ def fair_ahead(backlog: tuple[Backlog, ...] | list[Backlog], *, tenant: str, wei
             share = min(share, edf_ahead(q, span[0], span[1], due_s))
         ahead += share
     return ahead
+
+
+def admitted_ahead(admitted: Iterable[tuple[str, float]], *, tenant: str | None,
+                   due_at: float | None) -> int:
+    """Of the requests a door admitted since the outlook, each (tenant, first-token deadline),
+    those the policy serves before a new one of ``tenant`` due at ``due_at``: its own
+    tenant's, and the others' due no later (EDF across tenants); all of them without a
+    tenant or deadline. A premium request overtakes the standard ones admitted a moment
+    ago, and counting them ahead refused premium far more than its outcomes warranted."""
+    if tenant is None or due_at is None:
+        return sum(1 for _ in admitted)
+    return sum(1 for t, due in admitted if t == tenant or due <= due_at)
 
 
 def edf_ahead(queued: int, first_s: float, last_s: float, due_s: float) -> float:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.interface import PolicyKind, SchedulingPolicy
-from scheduler.outlook import RealtimeOutlook, door_verdict
+from scheduler.outlook import RealtimeOutlook, admitted_ahead, door_verdict
 from scheduler.policies import FairwayConfig, make_policy
 from scheduler.sim.engine_model import EngineModel
 from scheduler.sim.metrics import JobRecord, Metrics
@@ -128,7 +128,7 @@ class Simulation:
         # arrival times of realtime jobs admitted since it.
         self._outlooks: dict[str, RealtimeOutlook] = {}
         self._next_outlook = 0.0
-        self._door_admitted: dict[str, deque[tuple[float, str]]] = defaultdict(deque)
+        self._door_admitted: dict[str, deque[tuple[float, str, float]]] = defaultdict(deque)
         # ... calibrated on the first tokens of what it admitted, as the API's door is: the
         # raw prediction each admitted job was judged on, until its first token.
         self._calibration = TtftCalibration()
@@ -253,17 +253,20 @@ class Simulation:
             target = self.config.ttft_slo(job.priority, job.ttft_slo_s)
         else:  # queue mode: the target only orders work; the deadline still bounds it
             target = math.inf if job.deadline is None else job.deadline - self.now
-        own = sum(1 for _, tenant in admitted if tenant == job.tenant)
+        own = sum(1 for _, tenant, _ in admitted if tenant == job.tenant)
+        due_in_s = self.config.ttft_slo(job.priority, job.ttft_slo_s)
+        ahead = admitted_ahead(((t, due) for _, t, due in admitted), tenant=job.tenant,
+                               due_at=self.now + due_in_s)
         factor = self._calibration.factor(job.model) if self.scenario.door_calibration else 1.0
         verdict = door_verdict(outlook, prompt_tokens=job.prompt_tokens, target_s=target,
-                               extra_jobs=len(admitted), tenant=job.tenant, weight=job.weight,
+                               extra_jobs=ahead, tenant=job.tenant, weight=job.weight,
                                own_extra=own, max_wait_s=max_wait_s,
                                elapsed_s=self.now - outlook.at, calibration=factor,
                                adapter=job.adapter,
-                               due_in_s=self.config.ttft_slo(job.priority, job.ttft_slo_s))
+                               due_in_s=due_in_s)
         if verdict.retry_after is not None:
             return False
-        admitted.append((self.now, job.tenant))
+        admitted.append((self.now, job.tenant, self.now + due_in_s))
         self._door_predicted[job.job_id] = verdict.raw_predicted_s
         return True
 

@@ -22,7 +22,7 @@ import contextlib
 import math
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
@@ -31,6 +31,7 @@ from redis.exceptions import RedisError
 from scheduler.outlook import (
     DoorVerdict,
     RealtimeOutlook,
+    admitted_ahead,
     alone_ttft,
     door_verdict,
     predict_new_ttft,
@@ -84,18 +85,6 @@ class _Admitted:
     at: float  # epoch seconds
     tenant: str
     due_at: float  # its first-token deadline, epoch seconds (inf: not ordered by one)
-
-
-def _ahead_of(admitted: Iterable[_Admitted], tenant: str | None, due_in_s: float | None
-              ) -> int:
-    """Of the requests admitted since the outlook, those the policy serves before a new one
-    of ``tenant`` due in ``due_in_s``: its own tenant's, and the others' due no later (EDF
-    across tenants). A premium request overtakes the standard ones admitted a moment ago,
-    and counting them ahead refused premium far more than its outcomes warranted."""
-    if tenant is None or due_in_s is None:
-        return sum(1 for _ in admitted)
-    due_at = time.time() + due_in_s
-    return sum(1 for a in admitted if a.tenant == tenant or a.due_at <= due_at)
 
 
 class SloGate:
@@ -220,13 +209,19 @@ class SloGate:
         tenant = rule.tenant
         own = sum(1 for a in admitted if a.tenant == tenant) if tenant is not None else 0
         return door_verdict(outlook, prompt_tokens=rule.prompt_tokens, target_s=rule.target_s,
-                            extra_jobs=_ahead_of(admitted, tenant, rule.due_in_s)
+                            extra_jobs=self._ahead(admitted, tenant, rule.due_in_s)
                             + self._on_the_way[model],
                             tenant=tenant, weight=rule.weight, adapter=rule.adapter,
                             own_extra=own, max_wait_s=rule.max_wait_s,
                             api_delay_s=self.backlog.delay_s(), age_s=age_s,
                             elapsed_s=_elapsed_s(outlook), due_in_s=rule.due_in_s,
                             calibration=self.calibration.factor(model))
+
+    @staticmethod
+    def _ahead(admitted: deque[_Admitted], tenant: str | None, due_in_s: float | None) -> int:
+        due_at = None if due_in_s is None else time.time() + due_in_s
+        return admitted_ahead(((a.tenant, a.due_at) for a in admitted), tenant=tenant,
+                              due_at=due_at)
 
     async def idle_ttft_s(self, model: str, *, prompt_tokens: int) -> float | None:
         """The request's predicted time to first token on an idle pool; None without an

@@ -9,6 +9,7 @@ import pytest
 
 from scheduler.outlook import (
     RealtimeOutlook,
+    admitted_ahead,
     alone_ttft,
     door_refusal,
     predict_new_ttft,
@@ -115,3 +116,14 @@ def test_slots_freed_since_the_outlook_make_room_for_the_admissions_since() -> N
     half_second = queue_wait_s(full, ahead=0, extra_jobs=4, elapsed_s=0.5)
     assert half_second == pytest.approx(prefill + 1 * 1.0 / 8)
     assert queue_wait_s(full, ahead=0, extra_jobs=4, elapsed_s=2.0) == pytest.approx(prefill)
+
+
+def test_admissions_since_the_outlook_count_ahead_only_when_due_first() -> None:
+    admitted = [("std", 11.0), ("std", 11.2), ("prem", 10.4), ("own", 12.0)]
+    # a premium job due at 10.5: its own tenant's and the premium one due before it
+    assert admitted_ahead(admitted, tenant="own", due_at=10.5) == 2
+    # a standard one due at 11.1: also the standard one due at 11.0
+    assert admitted_ahead(admitted, tenant="x", due_at=11.1) == 2
+    # without a deadline or a tenant, all of them
+    assert admitted_ahead(admitted, tenant="x", due_at=None) == 4
+    assert admitted_ahead(admitted, tenant=None, due_at=10.5) == 4
