@@ -26,6 +26,7 @@ BACKLOG_LISTED = 64  # tenants listed by name in an outlook; the rest are summed
 # Adapters listed as warm in an outlook; past it the list is cut and says so
 # (``warm_adapters_all``), and the door adds no load for an adapter it does not list.
 WARM_LISTED = 1024
+FREES_LISTED = 64  # in-flight realtime jobs' expected ends listed in an outlook
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,12 @@ class RealtimeOutlook:
     # the queued jobs due before it (``edf_ahead``). Empty: fair share alone (and an
     # outlook from before this was published).
     deadlines: tuple[tuple[str, float, float], ...] = ()
+    # When the soonest-ending realtime jobs in flight are expected to end, seconds after
+    # ``at``, soonest first (at most FREES_LISTED; each its start plus ``job_service_s``):
+    # jobs that started together free their slots together, not one every
+    # job_service_s / slots_total, and a pool filled by one burst frees none for a while.
+    # Empty: the even rate alone (and an outlook from before this was published).
+    rt_frees_s: tuple[float, ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -142,11 +149,23 @@ def queue_wait_s(o: RealtimeOutlook, *, ahead: float, extra_jobs: int,
     queue_s = ahead_tokens * o.prefill_per_token_s / max(1, o.workers)
     inflight = o.rt_load - o.rt_queued
     freed = elapsed_s * o.slots_total / o.job_service_s if o.job_service_s > 0 else 0.0
-    past_capacity = inflight + ahead + extra_jobs + 1 - o.slots_total - freed
+    past_capacity = inflight + ahead + extra_jobs + 1 - o.slots_total
     slot_wait_s = 0.0
-    if past_capacity > 0:
-        slot_wait_s = past_capacity * o.job_service_s / max(1, o.slots_total)
-    return queue_s + slot_wait_s
+    if past_capacity - freed > 0:
+        slot_wait_s = (past_capacity - freed) * o.job_service_s / max(1, o.slots_total)
+    return queue_s + max(slot_wait_s, listed_free_s(o, past_capacity, elapsed_s))
+
+
+def listed_free_s(o: RealtimeOutlook, needed: float, elapsed_s: float = 0.0) -> float:
+    """When the ``needed``-th in-flight realtime job is expected to end, from ``elapsed_s``
+    after the outlook, by the ends it lists (0 when it lists too few: the even rate then
+    judges alone). The longer of this and the even rate counts: after a burst filled the
+    pool at once no slot frees until that cohort ends, which the rate would not see, and a
+    job past its expected end (listed as 0) may be a long one, which the rate still counts."""
+    i = math.ceil(needed)
+    if i < 1 or i > len(o.rt_frees_s):
+        return 0.0
+    return max(0.0, o.rt_frees_s[i - 1] - elapsed_s)
 
 
 def adapter_load_s(o: RealtimeOutlook, adapter: str | None) -> float:

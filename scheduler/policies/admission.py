@@ -35,11 +35,13 @@ serves yet waits (a worker may be starting) and the API's timeout bounds the wai
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, replace
 
 from scheduler.cost_model import CostModel
 from scheduler.outlook import (
+    FREES_LISTED,
     Backlog,
     RealtimeOutlook,
     alone_ttft,
@@ -58,6 +60,7 @@ from scheduler.types import Decision, JobClass, JobView, Reject
 
 # The moving averages' weight once past their first jobs (each of which weighs 1/n).
 SIZE_WEIGHT = 0.05
+PACE_MAX = 8.0  # the observed pace is believed within this factor of the profile's
 
 
 @dataclass(slots=True)
@@ -72,12 +75,27 @@ class ServiceEstimate:
     asked_tokens: float = math.inf  # mean max_tokens of recent realtime arrivals
     done: int = 0
     asked: int = 0
+    # How long realtime jobs held their slot (assigned -> finished) over what the cost
+    # profile gives for their size: an engine slower than its profile, or prefill chunks
+    # interleaved with decode, hold slots longer, and the slot wait counted by the profile
+    # alone admitted jobs that then waited a second past their target.
+    pace: float = 1.0
+    timed: int = 0
 
     def observe(self, prompt_tokens: int, output_tokens: int) -> None:
         self.done += 1
         w = max(SIZE_WEIGHT, 1 / self.done)
         self.prompt_tokens = (1 - w) * self.prompt_tokens + w * prompt_tokens
         self.output_tokens = (1 - w) * self.output_tokens + w * output_tokens
+
+    def observe_time(self, held_s: float, profile_s: float) -> None:
+        """A realtime job held its slot ``held_s``; the profile gives ``profile_s`` for it."""
+        if profile_s <= 0 or held_s <= 0:
+            return
+        self.timed += 1
+        w = max(SIZE_WEIGHT, 1 / self.timed)
+        ratio = min(PACE_MAX, max(1 / PACE_MAX, held_s / profile_s))
+        self.pace = (1 - w) * self.pace + w * ratio
 
     def note_asked(self, max_tokens: int) -> None:
         self.asked += 1
@@ -92,32 +110,53 @@ class ServiceEstimate:
         return min(self.output_tokens, self.asked_tokens)
 
     def service_s(self, cost: CostModel, batch: int) -> float:
-        return cost.service_s(int(self.prompt_tokens), int(self.expected_output), batch)
+        """One mean realtime job's time in its slot at ``batch``, at the pace observed."""
+        return self.pace * cost.service_s(int(self.prompt_tokens), int(self.expected_output),
+                                          batch)
 
 
 def pool_outlook(model: str, pool: Pool, now: float, cost: CostModel, mean: ServiceEstimate,
                  backlog: tuple[Backlog, ...] = (), adapter_load_s: float = 0.0,
-                 deadlines: tuple[tuple[str, float, float], ...] = ()) -> RealtimeOutlook:
+                 deadlines: tuple[tuple[str, float, float], ...] = (),
+                 rt_frees_s: tuple[float, ...] | None = None) -> RealtimeOutlook:
     """What a new realtime job of the pool would wait behind: the numbers both the policy
     (``predict_ttft``) and the API's door (scheduler.outlook) predict from. With
     ``adapter_load_s``, the adapters the pool's workers hold are listed, and a job for
-    another waits that long for its load; without, adapters are not counted."""
+    another waits that long for its load; without, adapters are not counted.
+    ``rt_frees_s``: the in-flight realtime jobs' expected ends (``expected_frees``) when
+    the caller has them at hand for this ``now``; else counted here."""
     warm: tuple[str, ...] = ()
     warm_all = True
     if adapter_load_s > 0:
         warm, warm_all = warm_listing(
             [list(reversed(ws.adapters.ledger.ready_at)) for ws in pool.workers.values()])
-    batch = max(1, math.ceil(pool.mean_used()))
+    batch = pool_batch(pool)
     ctx = batch * (int(mean.prompt_tokens) + int(mean.expected_output) // 2)
+    service_s = mean.service_s(cost, batch)
+    if rt_frees_s is None:
+        rt_frees_s = expected_frees(pool, now, service_s)
     return RealtimeOutlook(
         model=model, at=now, workers=len(pool.workers), slots_total=pool.slots_total,
         rt_load=pool.rt_inflight + pool.rt_queued, rt_queued_prefill=rt_prefill_ahead(pool),
-        mean_prompt_tokens=mean.prompt_tokens, job_service_s=mean.service_s(cost, batch),
+        mean_prompt_tokens=mean.prompt_tokens, job_service_s=service_s,
         step_s=cost.step_s(batch, ctx, 0), prefill_per_token_s=cost.prefill_per_token_s,
         prefill_step_s=cost.step_base_s, token_budget=cost.token_budget,
         rt_queued=pool.rt_queued, rt_engine_prefill=pool.rt_engine_prefill, backlog=backlog,
         warm_adapters=warm, warm_adapters_all=warm_all, adapter_load_s=adapter_load_s,
-        deadlines=deadlines)
+        deadlines=deadlines, rt_frees_s=rt_frees_s)
+
+
+def pool_batch(pool: Pool) -> int:
+    """The batch size the pool's jobs run at, as the outlook judges by."""
+    return max(1, math.ceil(pool.mean_used()))
+
+
+def expected_frees(pool: Pool, now: float, service_s: float) -> tuple[float, ...]:
+    """When the pool's in-flight realtime jobs are expected to end, seconds from ``now``, the
+    soonest FREES_LISTED: each one mean job's service after it was assigned (0 if past)."""
+    ends = (max(0.0, item.assigned_at + service_s - now)
+            for ws in pool.workers.values() for item in ws.jobs.values() if item.is_realtime)
+    return tuple(heapq.nsmallest(FREES_LISTED, ends))
 
 
 def held_anywhere(pool: Pool, adapter: str) -> bool:
@@ -136,10 +175,11 @@ def predict_ttft(
 
 
 def outlook_without(job: JobView, pool: Pool, now: float, cost: CostModel,
-                    mean: ServiceEstimate) -> RealtimeOutlook:
+                    mean: ServiceEstimate, rt_frees_s: tuple[float, ...] | None = None
+                    ) -> RealtimeOutlook:
     """The pool's outlook less the queued ``job`` itself (no backlog: ``_predict_from`` adds
     it, only where fair share is asked for)."""
-    o = pool_outlook(job.model, pool, now, cost, mean)
+    o = pool_outlook(job.model, pool, now, cost, mean, rt_frees_s=rt_frees_s)
     return replace(o, rt_load=max(0, o.rt_load - 1), rt_queued=max(0, o.rt_queued - 1),
                    rt_queued_prefill=max(0, o.rt_queued_prefill - job.prompt_tokens))
 
@@ -185,6 +225,8 @@ class Admission:
         self._new_flex: list[str] = []
         self._overloaded_until: dict[str, float] = {}  # model -> end of its flex refusal
         self.realtime_size = ServiceEstimate()
+        # model -> ((now, its workers' load versions), in-flight realtime ends)
+        self._frees_at: dict[str, tuple[tuple[float, int], tuple[float, ...]]] = {}
 
     def note_arrival(self, job: JobView) -> None:
         if job.job_class is JobClass.REALTIME:
@@ -194,8 +236,15 @@ class Admission:
         elif job.priority == self.config.flex_priority:
             self._new_flex.append(job.job_id)
 
-    def note_realtime_done(self, prompt_tokens: int, output_tokens: int) -> None:
+    def note_realtime_done(self, prompt_tokens: int, output_tokens: int, model: str = "",
+                           held_s: float | None = None) -> None:
+        """A realtime job of ``model`` finished, having held its slot ``held_s``."""
         self.realtime_size.observe(prompt_tokens, output_tokens)
+        pool = self._fleet.pools.get(model)
+        if held_s is not None and pool is not None:
+            cost = pool.cost or self.config.default_cost
+            self.realtime_size.observe_time(
+                held_s, cost.service_s(prompt_tokens, output_tokens, pool_batch(pool)))
 
     def admit(self, now: float) -> list[Decision]:
         """The refusals for the jobs noted since the last call, in the order they apply."""
@@ -236,7 +285,8 @@ class Admission:
             self._reject(job.job_id, "no_capacity_for_model", 30.0, out)
             return
         cost = pool.cost or cfg.default_cost
-        outlook = outlook_without(job, pool, now, cost, self.realtime_size)
+        outlook = outlook_without(job, pool, now, cost, self.realtime_size,
+                                  self._frees(job.model, pool, now, cost))
         if job.adapter is not None and not held_anywhere(pool, job.adapter):
             # counts its load, as the pool's engines measured it
             outlook = replace(outlook, adapter_load_s=pool.adapter_load_s(cfg.adapter_load_s))
@@ -285,6 +335,17 @@ class Admission:
                 <= job.deadline):
             retry = retry_after_s(first_token, job.deadline, self.config.min_retry_after_s)
             self._refuse_realtime(job, "deadline_unreachable", retry, now, out)
+
+    def _frees(self, model: str, pool: Pool, now: float, cost: CostModel
+               ) -> tuple[float, ...]:
+        """The pool's in-flight realtime ends, counted once per pass (judging each arrival
+        of a burst would count them again, O(arrivals x jobs in flight))."""
+        key = (now, sum(ws.load_version for ws in pool.workers.values()))
+        cached = self._frees_at.get(model)
+        if cached is None or cached[0] != key:
+            service_s = self.realtime_size.service_s(cost, pool_batch(pool))
+            cached = self._frees_at[model] = (key, expected_frees(pool, now, service_s))
+        return cached[1]
 
     def _with_deadlines(self, o: RealtimeOutlook, backlog: tuple[Backlog, ...], now: float
                         ) -> RealtimeOutlook:

@@ -95,7 +95,8 @@ class FairwayPolicy(SchedulingPolicy):
         # of how large realtime jobs are or how long a tenant's answers run.
         known = prompt_tokens > 0 or completion_tokens > 0
         if item is not None and item.is_realtime and known:
-            self.admission.note_realtime_done(prompt_tokens, completion_tokens)
+            self.admission.note_realtime_done(prompt_tokens, completion_tokens, item.job.model,
+                                              held_s=self._now - item.assigned_at)
         if item is not None and self.config.length_aware and known:  # finished, not preempted
             done = item.job.generated_tokens
             self.waiting.lengths.observe(

@@ -68,7 +68,8 @@ def decode_outlook(raw: bytes | str | None) -> RealtimeOutlook | None:
                                               for t, q, w in outlook.backlog),
                        warm_adapters=tuple(str(a) for a in outlook.warm_adapters),
                        deadlines=tuple((str(t), float(a), float(b))
-                                       for t, a, b in outlook.deadlines))
+                                       for t, a, b in outlook.deadlines),
+                       rt_frees_s=tuple(float(f) for f in outlook.rt_frees_s))
     except (ValueError, KeyError, TypeError):
         return None
 
