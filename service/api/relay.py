@@ -78,6 +78,7 @@ OUTAGE_PATIENCE_S = 30.0  # how long the relay waits for Redis to come back
 # job's row: a job can be final with its stream's end never written (the worker died after its
 # final write, its stream outbox lost), and Postgres, not the stream, is the truth.
 SETTLE_CHECK_S = 5.0
+ROW_CHECK_MAX_GAP = 4  # the longest gap between such reads, in SETTLE_CHECK_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,23 +194,28 @@ class _StreamReader:
 
 
 class _RowCheck:
-    """When to read the job's row: after ``every_s`` without a stream entry, and every
-    ``every_s`` while that lasts."""
+    """When to read the job's row: after ``every_s`` without a stream entry, then at gaps
+    doubling up to ROW_CHECK_MAX_GAP times that while the quiet lasts. A job queued behind a
+    flood is silent until it starts: read every ``every_s``, 56 such streams cost the API
+    about 2% of a core in Postgres reads on a 2-core box, taken from the engine beside it."""
 
     def __init__(self, settled: Callable[[], Awaitable[Settled | None]] | None,
                  every_s: float) -> None:
         self.settled, self.every_s = settled, every_s
         self.quiet_since = self.last_check = time.monotonic()
+        self.gap_s = every_s
 
     def heard(self) -> None:
         self.quiet_since = time.monotonic()
+        self.gap_s = self.every_s
 
     async def due(self) -> Settled | None:
         now = time.monotonic()
-        if self.settled is None or min(now - self.quiet_since,
-                                       now - self.last_check) < self.every_s:
+        if self.settled is None or now - self.quiet_since < self.every_s \
+                or now - self.last_check < self.gap_s:
             return None
         self.last_check = now
+        self.gap_s = min(2 * self.gap_s, ROW_CHECK_MAX_GAP * self.every_s)
         try:
             return await self.settled()
         except Exception as exc:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import time
 import uuid
 from typing import Any
 
@@ -165,3 +167,20 @@ def test_a_final_whose_worker_settled_the_quota_is_told_before_it_is_yielded():
     settled = {"type": "final", "attempt": 1, "finish_reason": "stop", "settled": 1}
     assert asyncio.run(run(settled)) == ["delta", "settled", "final"]
     assert asyncio.run(run({"type": "final", "attempt": 1})) == ["delta", "final"]
+
+
+def test_a_silent_stream_reads_its_row_less_often_the_longer_it_is_silent() -> None:
+    """A job queued behind a flood says nothing until it starts: its row is read after the
+    settle check, then at doubling gaps up to ROW_CHECK_MAX_GAP of it, not every check."""
+    reads: list[float] = []
+
+    async def settled() -> Any:
+        reads.append(time.monotonic())
+        return None
+
+    _relay(FakeStreamRedis([]), settled, timeout_s=0.5)
+    gaps = [b - a for a, b in itertools.pairwise(reads)]
+    # 0.02 s, then gaps of 0.04, 0.08, 0.08, ...: 7 or so in 0.5 s, where a read every
+    # 0.02 s would make about 25.
+    assert 2 <= len(reads) <= 10, reads
+    assert gaps[0] >= 0.035  # the second read waited twice the first's quiet
