@@ -236,12 +236,12 @@ class Admission:
         elif job.priority == self.config.flex_priority:
             self._new_flex.append(job.job_id)
 
-    def note_realtime_done(self, prompt_tokens: int, output_tokens: int, model: str = "",
-                           held_s: float | None = None) -> None:
+    def note_realtime_done(self, prompt_tokens: int, output_tokens: int, model: str,
+                           held_s: float) -> None:
         """A realtime job of ``model`` finished, having held its slot ``held_s``."""
         self.realtime_size.observe(prompt_tokens, output_tokens)
         pool = self._fleet.pools.get(model)
-        if held_s is not None and pool is not None:
+        if pool is not None:
             cost = pool.cost or self.config.default_cost
             self.realtime_size.observe_time(
                 held_s, cost.service_s(prompt_tokens, output_tokens, pool_batch(pool)))
@@ -269,11 +269,10 @@ class Admission:
             if not pool.workers:
                 continue
             backlog = summarize_backlog(self._waiting.backlog(model))
-            listed = [t for t, _, _ in backlog if t]
             out.append(pool_outlook(model, pool, now, pool.cost or self.config.default_cost,
                                     self.realtime_size, backlog,
                                     pool.adapter_load_s(self.config.adapter_load_s),
-                                    self._waiting.deadlines(model, listed, now)))
+                                    self._deadlines(model, backlog, now)))
         return out
 
     def _admit_realtime(self, job: JobView, now: float, out: list[Decision]) -> None:
@@ -350,8 +349,13 @@ class Admission:
     def _with_deadlines(self, o: RealtimeOutlook, backlog: tuple[Backlog, ...], now: float
                         ) -> RealtimeOutlook:
         """The outlook with when each backlogged tenant's queued jobs are due (EDF)."""
-        tenants = [t for t, _, _ in backlog if t]
-        return replace(o, deadlines=self._waiting.deadlines(o.model, tenants, now))
+        return replace(o, deadlines=self._deadlines(o.model, backlog, now))
+
+    def _deadlines(self, model: str, backlog: tuple[Backlog, ...], now: float
+                   ) -> tuple[tuple[str, float, float], ...]:
+        """When each named tenant of ``backlog`` has its queued jobs due (the summed rest,
+        named "", has no span)."""
+        return self._waiting.deadlines(model, [t for t, _, _ in backlog if t], now)
 
     def _refuse_realtime(self, job: JobView, reason: str, retry: float, now: float,
                          out: list[Decision]) -> None:
