@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from scheduler.tiers import FLEX_TIER
 from service.store import handoff, job_stream, lifecycle, nul_codec, tracing, wakeups
 from service.store.db import without_transaction
 from service.store.models.jobs import Job, JobStatus
@@ -45,6 +46,7 @@ from worker.engine.base import Engine, EngineError, EngineRequest
 from worker.engine_request import build_engine_request, tenant_cache_salt
 from worker.stamps import RowStamps
 from worker.stream_outbox import StreamOutbox
+from worker.stream_pacer import StreamPacer
 
 log = logging.getLogger("fairway.worker")
 
@@ -222,6 +224,8 @@ class JobRunner:
         self.progress[str(job.job_id)] = (job, progress)
         # Hops: from the engine enqueue to the first token on its way to Redis, then the rest.
         waiting, decoding = tracing.start_span("fairway.worker.first_token"), None
+        pacer = StreamPacer(self.settings.worker.batch_stream_interval_ms / 1000
+                            if job.priority >= FLEX_TIER else 0.0)
         # Closed at once if this attempt stops early (a lost claim aborts the request now,
         # not when the generator is collected: a re-run may reuse its request id).
         async with contextlib.aclosing(self.engine.generate(request)) as deltas:
@@ -249,9 +253,10 @@ class JobRunner:
                         traceparent = tracing.traceparent(waiting)
                         tracing.end(waiting)
                         waiting, decoding = None, tracing.start_span("fairway.worker.decode")
-                    if job.streamed:
-                        await self.outbox.put(job.job_id, job_stream.Delta(
-                            job.attempt, delta.text, len(delta.token_ids), offset, traceparent))
+                    if job.streamed and (entry := pacer.add(job_stream.Delta(
+                            job.attempt, delta.text, len(delta.token_ids), offset, traceparent),
+                            time.monotonic())) is not None:
+                        await self.outbox.put(job.job_id, entry)
                     if unconfirmed(job):  # it left unconfirmed: the rest waits
                         await confirm(job)
                     if first:  # after the token is on its way: the stamp is not on the hot path
@@ -261,6 +266,8 @@ class JobRunner:
                     progress.finish_reason = delta.finish_reason
                     progress.prompt_tokens = delta.num_prompt_tokens or progress.prompt_tokens
                     progress.cached = delta.num_cached_tokens
+        if job.streamed and (held := pacer.flush()) is not None:  # before the end or park
+            await self.outbox.put(job.job_id, held)
         tracing.end(waiting or decoding)
         await confirm(job)  # an attempt that made no output at all
         if progress.finish_reason in (None, "abort"):

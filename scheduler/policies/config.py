@@ -50,6 +50,9 @@ class FairwayConfig:
     # mean remembers a burst for minutes, and a slot held through a long batch flood after
     # realtime has gone costs batch a slot for nothing (a late arrival preempts instead).
     headroom_hold_s: float = 10.0
+    # ... and sooner where realtime came often: after this many of its mean arrival gaps (at
+    # one arrival every 0.5 s, 2 s), so that a burst's end frees its slots for batch.
+    headroom_hold_gaps: float = 4.0
     # Realtime lane (lane.py): serve realtime on workers batch may barely use, so its steps
     # are not slowed by a full batch. Off by default: see docs/scheduler.md for the trade-off.
     rt_lane: bool = False

@@ -37,6 +37,7 @@ class Placer:
             cfg.headroom_max_frac,
             cfg.headroom_enabled,
             cfg.headroom_hold_s,
+            cfg.headroom_hold_gaps,
         )
         self.lanes: RealtimeLanes | None = None
         if cfg.rt_lane:

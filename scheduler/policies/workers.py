@@ -53,6 +53,9 @@ class WorkerState:
     ewma_at: float = 0.0
     # When the last realtime job held here left (while one is held, rt_count says so).
     rt_left_at: float = -math.inf
+    # When realtime last came here, and the mean gap between its arrivals (0: not known yet).
+    rt_came_at: float = -math.inf
+    rt_gap_s: float = 0.0
     lane: bool = False  # in a realtime lane (lane.py): sorts after every other worker
     # The engine's step clock (``SchedulingPolicy.on_worker_step``) and the realtime prefill
     # this policy has queued there, for realtime's earliest-start placement (rt_start.py).
@@ -97,11 +100,19 @@ class WorkerState:
         self.jobs[item.job.job_id] = item
         self.kv_reserved += item.kv_need
         self.rt_count += item.is_realtime
+        if item.is_realtime:
+            self._note_arrival(now)
         self.adapters.add(item.job.adapter)
         if item.is_realtime and not item.first_token:
             self.rt_awaiting += 1
             self.rt_awaiting_prefill += item.job.prompt_tokens
         self.load_version += 1
+
+    def _note_arrival(self, now: float) -> None:
+        if self.rt_came_at > -math.inf:
+            gap = now - self.rt_came_at
+            self.rt_gap_s = gap if self.rt_gap_s == 0 else 0.7 * self.rt_gap_s + 0.3 * gap
+        self.rt_came_at = now
 
     def first_token(self, job_id: str) -> AssignedJob | None:
         """The job's first token came: its prefill no longer waits here. Returns the job when
@@ -151,6 +162,7 @@ class Headroom:
     max_frac: float
     enabled: bool = True
     hold_s: float = math.inf  # FairwayConfig.headroom_hold_s
+    hold_gaps: float = math.inf  # FairwayConfig.headroom_hold_gaps
     rt_kv_mean: float = 0.0  # EWMA of a realtime job's KV need, for the KV reserve
 
     def note_realtime(self, job: JobView) -> None:
@@ -163,8 +175,16 @@ class Headroom:
             return 0, 0
         ws.observe(now, self.tau_s)
         mean = ws.rt_ewma
-        gone = ws.rt_count == 0 and now - ws.rt_left_at > self.hold_s
+        gone = ws.rt_count == 0 and now - ws.rt_left_at > self.hold(ws)
         target = 0 if gone or mean < 0.05 else math.ceil(mean + self.k * math.sqrt(mean))
         cap = int(self.max_frac * ws.view.max_slots)
         slots = min(cap, max(self.min_slots, target - ws.rt_count))
         return slots, int(slots * self.rt_kv_mean)
+
+    def hold(self, ws: WorkerState) -> float:
+        """How long the reserve outlives the last realtime held: ``hold_gaps`` of its mean
+        arrival gap (a Poisson stream that went that long without an arrival has likely
+        stopped: e^-4 < 2%), at most ``hold_s``."""
+        if ws.rt_gap_s <= 0:
+            return self.hold_s
+        return min(self.hold_s, self.hold_gaps * ws.rt_gap_s)

@@ -183,6 +183,12 @@ class WorkerSettings(SettingsGroup):
         default=4,
         description="Celery pool threads beyond the engine's `FAIRWAY_MAX_NUM_SEQS` (batch "
                     "tasks; realtime jobs come by the hand-off stream and take no thread)")
+    batch_stream_interval_ms: int = Field(
+        default=250, ge=0,
+        description="a streamed batch-class (flex) job's text after its first token goes out "
+                    "at most this often, merged into one chunk: each chunk costs CPU beside "
+                    "the engine, and flex has no latency goal past its first token; 0: every "
+                    "token (realtime tiers always stream every token)")
     heartbeat_seconds: float = Field(
         default=1.0,
         description="how often a worker publishes its heartbeat and renews its jobs' leases; "

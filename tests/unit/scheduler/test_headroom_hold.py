@@ -59,3 +59,33 @@ def test_batch_takes_every_slot_once_the_hold_has_passed() -> None:
     # 9.5 s since realtime left: the mean has decayed to a one-slot reserve, still kept.
     assert len(late) == 1
     assert len(policy.schedule(16.5)) == 1  # the hold passed: batch takes the last slot
+
+
+def _worker_after_a_burst(gap_s: float, n: int = 8) -> WorkerState:
+    """A worker of 8 slots that held ``n`` realtime jobs arriving ``gap_s`` apart, each for 1 s;
+    the last left at ``(n - 1) * gap_s + 1``."""
+    ws = WorkerState(worker("w", slots=8), COST)
+    for i in range(n):
+        ws.add(AssignedJob(rt(f"r{i}"), i * gap_s, 150, 0), i * gap_s, 30.0)
+    for i in range(n):
+        ws.remove(f"r{i}", i * gap_s + 1.0, 30.0)
+    return ws
+
+
+def test_a_dense_burst_frees_its_reserve_after_a_few_of_its_gaps() -> None:
+    ws, headroom = _worker_after_a_burst(0.5), _headroom()
+    headroom.hold_gaps = 4.0
+    left = 7 * 0.5 + 1.0
+    assert ws.rt_gap_s == 0.5
+    assert headroom.reserve(ws, left + 1.9)[0] >= 1  # within 4 gaps of 0.5 s
+    assert headroom.reserve(ws, left + 2.1) == (0, 0)  # not the 10 s hold
+    assert ws.rt_ewma > 0.05  # the mean alone would still keep a slot
+
+
+def test_a_sparse_stream_keeps_the_whole_hold() -> None:
+    ws, headroom = _worker_after_a_burst(5.0, n=3), _headroom()
+    headroom.hold_gaps = 4.0
+    left = 2 * 5.0 + 1.0
+    assert headroom.hold(ws) == 10.0  # 4 gaps of 5 s are past the 10 s cap
+    assert headroom.reserve(ws, left + 9.9)[0] >= 1
+    assert headroom.reserve(ws, left + 10.1) == (0, 0)
