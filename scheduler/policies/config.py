@@ -53,6 +53,8 @@ class FairwayConfig:
     # ... and sooner where realtime came often: after this many of its mean arrival gaps (at
     # one arrival every 0.5 s, 2 s), so that a burst's end frees its slots for batch.
     headroom_hold_gaps: float = 4.0
+    # ... and yields to batch while this many pool-fulls of batch wait (inf: never).
+    headroom_yield_waves: float = 1.0
     # Realtime lane (lane.py): serve realtime on workers batch may barely use, so its steps
     # are not slowed by a full batch. Off by default: see docs/scheduler.md for the trade-off.
     rt_lane: bool = False

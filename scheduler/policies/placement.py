@@ -110,7 +110,7 @@ class Placer:
         def any_slot(ws: WorkerState) -> bool:
             if level == 1 and lanes is not None and not lanes.batch_may_use(ws, 0):
                 return False
-            reserve = 0 if level == 0 else self.headroom.reserve(ws, now)[0]
+            reserve = 0 if level == 0 else self._reserve(ws, pool, now)[0]
             return ws.free_slots() - 1 >= reserve
 
         return pool.least_loaded(any_slot, self.config.placement_scan_limit) is not None
@@ -182,13 +182,26 @@ class Placer:
         may not, nor a lane worker beyond the lane's batch allowance."""
         need = kv_need(job)
         lanes = self.lanes if level == 1 else None
+        pool = self._fleet.pool(job.model)
 
         def fits(ws: WorkerState) -> bool:
             if level == 0:
                 return ws.fits(need)
             if lanes is not None and not lanes.batch_may_use(ws, job.prompt_tokens):
                 return False
-            slots, kv = self.headroom.reserve(ws, now)
+            slots, kv = self._reserve(ws, pool, now)
             return ws.fits(need, slots, kv)
 
         return fits
+
+    def _reserve(self, ws: WorkerState, pool: Pool, now: float) -> tuple[int, int]:
+        """The realtime reserve batch must leave free on ``ws``: none while at least
+        ``headroom_yield_waves`` pool-fulls of batch wait behind the job being placed. A slot
+        held then is throughput the flood never gets back: with jobs of one length, its late
+        start shifts every later job in it, and the flood ends up to a job's time later; a
+        realtime arrival takes a batch job's slot instead (it parks with its checkpoint and
+        resumes from it). With less waiting, the flood's tail has idle slots to absorb a held
+        one, and the reserve spares batch the preemptions."""
+        if pool.batch_queued >= self.config.headroom_yield_waves * max(1, pool.slots_total):
+            return 0, 0
+        return self.headroom.reserve(ws, now)

@@ -46,6 +46,7 @@ class Pool:
     rt_inflight: int = 0
     rt_queued: int = 0
     rt_queued_prefill: int = 0
+    batch_queued: int = 0  # batch class waiting at level 1 (not escalated)
     # Realtime assigned to the pool's engines whose first token has not come: its prefill
     # still waits (or runs) inside the engines, ahead of any realtime sent there next.
     rt_engine_queued: int = 0

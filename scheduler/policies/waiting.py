@@ -226,22 +226,24 @@ class WaitingJobs:
 
     def _index(self, job: JobView, level: int) -> None:
         self._queued[job.job_id] = (level, job.model)
-        self._count_rt_queued(job, level, +1)
+        self._count_queued(job, level, +1)
         if job.job_class is JobClass.BATCH and job.priority == self.config.flex_priority:
             self._flex.setdefault(job.model, set()).add(job.job_id)
 
     def _forget(self, job: JobView, level: int) -> None:
         del self._queued[job.job_id]
-        self._count_rt_queued(job, level, -1)
+        self._count_queued(job, level, -1)
         flex = self._flex.get(job.model)
         if flex is not None:
             flex.discard(job.job_id)
 
-    def _count_rt_queued(self, job: JobView, level: int, sign: int) -> None:
+    def _count_queued(self, job: JobView, level: int, sign: int) -> None:
+        pool = self._fleet.pool(job.model)
         if level == 0:
-            pool = self._fleet.pool(job.model)
             pool.rt_queued += sign
             pool.rt_queued_prefill += sign * job.prompt_tokens
+        else:
+            pool.batch_queued += sign
 
     def _refresh(self, level: int, tenant: str) -> None:
         for fq in self._queues[level].values():

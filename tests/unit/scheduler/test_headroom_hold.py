@@ -89,3 +89,24 @@ def test_a_sparse_stream_keeps_the_whole_hold() -> None:
     assert headroom.hold(ws) == 10.0  # 4 gaps of 5 s are past the 10 s cap
     assert headroom.reserve(ws, left + 9.9)[0] >= 1
     assert headroom.reserve(ws, left + 10.1) == (0, 0)
+
+
+def _placed_after_realtime(n_batch: int, yield_waves: float = 1.0) -> int:
+    """Batch jobs placed on a 4-slot worker 1 s after realtime left it (the reserve held)."""
+    policy = FairwayPolicy(FairwayConfig(headroom_hold_s=10.0, headroom_yield_waves=yield_waves))
+    policy.on_worker_heartbeat(worker("w", slots=4))
+    policy.on_job_arrived(rt("r", at=0.0))
+    policy.schedule(0.0)
+    policy.schedule(6.0)
+    policy.on_job_finished("r", "w", 100, 50)
+    for i in range(n_batch):
+        policy.on_job_arrived(batch(f"b{i}", at=7.0))
+    return len(policy.schedule(7.0))
+
+
+def test_the_reserve_yields_while_a_full_wave_of_batch_waits_behind() -> None:
+    assert _placed_after_realtime(12) == 4  # 8 still wait: a slot held would idle a wave
+    assert _placed_after_realtime(12, yield_waves=float("inf")) == 2
+    # 6 jobs: the first two go while 4 (a pool-full) wait behind, then the reserve holds.
+    assert _placed_after_realtime(6) == 2
+    assert _placed_after_realtime(4) == 2
