@@ -58,6 +58,7 @@ OLD_VARIABLES: dict[str, tuple[str, str, Any]] = {
     "FAIRWAY_BATCH_MAX_FILE_BYTES": ("1048576", "batches.max_file_bytes", 1_048_576),
     "FAIRWAY_BATCH_MAX_LINES": ("10", "batches.max_lines", 10),
     "FAIRWAY_BATCH_COMPLETION_WINDOWS": ("24h,30s", "batches.completion_windows", "24h,30s"),
+    "FAIRWAY_BATCH_STREAM_INTERVAL_MS": ("100", "worker.batch_stream_interval_ms", 100),
     "FAIRWAY_BATCH_VALIDATION_GRACE_SECONDS": ("3", "batches.validation_grace_seconds", 3.0),
     "FAIRWAY_BATCH_MAINTENANCE_SECONDS": ("0.5", "batches.maintenance_seconds", 0.5),
     "FAIRWAY_FILE_EXPIRY_SWEEP_SECONDS": ("5", "batches.file_expiry_sweep_seconds", 5.0),
