@@ -4,7 +4,8 @@ A batch-class stream (flex) has no latency goal past its first token, and every 
 a Redis write here, a wake-up and an SSE write in the API that relays it: CPU taken from an
 engine that shares the host. So its first text goes at once (its TTFT), and later text waits
 until ``interval_s`` has passed since the last entry sent, merged into one entry. Nothing is
-held past the attempt: its end (finish, failure, park) takes what is held first.
+held past the attempt: its end (a finish or a park) sends what is held first. An attempt
+that fails ends its stream with the error, and the text held then is not sent.
 """
 
 from __future__ import annotations
