@@ -15,7 +15,6 @@ import asyncio
 import logging
 import uuid
 from collections import deque
-from dataclasses import replace
 
 from redis.asyncio import Redis
 
@@ -156,6 +155,6 @@ def _append(queue: deque[job_stream.Entry], entry: job_stream.Entry) -> None:
     if (isinstance(entry, job_stream.Delta) and isinstance(last, job_stream.Delta)
             and last.attempt == entry.attempt and last.offset is not None
             and entry.offset == last.offset + len(last.text)):
-        queue[-1] = replace(last, text=last.text + entry.text, tokens=last.tokens + entry.tokens)
+        queue[-1] = job_stream.followed_by(last, entry)
         return
     queue.append(entry)

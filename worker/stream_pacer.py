@@ -10,9 +10,7 @@ that fails ends its stream with the error, and the text held then is not sent.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from service.store.job_stream import Delta
+from service.store.job_stream import Delta, followed_by
 
 
 class StreamPacer:
@@ -23,11 +21,8 @@ class StreamPacer:
 
     def add(self, delta: Delta, now: float) -> Delta | None:
         """The entry to send now (``delta``, with what was held before it), or None: held."""
-        held = self._held
-        if held is not None:
-            delta = replace(held, text=held.text + delta.text,
-                            tokens=held.tokens + delta.tokens,
-                            traceparent=held.traceparent or delta.traceparent)
+        if self._held is not None:
+            delta = followed_by(self._held, delta)
         if self._sent_at is not None and now - self._sent_at < self.interval_s:
             self._held = delta
             return None

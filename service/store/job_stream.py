@@ -13,7 +13,7 @@ does not parse is None, and the reader skips it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from redis.typing import EncodableT, FieldT
 
@@ -27,6 +27,12 @@ class Delta:
     # The worker's first delta carries its span's W3C traceparent when tracing is on, so the
     # API's relay hop continues the job's trace (service.store.tracing).
     traceparent: str | None = None
+
+
+def followed_by(delta: Delta, later: Delta) -> Delta:
+    """``delta`` with ``later``'s text after it: one entry for both (the caller checks that
+    ``later`` continues it). The first keeps its offset and traceparent."""
+    return replace(delta, text=delta.text + later.text, tokens=delta.tokens + later.tokens)
 
 
 @dataclass(frozen=True, slots=True)
