@@ -93,7 +93,7 @@ class Placer:
         if pool is None or not pool.workers:
             return False
         limit = cfg.placement_scan_limit
-        candidates = pool.fitting(self._room_for(job, level, now), limit, want=limit)
+        candidates = pool.fitting(self._room_for(pool, job, level, now), limit, want=limit)
         return adapter_hold.must_wait(candidates, job, job.adapter, now, cfg,
                                       pool.cost or cfg.default_cost, escalated,
                                       pool.adapter_load_s(cfg.adapter_load_s))
@@ -132,7 +132,7 @@ class Placer:
         self, pool: Pool, job: JobView, level: int, now: float
     ) -> WorkerState | None:
         cfg = self.config
-        fits = self._room_for(job, level, now)
+        fits = self._room_for(pool, job, level, now)
         realtime = job.job_class is JobClass.REALTIME
         timed = realtime and cfg.rt_earliest_start
         if job.adapter is not None and cfg.adapter_aware:
@@ -177,12 +177,12 @@ class Placer:
             )
         return adapter_placement.warm_first(candidates, adapter)
 
-    def _room_for(self, job: JobView, level: int, now: float) -> Callable[[WorkerState], bool]:
+    def _room_for(self, pool: Pool, job: JobView, level: int, now: float
+                  ) -> Callable[[WorkerState], bool]:
         """Whether a worker has room for the job: level 0 may use the realtime reserve; batch
         may not, nor a lane worker beyond the lane's batch allowance."""
         need = kv_need(job)
         lanes = self.lanes if level == 1 else None
-        pool = self._fleet.pool(job.model)
 
         def fits(ws: WorkerState) -> bool:
             if level == 0:
